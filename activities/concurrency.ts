@@ -1,0 +1,11 @@
+/** Runs `work` over `items` with at most `limit` at a time; rejects on the first failure. */
+export async function mapWithConcurrency<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const item = items[next++];
+      await work(item);
+    }
+  });
+  await Promise.all(lanes);
+}

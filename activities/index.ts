@@ -1,0 +1,217 @@
+/**
+ * Activities: thin Temporal adapters over core/. Built by a factory over their
+ * dependencies, so tests and workers pass in what they need. Each one is
+ * idempotent: it reads what the store already has before doing any work.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Logger } from 'pino';
+import { parseRunConfig, RunConfigError, type RunConfig } from '../core/config';
+import type { Environment, TaskRef } from '../core/envs/environment';
+import { SimWorldError } from '../core/envs/sim/world';
+import { runEpisode } from '../core/harness/runtime';
+import { PolicyClient, PolicyResponseError } from '../core/policy/client';
+import { publishLoraAdapter } from '../core/policy/publisher';
+import type { GroupSummary } from '../core/rl/groups';
+import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
+import { hashSeed, sampleTasks as drawTasks } from '../core/rl/task-sampling';
+import { buildProfiles, type ProbeOutcome } from '../core/router/profiles';
+import { routeByValidation, type DeadGroup, type RoutingDecision } from '../core/router/validation';
+import type { RunStore } from '../core/store/run-store';
+import { mapWithConcurrency } from './concurrency';
+import { createTrainStep } from './train-step';
+
+export interface ActivityDeps {
+  store: RunStore;
+  logger: Logger;
+  /** The environment a run's config names (callers cache as they see fit). */
+  environmentFor(config: RunConfig): Environment;
+}
+
+/** Errors a user must fix: retrying cannot help, so the workflow fails at once with the message. */
+function asNonRetryable(err: unknown): never {
+  if (err instanceof RunConfigError || err instanceof SimWorldError || err instanceof PolicyResponseError) {
+    throw ApplicationFailure.nonRetryable(err.message, err.name);
+  }
+  throw err;
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const { store, logger } = deps;
+
+  async function loadRun(runId: string): Promise<{ config: RunConfig; env: Environment }> {
+    const run = await store.getRun(runId);
+    if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
+    try {
+      const config = parseRunConfig(run.config, `stored config of run ${runId}`);
+      return { config, env: deps.environmentFor(config) };
+    } catch (err) {
+      return asNonRetryable(err);
+    }
+  }
+
+  function harnessPool(config: RunConfig, env: Environment) {
+    const all = env.harnesses();
+    if (config.harnessPool.length === 0) return all;
+    return config.harnessPool.map((id, i) => {
+      const harness = all.find((h) => h.id === id);
+      if (!harness) {
+        throw new RunConfigError(
+          `run config is invalid:\n  - harnessPool.${i}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`,
+          [`harnessPool.${i}`],
+        );
+      }
+      return harness;
+    });
+  }
+
+  return {
+    /** Validates the config (every bad field named), registers the run, describes its harness pool. */
+    async prepareRun(input: { runId: string; config: unknown }) {
+      try {
+        const config = parseRunConfig(input.config);
+        const env = deps.environmentFor(config);
+        const pool = harnessPool(config, env);
+        const base = pool.filter((h) => h.direction === 'base');
+        if (base.length !== 1) {
+          throw new RunConfigError(`run config is invalid:\n  - harnessPool: needs exactly one base harness, found ${base.length}`, ['harnessPool']);
+        }
+        await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config });
+        logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.map((h) => h.id) }, 'run prepared');
+        return {
+          config,
+          baseHarnessId: base[0].id,
+          harnessIds: pool.map((h) => h.id),
+          simulated: config.env.kind === 'sim',
+        };
+      } catch (err) {
+        return asNonRetryable(err);
+      }
+    },
+
+    /** The tasks of a training step (B, from seed and step) or of a probe pass (per kind). */
+    async sampleTasks(input: { runId: string; purpose: 'train' | 'probe'; step: number }): Promise<TaskRef[]> {
+      const { config, env } = await loadRun(input.runId);
+      const tasks = env.listTasks();
+      if (input.purpose === 'train') return drawTasks(tasks, config.rollout.tasksPerStep, config.seed, input.step);
+      const kinds = [...new Set(tasks.map((t) => t.kind))];
+      return kinds.flatMap((kind) =>
+        drawTasks(tasks.filter((t) => t.kind === kind), config.router.probeTasksPerKind, hashSeed('probe', config.seed, kind), input.step),
+      );
+    },
+
+    /**
+     * One rollout group of one task: for each (harness, sample) of the plan, a
+     * rollout, stored as soon as it ends. Rollouts already stored are not redone.
+     */
+    async runRolloutGroup(input: {
+      runId: string;
+      phase: string;
+      step: number;
+      taskId: string;
+      role: 'base' | 'rescue' | 'probe';
+      policyVersion: string;
+      plan: Array<{ harnessId: string; samples: number }>;
+    }): Promise<GroupSummary> {
+      const { config, env } = await loadRun(input.runId);
+      const pool = harnessPool(config, env);
+      const harnessIds = input.plan.map((p) => p.harnessId);
+      const stored = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
+      const have = new Set(stored.map((r) => `${r.harnessId}/${r.sample}`));
+      const todo = input.plan.flatMap((p) =>
+        Array.from({ length: p.samples }, (_, sample) => ({ harnessId: p.harnessId, sample })).filter((r) => !have.has(`${r.harnessId}/${r.sample}`)),
+      );
+      const policy = new PolicyClient(config.policy);
+      const task = env.listTasks().find((t) => t.taskId === input.taskId);
+      if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
+      let completed = stored.length;
+      const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
+      try {
+        await mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
+          const harness = pool.find((h) => h.id === harnessId);
+          if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
+          const trajectory = await runEpisode({
+            env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
+            maxTurns: config.rollout.maxTurns, temperature: config.policy.temperature,
+            seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
+          });
+          await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+          completed += 1;
+          Context.current().heartbeat({ completed });
+        });
+      } catch (err) {
+        return asNonRetryable(err);
+      }
+      const rollouts = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
+      log.debug({ rollouts: rollouts.length, reused: stored.length }, 'rollout group done');
+      return { taskId: task.taskId, kind: task.kind, role: input.role === 'rescue' ? 'rescue' : 'base', rollouts };
+    },
+
+    /** The router: which k siblings retry a dead group (validation rule over the profiles). */
+    async chooseRescueHarnesses(input: { runId: string; step: number; profileVersion: number; group: DeadGroup }): Promise<RoutingDecision> {
+      const { config, env } = await loadRun(input.runId);
+      const profiles = await store.profiles(input.runId, input.profileVersion);
+      if (!profiles) throw ApplicationFailure.nonRetryable(`run ${input.runId} has no profile version ${input.profileVersion}`, 'MissingProfiles');
+      const siblings = harnessPool(config, env).filter((h) => h.direction !== 'base').map((h) => h.id);
+      const decision = routeByValidation(profiles, siblings, input.group, config.rescue.k);
+      logger.info({ runId: input.runId, step: input.step, taskId: input.group.taskId, chosen: decision.chosen }, 'rescue routed');
+      return decision;
+    },
+
+    /** Builds a profile version from a probe pass's stored rollouts. */
+    async saveProfiles(input: { runId: string; phase: string; version: number; policyVersion: string; taskIds: string[] }) {
+      const { config, env } = await loadRun(input.runId);
+      const pool = harnessPool(config, env);
+      const base = pool.find((h) => h.direction === 'base')!;
+      const tasks = env.listTasks();
+      const outcomes: ProbeOutcome[] = [];
+      for (const taskId of input.taskIds) {
+        const rollouts = await store.rolloutSummaries(input.runId, input.phase, 0, taskId, pool.map((h) => h.id));
+        const siblings: ProbeOutcome['siblings'] = {};
+        for (const r of rollouts) {
+          if (r.harnessId === base.id) continue;
+          (siblings[r.harnessId] ??= []).push({ success: r.success, turns: r.turns, tokens: 0 });
+        }
+        outcomes.push({
+          taskId,
+          kind: tasks.find((t) => t.taskId === taskId)?.kind ?? 'unknown',
+          base: rollouts.filter((r) => r.harnessId === base.id),
+          siblings,
+        });
+      }
+      const profiles = buildProfiles(outcomes, {
+        version: input.version,
+        policyVersion: input.policyVersion,
+        priorStrength: config.router.priorStrength,
+      });
+      await store.saveProfiles(input.runId, profiles);
+      return { version: profiles.version, cells: profiles.cells.length };
+    },
+
+    trainStep: createTrainStep({ store, logger, loadRun }),
+
+    /** Makes a policy version servable on every inference server (vLLM runtime LoRA loading). */
+    async publishPolicy(input: { runId: string; policyVersion: string; samplerPath: string }): Promise<void> {
+      const { config } = await loadRun(input.runId);
+      const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
+      for (const server of servers) {
+        await publishLoraAdapter(server, config.policy.apiKey, input.policyVersion, input.samplerPath);
+      }
+    },
+
+    async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
+      await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
+      logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
+    },
+
+    async summarizeRun(input: { runId: string }): Promise<RunSummary> {
+      const { config } = await loadRun(input.runId);
+      const steps = await store.steps(input.runId);
+      return summarizeRunSteps(
+        { runId: input.runId, name: config.name, simulated: config.env.kind === 'sim', basePolicy: config.policy.model },
+        steps.map((s) => s.summary as StepSummary),
+      );
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,188 @@
+/**
+ * `harness-s`: bring up the embedded stack, launch and operate runs.
+ * Progress goes to stderr, results to stdout; --json for scripts.
+ */
+import { writeFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { runConfigJsonSchema } from '../core/config';
+import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
+import { startEmbeddedStack } from '../infra/embedded-stack';
+import { uiUrlFor, temporalAddressFromEnv } from '../infra/temporal-dev-server';
+import { createLogger } from '../workers/logger';
+import { runDemo } from './demo';
+import { doctorText, runDoctor } from './doctor';
+import { statusText, summaryText } from './report';
+import {
+  cancelRun, connectClient, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, runView, startRun, UserError, validateConfig,
+} from './runs';
+import { watchRun } from './watch';
+
+function progress(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+function print(text: string): void {
+  process.stdout.write(`${text}\n`);
+}
+function printJson(value: unknown): void {
+  print(JSON.stringify(value, null, 2));
+}
+
+function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+      process.exit(process.exitCode ?? 0);
+    } catch (err) {
+      progress(`harness-s: ${err instanceof Error ? err.message : String(err)}`);
+      process.exit(err instanceof UserError ? 2 : 1);
+    }
+  };
+}
+
+const program = new Command('harness-s').description('Harness-S training runs on Temporal (sim cluster by default)');
+
+program
+  .command('dev')
+  .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up')
+  .action(action(async () => {
+    const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress });
+    progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}. Ctrl-C stops.`);
+    const stop = () => void stack.stop().then(() => process.exit(0));
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    await stack.workersDone;
+  }));
+
+program
+  .command('demo')
+  .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
+  .option('--config <file>', 'run config', 'examples/sim-quickstart.json')
+  .option('--steps <n>', 'override the number of steps', (v) => Number(v))
+  .option('--json', 'print the summary as JSON')
+  .action(action(async (opts: { config: string; steps?: number; json?: boolean }) => {
+    const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
+    if (opts.json) printJson(summary);
+    else print(summaryText(summary));
+  }));
+
+const run = program.command('run').description('launch and operate runs');
+
+run
+  .command('start')
+  .requiredOption('--config <file>', 'a RunConfig JSON file, or a workflow input {"config": {...}}')
+  .option('--name <name>', 'run name (overrides the config)')
+  .option('--id <id>', 'run id (the workflow id); default <name>-<timestamp>')
+  .option('--wait', 'wait for the run to finish and print its summary')
+  .action(action(async (opts: { config: string; name?: string; id?: string; wait?: boolean }) => {
+    const { raw } = readConfigFile(opts.config);
+    const named = opts.name ? { ...(raw as object), name: opts.name } : raw;
+    const parsed = validateConfig(named, opts.config);
+    const client = await connectClient();
+    const runId = opts.id ?? newRunId(parsed.name);
+    const handle = await startRun(client, named, parsed, runId);
+    progress(`started run ${runId}; Web UI ${uiUrlFor(temporalAddressFromEnv())}/namespaces/default/workflows/${encodeURIComponent(runId)}`);
+    print(runId);
+    if (opts.wait) print(summaryText(await handle.result()));
+  }));
+
+run
+  .command('status <id>')
+  .option('--json', 'machine-readable')
+  .action(action(async (id: string, opts: { json?: boolean }) => {
+    const view = await runView(await connectClient(), id);
+    if (opts.json) return printJson(view);
+    if (view.live) print(statusText(view.live));
+    else if (view.summary) print(`${view.status}\n${summaryText(view.summary)}`);
+    else print(`run ${id}: ${view.status}${view.failure ? `: ${view.failure}` : ''}${view.status === 'RUNNING' ? '' : '\n(resume it with `harness-s run recover ' + id + '`)'}`);
+  }));
+
+run
+  .command('list')
+  .option('--json', 'machine-readable')
+  .option('--limit <n>', 'at most this many', (v) => Number(v), 50)
+  .action(action(async (opts: { json?: boolean; limit: number }) => {
+    const runs = await listRuns(await connectClient(), opts.limit);
+    if (opts.json) return printJson(runs);
+    if (runs.length === 0) return print('no runs');
+    for (const r of runs) {
+      print(`${r.runId.padEnd(44)} ${r.status.padEnd(11)} ${String(r.env ?? '-').padEnd(5)} step ${String(r.step ?? '-').padStart(3)}  base ${r.baseSuccess === null ? '-' : `${(r.baseSuccess * 100).toFixed(1)}%`}  ${r.startTime}`);
+    }
+  }));
+
+run
+  .command('pause <id>')
+  .option('--reason <text>', 'shown in status')
+  .action(action(async (id: string, opts: { reason?: string }) => {
+    await pauseRun(await connectClient(), id, opts.reason);
+    print(`pause requested: ${id} stops before its next step`);
+  }));
+
+run.command('resume <id>').action(action(async (id: string) => {
+  await resumeRun(await connectClient(), id);
+  print(`resumed: ${id}`);
+}));
+
+run.command('cancel <id>').action(action(async (id: string) => {
+  await cancelRun(await connectClient(), id);
+  print(`cancel requested: ${id}`);
+}));
+
+run
+  .command('recover <id>')
+  .description('continue a failed or terminated run in a new execution from its last completed step')
+  .action(action(async (id: string) => {
+    const databaseUrl = databaseUrlFromEnv();
+    await migrate(databaseUrl);
+    const store = RunStore.connect(databaseUrl);
+    try {
+      const { resume, previousStatus } = await recoverRun(await connectClient(), store, id);
+      print(
+        resume
+          ? `recovered ${id} (was ${previousStatus}): continues at step ${resume.nextStep} with policy ${resume.policyVersion}, profiles v${resume.profileVersion}`
+          : `recovered ${id} (was ${previousStatus}): it had no profiles yet, so it starts over; stored rollouts are reused`,
+      );
+    } finally {
+      await store.close();
+    }
+  }));
+
+run
+  .command('watch <id>')
+  .description('live progress per step until the run ends')
+  .action(action(async (id: string) => {
+    await watchRun(await connectClient(), id, print);
+  }));
+
+program
+  .command('doctor')
+  .description('what is installed and reachable, with the fix for each missing piece')
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: { json?: boolean }) => {
+    const report = await runDoctor();
+    if (opts.json) printJson(report);
+    else print(doctorText(report));
+    if (!report.ok) process.exitCode = 1;
+  }));
+
+const config = program.command('config').description('run configs');
+config
+  .command('schema')
+  .description('the JSON Schema of a run config (for the Temporal UI and editors)')
+  .option('--out <file>', 'write it to a file instead of stdout')
+  .action(action(async (opts: { out?: string }) => {
+    const schema = JSON.stringify(runConfigJsonSchema(), null, 2);
+    if (opts.out) writeFileSync(opts.out, `${schema}\n`);
+    else print(schema);
+  }));
+config
+  .command('check <file>')
+  .description('validate a run config file; every bad field is named')
+  .action(action(async (file: string) => {
+    const { config: parsed } = readConfigFile(file);
+    print(`${file}: valid (${parsed.env.kind}, ${parsed.steps} steps, B=${parsed.rollout.tasksPerStep}, G=${parsed.rollout.groupSize})`);
+  }));
+
+program.parseAsync().catch((err) => {
+  progress(`harness-s: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

@@ -1,0 +1,48 @@
+/** Human-readable views of runs and steps. */
+import type { StepSummary } from '../core/rl/step-summary';
+import type { RunStatus, RunSummary } from '../workflows/definitions';
+
+const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
+
+export function stepLine(s: StepSummary): string {
+  const rollouts = s.baseRollouts + s.rescueRollouts;
+  const rate = s.durationSeconds > 0 ? rollouts / s.durationSeconds : 0;
+  return (
+    `step ${String(s.step).padStart(3)}  base success ${pct(s.baseSuccessRate).padStart(6)}  ` +
+    `dead ${String(s.deadGroups).padStart(2)}/${s.tasks}  rescued ${String(s.rescuedGroups).padStart(2)}  ` +
+    `live groups ${pct(s.liveGroupFraction).padStart(6)}  ${rate.toFixed(0)} rollouts/s  -> ${s.policyVersion}`
+  );
+}
+
+export function statusText(status: RunStatus): string {
+  const lines = [
+    `run ${status.runId} (${status.name}, env ${status.env}${status.env === 'sim' ? ', SIMULATED' : ''})`,
+    `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}`,
+    `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
+  ];
+  if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
+  return lines.join('\n');
+}
+
+export function summaryText(summary: RunSummary): string {
+  const lines = [
+    `Harness-S run ${summary.runId} (${summary.name})${summary.simulated ? ' [SIMULATED: sim policy, sim environment, sim trainer]' : ''}`,
+    `  steps completed            ${summary.stepsCompleted}`,
+    `  final policy version       ${summary.policyVersion}`,
+    `  base-harness success       ${pct(summary.baseSuccessStart)} at the start -> ${pct(summary.baseSuccessEnd)} at the end`,
+    `  dead groups                ${summary.deadGroups}`,
+    `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
+    `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
+    '  rescue rate per sibling (groups rescued / groups chosen; by task kind):',
+  ];
+  const siblings = Object.entries(summary.siblings).sort(([a], [b]) => a.localeCompare(b));
+  if (siblings.length === 0) lines.push('    (no rescues)');
+  for (const [id, stats] of siblings) {
+    const kinds = Object.entries(stats.byKind)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`)
+      .join(', ');
+    lines.push(`    ${id.padEnd(18)} ${pct(stats.groupsChosen ? stats.groupsRescued / stats.groupsChosen : null).padStart(6)}  (${kinds})`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,181 @@
+/**
+ * Run operations through the Temporal client: what `harness-s run ...` does,
+ * usable from SDK scripts too.
+ */
+import { readFileSync } from 'node:fs';
+import { Client, Connection, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
+import { parseRunConfig, type RunConfig } from '../core/config';
+import { RunStore } from '../core/store/run-store';
+import { namespaceFromEnv, temporalAddressFromEnv } from '../infra/temporal-dev-server';
+import type { harnessSRun } from '../workflows';
+import {
+  pauseSignal,
+  resumeSignal,
+  SEARCH_ATTRIBUTES,
+  statusQuery,
+  TASK_QUEUES,
+  type ResumePoint,
+  type RunInput,
+  type RunStatus,
+  type RunSummary,
+} from '../workflows/definitions';
+
+export class UserError extends Error {
+  override name = 'UserError';
+}
+
+export async function connectClient(): Promise<Client> {
+  const address = temporalAddressFromEnv();
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: 3000 });
+    return new Client({ connection, namespace: namespaceFromEnv() });
+  } catch (err) {
+    throw new UserError(
+      `cannot reach Temporal at ${address}: ${(err as Error).message}\n` +
+        'Fix: run `npm run harness-s -- dev` in another terminal, or set TEMPORAL_ADDRESS.',
+    );
+  }
+}
+
+/** Reads a run config file: either a RunConfig or a workflow input `{ "config": {...} }`. */
+export function readConfigFile(file: string): { raw: unknown; config: RunConfig } {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UserError(`${file}: cannot read it as JSON: ${(err as Error).message}`);
+  }
+  const raw = json && typeof json === 'object' && 'config' in json ? (json as RunInput).config : json;
+  return { raw, config: validateConfig(raw, file) };
+}
+
+export function validateConfig(raw: unknown, source: string): RunConfig {
+  try {
+    return parseRunConfig(raw, source);
+  } catch (err) {
+    throw new UserError((err as Error).message);
+  }
+}
+
+export function newRunId(name: string, now = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').replace('T', '-');
+  return `${name}-${stamp}`;
+}
+
+export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, resume?: ResumePoint) {
+  const input: RunInput = resume ? { config: raw as RunInput['config'], resume } : { config: raw as RunInput['config'] };
+  return client.workflow.start<typeof harnessSRun>('harnessSRun', {
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [input],
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.runName, value: config.name },
+      { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
+    ],
+    staticSummary: `Harness-S run ${config.name} (${config.env.kind}${config.env.kind === 'sim' ? ', SIMULATED' : ''})`,
+  });
+}
+
+export async function describeRun(client: Client, runId: string): Promise<WorkflowExecutionDescription> {
+  try {
+    return await client.workflow.getHandle(runId).describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new UserError(`no run with id ${runId} (see \`harness-s run list\`)`);
+    throw err;
+  }
+}
+
+export interface RunView {
+  runId: string;
+  status: string;
+  /** Live status from the workflow while it runs. */
+  live: RunStatus | null;
+  /** The run's result once it completed. */
+  summary: RunSummary | null;
+  failure: string | null;
+}
+
+export async function runView(client: Client, runId: string): Promise<RunView> {
+  const description = await describeRun(client, runId);
+  const handle = client.workflow.getHandle(runId);
+  const status = description.status.name;
+  if (status === 'RUNNING') {
+    return { runId, status, live: await handle.query(statusQuery), summary: null, failure: null };
+  }
+  if (status === 'COMPLETED') {
+    return { runId, status, live: null, summary: (await handle.result()) as RunSummary, failure: null };
+  }
+  const failure = await handle.result().then(
+    () => null,
+    (err: Error & { cause?: Error }) => err.cause?.message ?? err.message,
+  );
+  return { runId, status, live: null, summary: null, failure };
+}
+
+export async function pauseRun(client: Client, runId: string, reason?: string): Promise<void> {
+  await describeRun(client, runId);
+  await client.workflow.getHandle(runId).signal(pauseSignal, { reason });
+}
+
+export async function resumeRun(client: Client, runId: string): Promise<void> {
+  await describeRun(client, runId);
+  await client.workflow.getHandle(runId).signal(resumeSignal);
+}
+
+export async function cancelRun(client: Client, runId: string): Promise<void> {
+  await describeRun(client, runId);
+  await client.workflow.getHandle(runId).cancel();
+}
+
+/**
+ * Continues a run that failed, was terminated, canceled or timed out, in a new
+ * execution with the same id: from the step after its last recorded one, with
+ * that step's policy version and the newest profile version. Rollouts and
+ * trainer steps already stored are reused, not redone.
+ */
+export async function recoverRun(client: Client, store: RunStore, runId: string) {
+  const description = await describeRun(client, runId);
+  const status = description.status.name;
+  if (status === 'RUNNING') throw new UserError(`run ${runId} is still running; nothing to recover`);
+  if (status === 'COMPLETED') throw new UserError(`run ${runId} completed; nothing to recover`);
+  const run = await store.getRun(runId);
+  if (!run) throw new UserError(`run ${runId} never got as far as registering in the run store; start it again instead`);
+  const config = parseRunConfig(run.config, `stored config of ${runId}`);
+  const last = await store.lastStep(runId);
+  const profileVersion = await store.latestProfileVersion(runId);
+  const resume: ResumePoint | undefined =
+    profileVersion === null
+      ? undefined
+      : { nextStep: last ? last.step + 1 : 0, policyVersion: last?.policyVersion ?? config.policy.model, profileVersion };
+  const handle = await startRun(client, run.config, config, runId, resume);
+  return { handle, resume, previousStatus: status };
+}
+
+export interface RunListEntry {
+  runId: string;
+  status: string;
+  name: string | null;
+  env: string | null;
+  step: number | null;
+  baseSuccess: number | null;
+  startTime: string;
+}
+
+export async function listRuns(client: Client, limit = 50): Promise<RunListEntry[]> {
+  const entries: RunListEntry[] = [];
+  for await (const wf of client.workflow.list({ query: "WorkflowType = 'harnessSRun'" })) {
+    const attrs = wf.typedSearchAttributes;
+    entries.push({
+      runId: wf.workflowId,
+      status: wf.status.name,
+      name: attrs.get(SEARCH_ATTRIBUTES.runName) ?? null,
+      env: attrs.get(SEARCH_ATTRIBUTES.env) ?? null,
+      step: attrs.get(SEARCH_ATTRIBUTES.step) ?? null,
+      baseSuccess: attrs.get(SEARCH_ATTRIBUTES.baseSuccess) ?? null,
+      startTime: wf.startTime.toISOString(),
+    });
+    if (entries.length >= limit) break;
+  }
+  return entries;
+}

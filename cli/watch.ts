@@ -1,0 +1,29 @@
+/** `harness-s run watch`: one line per completed step until the run ends. */
+import type { Client } from '@temporalio/client';
+import { stepLine, summaryText } from './report';
+import { runView } from './runs';
+
+export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<void> {
+  let lastStep = -1;
+  let lastPhase = '';
+  let lastPaused = false;
+  for (;;) {
+    const view = await runView(client, runId);
+    if (view.live) {
+      const { live } = view;
+      if (live.phase !== lastPhase) print(`[${runId}] ${live.phase}${live.env === 'sim' ? ' (SIMULATED)' : ''}`);
+      if (live.paused !== lastPaused) print(live.paused ? `[${runId}] paused: ${live.pauseReason}` : `[${runId}] resumed`);
+      for (const step of live.recentSteps.filter((s) => s.step > lastStep)) {
+        print(stepLine(step));
+        lastStep = step.step;
+      }
+      lastPhase = live.phase;
+      lastPaused = live.paused;
+    } else {
+      if (view.summary) print(summaryText(view.summary));
+      else print(`[${runId}] ${view.status}${view.failure ? `: ${view.failure}` : ''}`);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * RunConfig: the single JSON object a Harness-S run starts from.
+ *
+ * It is validated at every boundary it crosses (CLI, workflow input); inside,
+ * code trusts the type. Defaults make the embedded sim cluster the default.
+ */
+import { z } from 'zod';
+import { formatZodError } from './validation';
+
+export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
+
+const Url = z.url({ message: 'must be an absolute URL such as http://127.0.0.1:8000' });
+
+export const SimEnvConfig = z.object({
+  kind: z.literal('sim'),
+  /** A world file (see core/envs/sim/world.json); the shipped world when absent. */
+  world: z.string().min(1).optional(),
+});
+
+export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig]);
+export type EnvConfig = z.infer<typeof EnvConfig>;
+
+export const PolicyConfig = z.object({
+  /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1. */
+  baseUrl: Url.default(`${SIM_CLUSTER_URL}/v1`),
+  /** The base model id the endpoint serves; step 0 rolls out with it. */
+  model: z.string().min(1).default('sim-policy-base'),
+  apiKey: z.string().default('EMPTY'),
+  temperature: z.number().min(0).max(2).default(1),
+  /** Where new policy versions are published (/v1/load_lora_adapter); baseUrl when empty. */
+  inferenceServers: z.array(Url).default([]),
+  /** Seconds one chat completion may take before it is retried. */
+  requestTimeoutSeconds: z.number().positive().default(60),
+});
+
+export const AdamParams = z.object({
+  learningRate: z.number().positive().default(0.05),
+  beta1: z.number().min(0).max(1).default(0.9),
+  beta2: z.number().min(0).max(1).default(0.999),
+  eps: z.number().positive().default(1e-8),
+});
+
+export const TrainerConfig = z.object({
+  /** A Tinker-compatible REST service (SkyRL's Tinker server, verl behind one, the sim cluster). */
+  baseUrl: Url.default(SIM_CLUSTER_URL),
+  apiKey: z.string().default('EMPTY'),
+  loraRank: z.number().int().positive().default(32),
+  adam: AdamParams.prefault({}),
+  /** Seconds between retrieve_future polls. */
+  pollSeconds: z.number().positive().default(0.2),
+});
+
+export const RolloutConfig = z.object({
+  /** B: tasks sampled per step. */
+  tasksPerStep: z.number().int().min(1).default(16),
+  /** G: rollouts per task group. */
+  groupSize: z.number().int().min(2, 'GRPO compares rollouts within a group: use at least 2').default(8),
+  maxTurns: z.number().int().min(1).default(5),
+  /** Rollouts run at once inside one group activity. */
+  concurrency: z.number().int().min(1).default(8),
+});
+
+export const RescueConfig = z.object({
+  enabled: z.boolean().default(true),
+  /** k: sibling harnesses per rescued group (each runs G/k rollouts). */
+  k: z.number().int().min(1).default(2),
+});
+
+export const RouterConfig = z.object({
+  strategy: z.literal('validation').default('validation'),
+  /** Tasks per kind in the probe pass that measures the behaviour profiles at run start. */
+  probeTasksPerKind: z.number().int().min(1).default(4),
+  /** Rollouts per (probe task, harness). */
+  probeRollouts: z.number().int().min(1).default(4),
+  /** Pseudo-attempts of the prior, so thin evidence is not over-trusted. */
+  priorStrength: z.number().min(0).default(2),
+});
+
+export const GrpoConfig = z.object({
+  /** false: Dr.GRPO (no division by the group's std). */
+  normalizeByStd: z.boolean().default(true),
+});
+
+export const RunConfig = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-quickstart'),
+    env: EnvConfig.default({ kind: 'sim' }),
+    /** Harness ids of the pool to use, base first; every harness the env defines when empty. */
+    harnessPool: z.array(z.string().min(1)).default([]),
+    policy: PolicyConfig.prefault({}),
+    trainer: TrainerConfig.prefault({}),
+    rollout: RolloutConfig.prefault({}),
+    rescue: RescueConfig.prefault({}),
+    router: RouterConfig.prefault({}),
+    grpo: GrpoConfig.prefault({}),
+    steps: z.number().int().min(1).default(20),
+    seed: z.number().int().min(0).default(1),
+  })
+  .superRefine((config, ctx) => {
+    const { groupSize } = config.rollout;
+    const { k, enabled } = config.rescue;
+    if (enabled && groupSize % k !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rescue', 'k'],
+        message: `must divide rollout.groupSize (${groupSize}) so the rescued group keeps size G with G/k rollouts per harness`,
+      });
+    }
+  });
+export type RunConfig = z.infer<typeof RunConfig>;
+/** What a user writes: every field with a default may be left out. */
+export type RunConfigInput = z.input<typeof RunConfig>;
+
+export class RunConfigError extends Error {
+  constructor(
+    message: string,
+    readonly paths: string[],
+  ) {
+    super(message);
+    this.name = 'RunConfigError';
+  }
+}
+
+/** Validates a run config; the error names every bad field by its path. */
+export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
+  const parsed = RunConfig.safeParse(raw);
+  if (!parsed.success) {
+    throw new RunConfigError(
+      `${source} is invalid:\n${formatZodError(parsed.error)}`,
+      parsed.error.issues.map((i) => i.path.join('.')),
+    );
+  }
+  return parsed.data;
+}
+
+/** The JSON Schema of what a user may write (the input side: defaults are optional). */
+export function runConfigJsonSchema(): unknown {
+  return z.toJSONSchema(RunConfig, { io: 'input', unrepresentable: 'any' });
+}

@@ -1,0 +1,40 @@
+/**
+ * What the harness runtime needs of an environment. Each env (sim, DBBench, ...)
+ * implements it; the runtime, the router and the workflows see only this.
+ */
+import type { FailureType } from '../policy/trajectory';
+import type { Harness } from '../harness/harness';
+
+export interface TaskRef {
+  taskId: string;
+  /** The task's category, the unit the router's profiles are kept by. */
+  kind: string;
+}
+
+export interface StepOutcome {
+  observation: string;
+  done: boolean;
+  /** Set when done. */
+  success?: boolean;
+  reward?: number;
+  failureType?: FailureType | null;
+}
+
+export interface Episode {
+  readonly task: TaskRef;
+  /** The first user message: the task as the agent sees it. */
+  instruction(): string;
+  /** Executes one action; `byHarness` marks actions the harness performs itself (scaffolded). */
+  step(action: string, options?: { byHarness?: boolean }): Promise<StepOutcome>;
+  /** Ends the episode; safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface Environment {
+  readonly id: string;
+  /** Every task the env offers, in a stable order. */
+  listTasks(): TaskRef[];
+  /** The harness pool the env defines: base first, then the siblings. */
+  harnesses(): Harness[];
+  startEpisode(taskId: string, options: { maxTurns: number }): Promise<Episode>;
+}

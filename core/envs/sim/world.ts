@@ -1,0 +1,161 @@
+/**
+ * The sim world: a SIMULATED agent domain, described by one editable JSON file.
+ *
+ * Task kinds need sets of behaviours; the sim policy picks behaviours turn by
+ * turn; harnesses change what it picks (prompted effects: hint lines in the
+ * system prompt that bias the policy's logits, so training can learn them) or
+ * do the work themselves (scaffolded effects: masked out of training).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { formatZodError } from '../../validation';
+import { RepairDirection } from '../../harness/direction';
+
+/** The behaviour that ends an episode; every world has it. */
+export const FINISH = 'finish';
+
+
+const Name = z.string().regex(/^[a-z][a-z0-9_]*$/, 'use lower_snake_case');
+
+export const SimHarness = z.object({
+  id: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'use lower-case letters, digits, - and _'),
+  parent: z.string().nullable(),
+  direction: RepairDirection,
+  description: z.string(),
+  /** Prompted: a `Hint: <behaviour>` line per entry (raises that behaviour's logit). */
+  hints: z.array(Name).default([]),
+  /** Prompted: an `Avoid: <behaviour>` line per entry (lowers that behaviour's logit). */
+  avoid: z.array(Name).default([]),
+  /** Prompted: a `Hint: Action:` line (raises the chance of a well-formed action). */
+  formatHint: z.boolean().default(false),
+  scaffold: z
+    .object({
+      /** Scaffolded: the harness performs these behaviours before the policy acts. */
+      performs: z.array(Name).default([]),
+      /** Scaffolded: a malformed action (`Maybe: x`) is repaired into `Action: x`. */
+      repairFormat: z.boolean().default(false),
+    })
+    .default({ performs: [], repairFormat: false }),
+  /** Extra turns this harness grants on top of the run's max turns. */
+  extraTurns: z.number().int().min(0).default(0),
+});
+export type SimHarness = z.infer<typeof SimHarness>;
+
+export const SimKind = z.object({
+  name: Name,
+  requires: z.array(Name).min(1),
+  tasks: z.number().int().min(1),
+  goal: z.string(),
+});
+export type SimKind = z.infer<typeof SimKind>;
+
+export const SimModel = z.object({
+  /** The base model id the sim inference server serves. */
+  name: z.string().min(1),
+  /** Logit bias that one `Hint:`/`Avoid:` line adds to (subtracts from) its behaviour. */
+  hintStrength: z.number(),
+  /** Logit bias of `Hint: Action:` on the well-formed action. */
+  formatHintStrength: z.number(),
+  init: z.object({
+    /** Per kind: initial logit of a well-formed `Action:` (vs `Maybe:`). */
+    formatLogit: z.record(z.string(), z.number()),
+    /** Per kind, per behaviour (and `finish`): initial logit, whatever came before. */
+    propensity: z.record(z.string(), z.record(z.string(), z.number())),
+    /** Subtracted from a behaviour's initial logit right after that same behaviour. */
+    repeatPenalty: z.number(),
+  }),
+});
+export type SimModel = z.infer<typeof SimModel>;
+
+export const SimWorld = z
+  .object({
+    name: z.string(),
+    description: z.string(),
+    behaviours: z.array(Name).min(1),
+    /** Turns a behaviour costs; 1 when absent. */
+    turnCosts: z.record(z.string(), z.number().int().min(1)).default({}),
+    kinds: z.array(SimKind).min(1),
+    model: SimModel,
+    harnesses: z.array(SimHarness).min(1),
+  })
+  .superRefine((world, ctx) => {
+    const behaviours = new Set(world.behaviours);
+    if (behaviours.has(FINISH)) {
+      ctx.addIssue({ code: 'custom', path: ['behaviours'], message: `'${FINISH}' is implicit; do not list it` });
+    }
+    const actions = new Set([...world.behaviours, FINISH]);
+    const kinds = new Set(world.kinds.map((k) => k.name));
+    world.kinds.forEach((kind, i) =>
+      kind.requires.forEach((b, j) => {
+        if (!behaviours.has(b)) {
+          ctx.addIssue({ code: 'custom', path: ['kinds', i, 'requires', j], message: `unknown behaviour '${b}'` });
+        }
+      }),
+    );
+    for (const b of Object.keys(world.turnCosts)) {
+      if (!behaviours.has(b)) ctx.addIssue({ code: 'custom', path: ['turnCosts', b], message: `unknown behaviour '${b}'` });
+    }
+    for (const [kind, row] of Object.entries(world.model.init.propensity)) {
+      if (!kinds.has(kind)) {
+        ctx.addIssue({ code: 'custom', path: ['model', 'init', 'propensity', kind], message: `unknown kind '${kind}'` });
+      }
+      for (const b of Object.keys(row)) {
+        if (!actions.has(b)) {
+          ctx.addIssue({ code: 'custom', path: ['model', 'init', 'propensity', kind, b], message: `unknown behaviour '${b}'` });
+        }
+      }
+    }
+    for (const kind of Object.keys(world.model.init.formatLogit)) {
+      if (!kinds.has(kind)) {
+        ctx.addIssue({ code: 'custom', path: ['model', 'init', 'formatLogit', kind], message: `unknown kind '${kind}'` });
+      }
+    }
+    const ids = new Set<string>();
+    world.harnesses.forEach((h, i) => {
+      if (ids.has(h.id)) ctx.addIssue({ code: 'custom', path: ['harnesses', i, 'id'], message: `duplicate harness id '${h.id}'` });
+      ids.add(h.id);
+      const check = (list: string[], field: string, allowed: Set<string>) =>
+        list.forEach((b, j) => {
+          if (!allowed.has(b)) ctx.addIssue({ code: 'custom', path: ['harnesses', i, field, j], message: `unknown behaviour '${b}'` });
+        });
+      check(h.hints, 'hints', actions);
+      check(h.avoid, 'avoid', actions);
+      check(h.scaffold.performs, 'scaffold.performs', behaviours);
+    });
+    world.harnesses.forEach((h, i) => {
+      if (h.parent !== null && !ids.has(h.parent)) {
+        ctx.addIssue({ code: 'custom', path: ['harnesses', i, 'parent'], message: `unknown parent harness '${h.parent}'` });
+      }
+    });
+    if (world.harnesses.filter((h) => h.direction === 'base').length !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['harnesses'], message: "exactly one harness must have direction 'base'" });
+    }
+  });
+export type SimWorld = z.infer<typeof SimWorld>;
+
+/** The world shipped with the project (core/envs/sim/world.json). */
+export const DEFAULT_WORLD_PATH = path.join(__dirname, 'world.json');
+
+export class SimWorldError extends Error {}
+
+/** Reads and validates a world file; every problem is reported with its JSON path. */
+export function loadSimWorld(file: string = DEFAULT_WORLD_PATH): SimWorld {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new SimWorldError(`sim world ${file}: cannot read it as JSON: ${(err as Error).message}`);
+  }
+  const parsed = SimWorld.safeParse(raw);
+  if (!parsed.success) throw new SimWorldError(`sim world ${file} is invalid:\n${formatZodError(parsed.error)}`);
+  return parsed.data;
+}
+
+export function turnCost(world: SimWorld, behaviour: string): number {
+  return world.turnCosts[behaviour] ?? 1;
+}
+
+export function baseHarness(world: SimWorld): SimHarness {
+  return world.harnesses.find((h) => h.direction === 'base')!;
+}

@@ -1,0 +1,84 @@
+/**
+ * The harness runtime: one agent loop for every environment and harness.
+ * It records each assistant turn's exact tokens so training never re-tokenizes.
+ */
+import type { Environment } from '../envs/environment';
+import type { PolicyClient } from '../policy/client';
+import { assembleTokenSamples, type ChatMessage, type Trajectory, type TurnTokens } from '../policy/trajectory';
+import { hashSeed } from '../rl/task-sampling';
+import type { Harness } from './harness';
+
+export interface EpisodeRequest {
+  env: Environment;
+  harness: Harness;
+  policy: PolicyClient;
+  /** The model (or LoRA adapter) name to sample from: the policy version. */
+  model: string;
+  taskId: string;
+  sample: number;
+  maxTurns: number;
+  temperature: number;
+  /** Seeds each turn's sampling, so a rollout is reproducible from (seed, turn). */
+  seed: number;
+}
+
+export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
+  const { env, harness, policy } = request;
+  const started = Date.now();
+  const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns) });
+  const turns: TurnTokens[] = [];
+  const messages: ChatMessage[] = [
+    { role: 'system', content: harness.systemPrompt(episode.task) },
+    { role: 'user', content: episode.instruction() },
+  ];
+  let outcome: { reward: number; success: boolean; failureType: Trajectory['failureType'] } | undefined;
+  try {
+    for (const action of harness.scaffoldActions(episode.task)) {
+      const result = await episode.step(action, { byHarness: true });
+      messages.push({ role: 'user', content: result.observation });
+      if (result.done) {
+        outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
+        break;
+      }
+    }
+    const budget = harness.turnBudget(request.maxTurns);
+    while (!outcome && turns.length < budget) {
+      const reply = await policy.complete({
+        model: request.model,
+        messages,
+        temperature: request.temperature,
+        seed: hashSeed(request.seed, turns.length),
+      });
+      turns.push(reply);
+      messages.push({ role: 'assistant', content: reply.content });
+      const realized = harness.realizeAction(reply.content);
+      if (!realized.ok) {
+        messages.push({ role: 'user', content: `Observation: format error (${realized.error})` });
+        outcome = { reward: 0, success: false, failureType: 'format_error' };
+        break;
+      }
+      const result = await episode.step(realized.action);
+      messages.push({ role: 'user', content: result.observation });
+      if (result.done) {
+        outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
+      }
+    }
+  } finally {
+    await episode.close();
+  }
+  outcome ??= { reward: 0, success: false, failureType: 'turn_limit' };
+  const samples = assembleTokenSamples(turns);
+  return {
+    taskId: episode.task.taskId,
+    taskKind: episode.task.kind,
+    harnessId: harness.id,
+    sample: request.sample,
+    policyVersion: request.model,
+    messages,
+    samples,
+    ...outcome,
+    turns: turns.length,
+    tokens: samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0),
+    latencyMs: Date.now() - started,
+  };
+}

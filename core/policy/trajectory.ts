@@ -1,0 +1,85 @@
+/**
+ * Token-faithful trajectories: training uses the token ids the inference
+ * server returned, never a re-rendering of the chat text.
+ */
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** One assistant turn as the server produced it (vLLM: return_token_ids + logprobs). */
+export interface TurnTokens {
+  promptTokenIds: number[];
+  tokenIds: number[];
+  logprobs: number[];
+}
+
+/** One training sequence: prompt, then response tokens with mask 1 (model) or 0 (observation). */
+export interface TokenSample {
+  promptIds: number[];
+  responseIds: number[];
+  responseMask: number[];
+  /** Sampling log-probs per response token; 0 where the mask is 0. */
+  responseLogprobs: number[];
+}
+
+export type FailureType = 'format_error' | 'execution_error' | 'wrong_answer' | 'turn_limit' | 'policy_error';
+
+export interface Trajectory {
+  taskId: string;
+  taskKind: string;
+  harnessId: string;
+  sample: number;
+  policyVersion: string;
+  messages: ChatMessage[];
+  samples: TokenSample[];
+  reward: number;
+  success: boolean;
+  failureType: FailureType | null;
+  turns: number;
+  tokens: number;
+  latencyMs: number;
+}
+
+function startsWith(sequence: readonly number[], prefix: readonly number[]): boolean {
+  if (prefix.length > sequence.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (sequence[i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * Assembles training samples from the turns: one sample when every turn's
+ * prompt extends the previous prompt plus its completion (observation tokens in
+ * between get mask 0), else one sample per turn.
+ */
+export function assembleTokenSamples(turns: readonly TurnTokens[]): TokenSample[] {
+  if (turns.length === 0) return [];
+  const extends_ = turns.every((turn, i) => {
+    if (i === 0) return true;
+    const previous = turns[i - 1];
+    return startsWith(turn.promptTokenIds, [...previous.promptTokenIds, ...previous.tokenIds]);
+  });
+  if (!extends_) {
+    return turns.map((turn) => ({
+      promptIds: turn.promptTokenIds,
+      responseIds: turn.tokenIds,
+      responseMask: turn.tokenIds.map(() => 1),
+      responseLogprobs: turn.logprobs,
+    }));
+  }
+  const sample: TokenSample = { promptIds: turns[0].promptTokenIds, responseIds: [], responseMask: [], responseLogprobs: [] };
+  turns.forEach((turn, i) => {
+    if (i > 0) {
+      const seen = turns[i - 1].promptTokenIds.length + turns[i - 1].tokenIds.length;
+      const observation = turn.promptTokenIds.slice(seen);
+      sample.responseIds.push(...observation);
+      sample.responseMask.push(...observation.map(() => 0));
+      sample.responseLogprobs.push(...observation.map(() => 0));
+    }
+    sample.responseIds.push(...turn.tokenIds);
+    sample.responseMask.push(...turn.tokenIds.map(() => 1));
+    sample.responseLogprobs.push(...turn.logprobs);
+  });
+  return [sample];
+}

@@ -1,0 +1,137 @@
+/**
+ * What one training step did, in numbers small enough for a workflow history:
+ * base success, dead and rescued groups, and each sibling's rescue record.
+ */
+import { groupIsDead, type GroupSummary, type TrainingGroup } from './groups';
+
+export interface SiblingStepStats {
+  groupsChosen: number;
+  groupsRescued: number;
+  rollouts: number;
+  successes: number;
+}
+
+export interface StepSummary {
+  step: number;
+  policyVersionBefore: string;
+  policyVersion: string;
+  profileVersion: number;
+  tasks: number;
+  baseRollouts: number;
+  rescueRollouts: number;
+  baseSuccessRate: number;
+  deadGroups: number;
+  rescuedGroups: number;
+  /** Groups with a non-zero advantage somewhere, over all groups in the batch. */
+  liveGroupFraction: number;
+  /** harness id -> task kind -> stats, for the siblings used to rescue this step. */
+  siblings: Record<string, Record<string, SiblingStepStats>>;
+  datums: number;
+  trainerMetrics: Record<string, number>;
+  durationSeconds: number;
+}
+
+export function summarizeStep(args: {
+  step: number;
+  policyVersionBefore: string;
+  policyVersion: string;
+  profileVersion: number;
+  baseGroups: readonly GroupSummary[];
+  rescueGroups: readonly GroupSummary[];
+  trainingGroups: readonly TrainingGroup[];
+  datums: number;
+  trainerMetrics: Record<string, number>;
+  durationSeconds: number;
+}): StepSummary {
+  const baseRollouts = args.baseGroups.flatMap((g) => g.rollouts);
+  const siblings: StepSummary['siblings'] = {};
+  for (const group of args.rescueGroups) {
+    const harnesses = [...new Set(group.rollouts.map((r) => r.harnessId))];
+    for (const harnessId of harnesses) {
+      const mine = group.rollouts.filter((r) => r.harnessId === harnessId);
+      const byKind = (siblings[harnessId] ??= {});
+      const stats = (byKind[group.kind] ??= { groupsChosen: 0, groupsRescued: 0, rollouts: 0, successes: 0 });
+      const successes = mine.filter((r) => r.success).length;
+      stats.groupsChosen += 1;
+      stats.groupsRescued += successes > 0 ? 1 : 0;
+      stats.rollouts += mine.length;
+      stats.successes += successes;
+    }
+  }
+  const live = args.trainingGroups.filter((g) => g.rollouts.some((r) => r.advantage !== 0)).length;
+  return {
+    step: args.step,
+    policyVersionBefore: args.policyVersionBefore,
+    policyVersion: args.policyVersion,
+    profileVersion: args.profileVersion,
+    tasks: args.baseGroups.length,
+    baseRollouts: baseRollouts.length,
+    rescueRollouts: args.rescueGroups.reduce((n, g) => n + g.rollouts.length, 0),
+    baseSuccessRate: baseRollouts.length ? baseRollouts.filter((r) => r.success).length / baseRollouts.length : 0,
+    deadGroups: args.baseGroups.filter(groupIsDead).length,
+    rescuedGroups: args.rescueGroups.filter((g) => !groupIsDead(g)).length,
+    liveGroupFraction: args.trainingGroups.length ? live / args.trainingGroups.length : 0,
+    siblings,
+    datums: args.datums,
+    trainerMetrics: args.trainerMetrics,
+    durationSeconds: args.durationSeconds,
+  };
+}
+
+export interface SiblingRescueStats extends SiblingStepStats {
+  byKind: Record<string, SiblingStepStats>;
+}
+
+export interface RunSummary {
+  runId: string;
+  name: string;
+  simulated: boolean;
+  stepsCompleted: number;
+  policyVersion: string;
+  baseSuccessStart: number | null;
+  baseSuccessEnd: number | null;
+  deadGroups: number;
+  rescuedGroups: number;
+  rescueRollouts: number;
+  /** Mean over steps of the fraction of groups with a non-zero advantage. */
+  liveGroupFraction: number | null;
+  siblings: Record<string, SiblingRescueStats>;
+}
+
+const emptyStats = (): SiblingStepStats => ({ groupsChosen: 0, groupsRescued: 0, rollouts: 0, successes: 0 });
+
+function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
+  into.groupsChosen += from.groupsChosen;
+  into.groupsRescued += from.groupsRescued;
+  into.rollouts += from.rollouts;
+  into.successes += from.successes;
+}
+
+/** The run's totals from its step summaries, in step order. */
+export function summarizeRunSteps(run: { runId: string; name: string; simulated: boolean; basePolicy: string }, steps: readonly StepSummary[]): RunSummary {
+  const siblings: Record<string, SiblingRescueStats> = {};
+  for (const step of steps) {
+    for (const [harnessId, byKind] of Object.entries(step.siblings)) {
+      const total = (siblings[harnessId] ??= { ...emptyStats(), byKind: {} });
+      for (const [kind, stats] of Object.entries(byKind)) {
+        addStats(total, stats);
+        addStats((total.byKind[kind] ??= emptyStats()), stats);
+      }
+    }
+  }
+  const last = steps.at(-1);
+  return {
+    runId: run.runId,
+    name: run.name,
+    simulated: run.simulated,
+    stepsCompleted: steps.length,
+    policyVersion: last?.policyVersion ?? run.basePolicy,
+    baseSuccessStart: steps[0]?.baseSuccessRate ?? null,
+    baseSuccessEnd: last?.baseSuccessRate ?? null,
+    deadGroups: steps.reduce((n, s) => n + s.deadGroups, 0),
+    rescuedGroups: steps.reduce((n, s) => n + s.rescuedGroups, 0),
+    rescueRollouts: steps.reduce((n, s) => n + s.rescueRollouts, 0),
+    liveGroupFraction: steps.length ? steps.reduce((n, s) => n + s.liveGroupFraction, 0) / steps.length : null,
+    siblings,
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * Harness Behavior Profiles: per sibling harness, per task kind and per base
+ * failure type, how often the sibling rescued a task the base harness failed,
+ * and at what cost. Pure: measured by activities, read by the router.
+ */
+
+export interface ProfileCell {
+  harnessId: string;
+  kind: string;
+  /** The base harness's failure type on the tasks this evidence comes from. */
+  failureType: string;
+  attempts: number;
+  successes: number;
+  totalTurns: number;
+  totalTokens: number;
+}
+
+export interface BehaviorProfiles {
+  version: number;
+  /** The policy version the evidence was measured with. */
+  policyVersion: string;
+  priorStrength: number;
+  cells: ProfileCell[];
+}
+
+/** What one probe task showed: base attempts, then each sibling's attempts. */
+export interface ProbeOutcome {
+  taskId: string;
+  kind: string;
+  base: Array<{ success: boolean; failureType: string | null }>;
+  siblings: Record<string, Array<{ success: boolean; turns: number; tokens: number }>>;
+}
+
+const cellKey = (harnessId: string, kind: string, failureType: string) => `${harnessId}\u0000${kind}\u0000${failureType}`;
+
+/**
+ * Attributes each sibling's attempts on a probe task to every failure type the
+ * base harness showed on it; tasks the base always solved carry no rescue evidence.
+ */
+export function buildProfiles(
+  outcomes: readonly ProbeOutcome[],
+  meta: { version: number; policyVersion: string; priorStrength: number },
+): BehaviorProfiles {
+  const cells = new Map<string, ProfileCell>();
+  for (const outcome of outcomes) {
+    const failureTypes = [...new Set(outcome.base.filter((a) => !a.success).map((a) => a.failureType ?? 'unknown'))];
+    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) {
+      for (const failureType of failureTypes) {
+        const key = cellKey(harnessId, outcome.kind, failureType);
+        const cell = cells.get(key) ?? { harnessId, kind: outcome.kind, failureType, attempts: 0, successes: 0, totalTurns: 0, totalTokens: 0 };
+        for (const attempt of attempts) {
+          cell.attempts += 1;
+          cell.successes += attempt.success ? 1 : 0;
+          cell.totalTurns += attempt.turns;
+          cell.totalTokens += attempt.tokens;
+        }
+        cells.set(key, cell);
+      }
+    }
+  }
+  const sorted = [...cells.values()].sort((a, b) => cellKey(a.harnessId, a.kind, a.failureType).localeCompare(cellKey(b.harnessId, b.kind, b.failureType)));
+  return { ...meta, cells: sorted };
+}
+
+/** A harness's rescue rate pooled over all its cells: the prior its thin cells shrink towards. */
+export function pooledRate(profiles: BehaviorProfiles, harnessId: string): number {
+  let attempts = 0;
+  let successes = 0;
+  for (const cell of profiles.cells) {
+    if (cell.harnessId !== harnessId) continue;
+    attempts += cell.attempts;
+    successes += cell.successes;
+  }
+  return attempts === 0 ? 0 : successes / attempts;
+}
+
+/**
+ * Rescue rate with a prior: (successes + s * p0) / (attempts + s), where p0 is
+ * the harness's pooled rate and s the prior strength. With no evidence the
+ * rate is p0; with much evidence it approaches the cell's own rate.
+ */
+export function smoothedRescueRate(profiles: BehaviorProfiles, harnessId: string, kind: string, failureType: string): number {
+  const prior = pooledRate(profiles, harnessId);
+  const cell = profiles.cells.find((c) => c.harnessId === harnessId && c.kind === kind && c.failureType === failureType);
+  const s = profiles.priorStrength;
+  if (!cell || cell.attempts + s === 0) return prior;
+  return (cell.successes + s * prior) / (cell.attempts + s);
+}
+
+/** Mean turns per attempt of a harness on a kind (its cost); Infinity without evidence. */
+export function meanTurns(profiles: BehaviorProfiles, harnessId: string, kind: string): number {
+  let attempts = 0;
+  let turns = 0;
+  for (const cell of profiles.cells) {
+    if (cell.harnessId !== harnessId || cell.kind !== kind) continue;
+    attempts += cell.attempts;
+    turns += cell.totalTurns;
+  }
+  return attempts === 0 ? Number.POSITIVE_INFINITY : turns / attempts;
+}
+
+/** A cell is thin when it has fewer attempts than twice the prior's pseudo-attempts. */
+export function isThinCell(profiles: BehaviorProfiles, cell: ProfileCell): boolean {
+  return cell.attempts < Math.max(1, 2 * profiles.priorStrength);
+}

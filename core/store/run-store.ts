@@ -1,0 +1,239 @@
+/**
+ * The run store in PostgreSQL. Every write is idempotent (keyed inserts with
+ * ON CONFLICT DO NOTHING), so any activity may run twice and nothing doubles.
+ */
+import path from 'node:path';
+import { Client, Pool } from 'pg';
+import { runner } from 'node-pg-migrate';
+import type { Trajectory } from '../policy/trajectory';
+import type { RolloutSummary } from '../rl/groups';
+import type { BehaviorProfiles, ProfileCell } from '../router/profiles';
+
+export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
+const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
+
+export function databaseUrlFromEnv(): string {
+  return process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+}
+
+/** Creates the URL's database when the server does not have it yet. */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (!name) throw new Error(`DATABASE_URL ${databaseUrl} names no database`);
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (exists.rowCount === 0) {
+      await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`).catch((err: { code?: string }) => {
+        if (err.code !== '42P04') throw err; // created meanwhile by another process
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/** Applies pending migrations; safe to run from several processes at once (advisory lock). */
+export async function migrate(databaseUrl: string): Promise<void> {
+  await ensureDatabase(databaseUrl);
+  await runner({
+    databaseUrl,
+    dir: MIGRATIONS_DIR,
+    direction: 'up',
+    migrationsTable: 'pgmigrations',
+    count: Infinity,
+    log: () => undefined,
+    checkOrder: true,
+  });
+}
+
+export interface StoredRun {
+  runId: string;
+  name: string;
+  env: string;
+  config: unknown;
+  trainerModelId: string | null;
+  createdAt: Date;
+}
+
+export interface StepRecord {
+  runId: string;
+  step: number;
+  policyVersion: string;
+  summary: unknown;
+  completedAt: Date;
+}
+
+export interface TrainerStepRecord {
+  runId: string;
+  step: number;
+  modelId: string;
+  samplerPath: string;
+  policyVersion: string;
+  datums: number;
+  responseTokens: number;
+  metrics: Record<string, number>;
+}
+
+export interface TrajectoryKey {
+  phase: string;
+  step: number;
+  taskId: string;
+  harnessId: string;
+  sample: number;
+}
+
+export class RunStore {
+  constructor(readonly pool: Pool) {}
+
+  static connect(databaseUrl: string): RunStore {
+    return new RunStore(new Pool({ connectionString: databaseUrl, max: 10 }));
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+
+  async registerRun(run: { runId: string; name: string; env: string; config: unknown }): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO runs (run_id, name, env, config) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, updated_at = now()`,
+      [run.runId, run.name, run.env, JSON.stringify(run.config)],
+    );
+  }
+
+  async getRun(runId: string): Promise<StoredRun | null> {
+    const { rows } = await this.pool.query('SELECT * FROM runs WHERE run_id = $1', [runId]);
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    return { runId: r.run_id, name: r.name, env: r.env, config: r.config, trainerModelId: r.trainer_model_id, createdAt: r.created_at };
+  }
+
+  /** Records the trainer's model id once; returns whichever id was stored first. */
+  async claimTrainerModelId(runId: string, modelId: string): Promise<string> {
+    const { rows } = await this.pool.query(
+      `UPDATE runs SET trainer_model_id = COALESCE(trainer_model_id, $2), updated_at = now()
+       WHERE run_id = $1 RETURNING trainer_model_id`,
+      [runId, modelId],
+    );
+    if (rows.length === 0) throw new Error(`run ${runId} is not registered in the run store`);
+    return rows[0].trainer_model_id;
+  }
+
+  async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<void> {
+    if (trajectories.length === 0) return;
+    const columns = 17;
+    const values: unknown[] = [];
+    const tuples = trajectories.map((t, i) => {
+      values.push(
+        runId, phase, step, t.taskId, t.harnessId, t.sample, role, t.taskKind, t.policyVersion,
+        t.reward, t.success, t.failureType, t.turns, t.tokens, t.latencyMs,
+        JSON.stringify(t.messages), JSON.stringify(t.samples),
+      );
+      return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
+    });
+    await this.pool.query(
+      `INSERT INTO trajectories (run_id, phase, step, task_id, harness_id, sample, role, task_kind, policy_version,
+         reward, success, failure_type, turns, tokens, latency_ms, messages, samples)
+       VALUES ${tuples.join(', ')}
+       ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) DO NOTHING`,
+      values,
+    );
+  }
+
+  /** Summaries of the stored rollouts of one task at one step, for the given harnesses. */
+  async rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]): Promise<RolloutSummary[]> {
+    const { rows } = await this.pool.query(
+      `SELECT harness_id, sample, reward, success, failure_type, turns FROM trajectories
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5)
+       ORDER BY harness_id, sample`,
+      [runId, phase, step, taskId, harnessIds],
+    );
+    return rows.map((r) => ({
+      harnessId: r.harness_id,
+      sample: r.sample,
+      reward: r.reward,
+      success: r.success,
+      failureType: r.failure_type,
+      turns: r.turns,
+    }));
+  }
+
+  /** Token samples of the given trajectories, keyed `taskId/harnessId/sample`. */
+  async tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]): Promise<Map<string, Trajectory['samples']>> {
+    const { rows } = await this.pool.query(
+      `SELECT task_id, harness_id, sample, samples FROM trajectories
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = ANY($4)`,
+      [runId, phase, step, taskIds],
+    );
+    return new Map(rows.map((r) => [`${r.task_id}/${r.harness_id}/${r.sample}`, r.samples]));
+  }
+
+  async recordStep(runId: string, step: number, policyVersion: string, summary: unknown): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO steps (run_id, step, policy_version, summary) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (run_id, step) DO NOTHING`,
+      [runId, step, policyVersion, JSON.stringify(summary)],
+    );
+  }
+
+  async steps(runId: string): Promise<StepRecord[]> {
+    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step', [runId]);
+    return rows.map((r) => ({ runId: r.run_id, step: r.step, policyVersion: r.policy_version, summary: r.summary, completedAt: r.completed_at }));
+  }
+
+  async lastStep(runId: string): Promise<StepRecord | null> {
+    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step DESC LIMIT 1', [runId]);
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    return { runId: r.run_id, step: r.step, policyVersion: r.policy_version, summary: r.summary, completedAt: r.completed_at };
+  }
+
+  async recordTrainerStep(record: TrainerStepRecord): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO trainer_steps (run_id, step, model_id, sampler_path, policy_version, datums, response_tokens, metrics)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, step) DO NOTHING`,
+      [record.runId, record.step, record.modelId, record.samplerPath, record.policyVersion, record.datums, record.responseTokens, JSON.stringify(record.metrics)],
+    );
+  }
+
+  async trainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
+    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2', [runId, step]);
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    return {
+      runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
+      datums: r.datums, responseTokens: r.response_tokens, metrics: r.metrics,
+    };
+  }
+
+  async saveProfiles(runId: string, profiles: BehaviorProfiles): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO profiles (run_id, version, policy_version, cells) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (run_id, version) DO NOTHING`,
+      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, cells: profiles.cells })],
+    );
+  }
+
+  async profiles(runId: string, version: number): Promise<BehaviorProfiles | null> {
+    const { rows } = await this.pool.query('SELECT * FROM profiles WHERE run_id = $1 AND version = $2', [runId, version]);
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    const stored = r.cells as { priorStrength: number; cells: ProfileCell[] };
+    return { version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength, cells: stored.cells };
+  }
+
+  async latestProfileVersion(runId: string): Promise<number | null> {
+    const { rows } = await this.pool.query('SELECT max(version) AS v FROM profiles WHERE run_id = $1', [runId]);
+    return rows[0].v;
+  }
+
+  async countTrajectories(runId: string, phase = 'train'): Promise<number> {
+    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2', [runId, phase]);
+    return rows[0].n;
+  }
+}

@@ -1,0 +1,31 @@
+// Lint: floating promises are errors everywhere; workflow code may not touch
+// node built-ins or I/O modules (it runs in Temporal's deterministic sandbox).
+import { builtinModules } from 'node:module';
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**', 'coverage/**', '**/*.js', '**/*.mjs'] },
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-require-imports': 'error',
+    },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [...nodeBuiltins, 'pg', 'openai', 'pino', '@temporalio/client', '@temporalio/worker', '@temporalio/activity'],
+          patterns: [{ group: ['../core/store/*', '../activities/*', '../infra/*', '../workers/*', '../cli/*'], message: 'workflow code is deterministic: no I/O modules' }],
+        },
+      ],
+    },
+  },
+);

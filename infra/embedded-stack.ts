@@ -1,0 +1,70 @@
+/**
+ * The embedded default on one machine: the Temporal dev server, the run store
+ * in PostgreSQL, the SIMULATED cluster (policy server and trainer) and the
+ * workers for all three task queues.
+ */
+import path from 'node:path';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { loadSimWorld } from '../core/envs/sim/world';
+import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
+import { startSimCluster } from '../workers/sim-cluster/server';
+import { createWorkers, runWorkers } from '../workers/worker';
+import { installQuietTemporalRuntime } from '../workers/runtime';
+import { DATA_DIR, namespaceFromEnv, startDevServer, type DevServer } from './temporal-dev-server';
+
+export const SIM_CLUSTER_PORT = Number(process.env.HARNESS_S_SIM_PORT || 8765);
+
+export interface EmbeddedStack {
+  temporal: DevServer;
+  simClusterUrl: string;
+  databaseUrl: string;
+  /** Resolves when the workers stop. */
+  workersDone: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startEmbeddedStack(options: { logger: Logger; log: (line: string) => void; withSimCluster?: boolean }): Promise<EmbeddedStack> {
+  const { logger, log } = options;
+  installQuietTemporalRuntime();
+  const temporal = await startDevServer({ log });
+  const databaseUrl = databaseUrlFromEnv();
+  try {
+    await migrate(databaseUrl);
+  } catch (err) {
+    await temporal.stop();
+    throw new Error(
+      `PostgreSQL at ${new URL(databaseUrl).host} is not usable: ${(err as Error).message}\n` +
+        'Fix: start PostgreSQL, or set DATABASE_URL=postgresql://USER@HOST:PORT/DB to one you can use.',
+    );
+  }
+  log(`run store ready (PostgreSQL ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname})`);
+  const store = RunStore.connect(databaseUrl);
+
+  const sim =
+    options.withSimCluster === false
+      ? null
+      : await startSimCluster({ world: loadSimWorld(), dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }) });
+  if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}`);
+
+  const connection = await NativeConnection.connect({ address: temporal.address });
+  const workers: Worker[] = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });
+  const abort = new AbortController();
+  const workersDone = runWorkers(workers, abort.signal);
+  log('workers running on harness-s-control, harness-s-rollout, harness-s-trainer');
+
+  return {
+    temporal,
+    simClusterUrl: sim?.url ?? '',
+    databaseUrl,
+    workersDone,
+    async stop() {
+      abort.abort();
+      await workersDone.catch(() => undefined);
+      await connection.close();
+      await sim?.close();
+      await store.close();
+      await temporal.stop();
+    },
+  };
+}

@@ -1,0 +1,275 @@
+/**
+ * The SIMULATED inference server: the subset of vLLM's OpenAI-compatible API
+ * the project uses (chat completions with logprobs and token ids, models,
+ * runtime LoRA loading), answering with the sim policy. Errors have vLLM's
+ * shape, `{"error": {"message", "type", "param", "code"}}`.
+ *
+ * A "LoRA adapter" here is a set of sim policy parameters saved by the sim
+ * trainer's save_weights_for_sampler; loaded adapters are recorded in the
+ * data directory and loaded again when the cluster restarts.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import {
+  type GeneratedToken,
+  type PolicyParams,
+  SimPolicyInputError,
+  SimPolicyModel,
+  seededRandom,
+} from '../../core/envs/sim/policy-model';
+import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
+import type { SimWorld } from '../../core/envs/sim/world';
+import { formatZodError } from '../../core/validation';
+import { parseSamplerWeightsUri, type SimClusterStore } from './checkpoints';
+import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
+
+const TextPart = z.object({ type: z.literal('text'), text: z.string() });
+
+const ChatMessageBody = z.object({
+  role: z.enum(['system', 'user', 'assistant']),
+  content: z.union([z.string(), z.array(TextPart), z.null()]).optional(),
+});
+
+/** Unknown fields are ignored, as vLLM does. */
+const ChatCompletionBody = z
+  .object({
+    model: z.string(),
+    messages: z.array(ChatMessageBody).min(1),
+    temperature: z.number().min(0).nullish(),
+    max_tokens: z.number().int().min(1).nullish(),
+    max_completion_tokens: z.number().int().min(1).nullish(),
+    seed: z.number().int().nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.number().int().min(0).max(20).nullish(),
+    n: z.number().int().nullish(),
+    stream: z.boolean().nullish(),
+    return_token_ids: z.boolean().nullish(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.n != null && body.n !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['n'], message: 'the sim server returns one choice per request; use n=1' });
+    }
+    if (body.stream) ctx.addIssue({ code: 'custom', path: ['stream'], message: 'streaming is not supported by the sim server' });
+    if ((body.top_logprobs ?? 0) > 0 && !body.logprobs) {
+      ctx.addIssue({ code: 'custom', path: ['top_logprobs'], message: 'top_logprobs needs logprobs=true' });
+    }
+  });
+type ChatCompletionBody = z.infer<typeof ChatCompletionBody>;
+
+const LoadLoraBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1), load_inplace: z.boolean().nullish() });
+const UnloadLoraBody = z.object({ lora_name: z.string().min(1) });
+
+interface LoadedAdapter {
+  path: string;
+  params: PolicyParams;
+  loadedAt: number;
+}
+
+export interface SimInferenceServerDeps {
+  world: SimWorld;
+  store: SimClusterStore;
+  logger: Logger;
+}
+
+export class SimInferenceServer implements SimApi {
+  private readonly model: SimPolicyModel;
+  private readonly baseParams: PolicyParams;
+  private readonly adapters = new Map<string, LoadedAdapter>();
+  private readonly startedAt = unixSeconds();
+  /** Load/unload run one at a time, so the check-then-load and the registry file never interleave. */
+  private adapterOps: Promise<unknown> = Promise.resolve();
+
+  private constructor(private readonly deps: SimInferenceServerDeps) {
+    this.model = new SimPolicyModel(deps.world);
+    this.baseParams = this.model.initialParams();
+  }
+
+  /** Builds the server and loads again the adapters that were loaded before a restart. */
+  static async open(deps: SimInferenceServerDeps): Promise<SimInferenceServer> {
+    const server = new SimInferenceServer(deps);
+    for (const [name, path] of Object.entries(await deps.store.readAdapters())) {
+      const params = await server.readSamplerParams(path);
+      if (params) server.adapters.set(name, { path, params, loadedAt: unixSeconds() });
+      else deps.logger.warn({ lora_name: name, lora_path: path }, '[SIMULATED] adapter weights are gone; not reloading it');
+    }
+    if (server.adapters.size > 0) deps.logger.info({ adapters: [...server.adapters.keys()] }, '[SIMULATED] reloaded LoRA adapters');
+    return server;
+  }
+
+  async handle(request: SimHttpRequest): Promise<SimHttpReply> {
+    const route = `${request.method} ${request.path}`;
+    switch (route) {
+      case 'GET /health':
+        return { status: 200 };
+      case 'GET /v1/models':
+        return { status: 200, json: this.listModels() };
+      case 'POST /v1/chat/completions':
+        return this.chatCompletion(request.body);
+      case 'POST /v1/load_lora_adapter':
+        return this.serialised(() => this.loadAdapter(request.body));
+      case 'POST /v1/unload_lora_adapter':
+        return this.serialised(() => this.unloadAdapter(request.body));
+      default:
+        return KNOWN_PATHS.has(request.path)
+          ? { status: 405, json: { detail: 'Method Not Allowed' } }
+          : { status: 404, json: { detail: 'Not Found' } };
+    }
+  }
+
+  badRequest(message: string): SimHttpReply {
+    return vllmError(400, 'BadRequestError', message);
+  }
+
+  private listModels() {
+    const base = this.deps.world.model.name;
+    const entry = (id: string, created: number, root: string, parent: string | null) => ({
+      id,
+      object: 'model',
+      created,
+      owned_by: 'sim',
+      root,
+      parent,
+    });
+    return {
+      object: 'list',
+      data: [
+        entry(base, this.startedAt, base, null),
+        ...[...this.adapters].map(([name, adapter]) => entry(name, adapter.loadedAt, adapter.path, base)),
+      ],
+    };
+  }
+
+  private chatCompletion(rawBody: unknown): SimHttpReply {
+    const parsed = ChatCompletionBody.safeParse(rawBody);
+    if (!parsed.success) return this.badRequest(invalidBody('/v1/chat/completions', parsed.error));
+    const body = parsed.data;
+    const params = this.paramsOf(body.model);
+    if (!params) return vllmError(404, 'NotFoundError', `The model \`${body.model}\` does not exist.`);
+
+    const promptIds = this.model.tokenizer.renderPrompt(body.messages.map(toChatMessage));
+    let generated: GeneratedToken[];
+    try {
+      generated = this.model.generate(params, promptIds, {
+        temperature: body.temperature ?? 1,
+        maxTokens: body.max_completion_tokens ?? body.max_tokens ?? Number.MAX_SAFE_INTEGER,
+        random: body.seed != null ? seededRandom(body.seed, promptIds.length) : Math.random,
+      });
+    } catch (err) {
+      if (err instanceof SimPolicyInputError) return this.badRequest(`messages: ${err.message}`);
+      throw err;
+    }
+    return { status: 200, json: this.completionResponse(body, promptIds, generated) };
+  }
+
+  private completionResponse(body: ChatCompletionBody, promptIds: number[], generated: GeneratedToken[]) {
+    const tokenizer = this.model.tokenizer;
+    const endId = tokenizer.id(END);
+    const stopped = generated.at(-1)?.id === endId;
+    const tokenIds = generated.map((t) => t.id);
+    const topCount = body.top_logprobs ?? 0;
+    const logprobEntry = (id: number, logprob: number) => {
+      const token = tokenizer.token(id);
+      return { token, logprob, bytes: [...Buffer.from(token, 'utf8')] };
+    };
+    return {
+      id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
+      object: 'chat.completion',
+      created: unixSeconds(),
+      model: body.model,
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: tokenizer.decode(tokenIds.filter((id) => id !== endId)) },
+          finish_reason: stopped ? 'stop' : 'length',
+          logprobs: body.logprobs
+            ? {
+                content: generated.map((t) => ({
+                  ...logprobEntry(t.id, t.logprob),
+                  top_logprobs: t.alternatives.slice(0, topCount).map((alt) => logprobEntry(alt.id, alt.logprob)),
+                })),
+              }
+            : null,
+          token_ids: body.return_token_ids ? tokenIds : undefined,
+        },
+      ],
+      usage: { prompt_tokens: promptIds.length, completion_tokens: tokenIds.length, total_tokens: promptIds.length + tokenIds.length },
+      prompt_token_ids: body.return_token_ids ? promptIds : undefined,
+    };
+  }
+
+  private async loadAdapter(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = LoadLoraBody.safeParse(rawBody);
+    if (!parsed.success) return this.badRequest(invalidBody('/v1/load_lora_adapter', parsed.error));
+    const { lora_name: name, lora_path: path, load_inplace: inplace } = parsed.data;
+    if (name === this.deps.world.model.name) {
+      return this.badRequest(`lora_name '${name}' is the base model's name; pick another adapter name`);
+    }
+    const existing = this.adapters.get(name);
+    if (existing && !inplace) {
+      const detail = existing.path === path ? '' : ` from '${existing.path}'; set load_inplace=true to replace it`;
+      return this.badRequest(`The lora adapter '${name}' has already been loaded${detail}.`);
+    }
+    const params = await this.readSamplerParams(path);
+    if (!params) {
+      return vllmError(
+        404,
+        'NotFoundError',
+        `No sampler weights at lora_path '${path}'; expected a tinker://<model_id>/sampler_weights/<name> path returned by the trainer's save_weights_for_sampler.`,
+      );
+    }
+    this.adapters.set(name, { path, params, loadedAt: unixSeconds() });
+    await this.persistAdapters();
+    this.deps.logger.info({ lora_name: name, lora_path: path }, '[SIMULATED] LoRA adapter loaded');
+    return { status: 200, text: `Success: LoRA adapter '${name}' added successfully.` };
+  }
+
+  private async unloadAdapter(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = UnloadLoraBody.safeParse(rawBody);
+    if (!parsed.success) return this.badRequest(invalidBody('/v1/unload_lora_adapter', parsed.error));
+    const name = parsed.data.lora_name;
+    if (!this.adapters.delete(name)) return vllmError(404, 'NotFoundError', `The lora adapter '${name}' cannot be found.`);
+    await this.persistAdapters();
+    this.deps.logger.info({ lora_name: name }, '[SIMULATED] LoRA adapter unloaded');
+    return { status: 200, text: `Success: LoRA adapter '${name}' removed successfully.` };
+  }
+
+  private paramsOf(modelName: string): PolicyParams | undefined {
+    return modelName === this.deps.world.model.name ? this.baseParams : this.adapters.get(modelName)?.params;
+  }
+
+  private async readSamplerParams(path: string): Promise<PolicyParams | undefined> {
+    const location = parseSamplerWeightsUri(path);
+    if (!location) return undefined;
+    return (await this.deps.store.readSamplerWeights(location.modelId, location.name))?.params;
+  }
+
+  private persistAdapters(): Promise<void> {
+    return this.deps.store.writeAdapters(Object.fromEntries([...this.adapters].map(([name, a]) => [name, a.path])));
+  }
+
+  private serialised(op: () => Promise<SimHttpReply>): Promise<SimHttpReply> {
+    const result = this.adapterOps.then(op);
+    this.adapterOps = result.catch(() => undefined);
+    return result;
+  }
+}
+
+const KNOWN_PATHS = new Set(['/health', '/v1/models', '/v1/chat/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter']);
+
+export function vllmError(status: number, type: string, message: string): SimHttpReply {
+  return { status, json: { error: { message, type, param: null, code: status } } };
+}
+
+function invalidBody(route: string, error: z.ZodError): string {
+  return `invalid request body for ${route}:\n${formatZodError(error)}`;
+}
+
+function toChatMessage(message: z.infer<typeof ChatMessageBody>): ChatMessage {
+  const content = message.content ?? '';
+  return { role: message.role, content: typeof content === 'string' ? content : content.map((p) => p.text).join('\n') };
+}
+
+function unixSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}

@@ -1,0 +1,73 @@
+/**
+ * Names shared by workflows, workers and clients: task queues, signals,
+ * queries, search attributes, and the shapes that cross the Temporal boundary.
+ * Imported by workflow code: no I/O here.
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { RunConfig, RunConfigInput } from '../core/config';
+import type { StepSummary } from '../core/rl/step-summary';
+export type { RunSummary, SiblingRescueStats } from '../core/rl/step-summary';
+
+export const TASK_QUEUES = {
+  control: 'harness-s-control',
+  rollout: 'harness-s-rollout',
+  trainer: 'harness-s-trainer',
+} as const;
+
+export const SEARCH_ATTRIBUTES = {
+  runName: defineSearchAttributeKey('HarnessRunName', SearchAttributeType.KEYWORD),
+  env: defineSearchAttributeKey('HarnessEnv', SearchAttributeType.KEYWORD),
+  step: defineSearchAttributeKey('HarnessStep', SearchAttributeType.INT),
+  baseSuccess: defineSearchAttributeKey('HarnessBaseSuccess', SearchAttributeType.DOUBLE),
+} as const;
+
+/** Where a run continues from: set by continue-as-new and by `harness-s run recover`. */
+export interface ResumePoint {
+  nextStep: number;
+  policyVersion: string;
+  profileVersion: number;
+}
+
+/** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
+export interface RunInput {
+  config: RunConfigInput;
+  resume?: ResumePoint;
+}
+
+export interface RunStatus {
+  runId: string;
+  name: string;
+  env: string;
+  phase: 'preparing' | 'profiling' | 'training' | 'summarizing' | 'done';
+  step: number;
+  steps: number;
+  policyVersion: string;
+  profileVersion: number | null;
+  paused: boolean;
+  pauseReason: string | null;
+  lastStep: StepSummary | null;
+  /** The last few steps' summaries (this execution), oldest first. */
+  recentSteps: StepSummary[];
+}
+
+export interface TrainingStepInput {
+  runId: string;
+  step: number;
+  config: RunConfig;
+  policyVersion: string;
+  profileVersion: number;
+  baseHarnessId: string;
+}
+
+export interface MeasureProfilesInput {
+  runId: string;
+  config: RunConfig;
+  version: number;
+  policyVersion: string;
+  harnessIds: string[];
+}
+
+export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');
+export const resumeSignal = defineSignal('resume');
+export const statusQuery = defineQuery<RunStatus>('status');

@@ -1,0 +1,31 @@
+/**
+ * measureProfiles: the probe pass behind the router's behaviour profiles.
+ * Every harness of the pool rolls out on a fixed probe sample of tasks with the
+ * given policy version; the evidence becomes a new profile version in the store.
+ */
+import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { MeasureProfilesInput } from './definitions';
+import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
+
+const control = proxyActivities<Activities>(controlActivityOptions);
+const rollout = proxyActivities<Activities>(rolloutActivityOptions);
+
+export async function measureProfiles(input: MeasureProfilesInput): Promise<{ version: number; cells: number }> {
+  const { runId, config, version, policyVersion, harnessIds } = input;
+  const phase = `probe-v${version}`;
+  const tasks = await control.sampleTasks({ runId, purpose: 'probe', step: version });
+  let done = 0;
+  setCurrentDetails(`probing ${tasks.length} tasks x ${harnessIds.length} harnesses`);
+  await Promise.all(
+    tasks.map(async (task) => {
+      await rollout.runRolloutGroup({
+        runId, phase, step: 0, taskId: task.taskId, role: 'probe', policyVersion,
+        plan: harnessIds.map((harnessId) => ({ harnessId, samples: config.router.probeRollouts })),
+      });
+      done += 1;
+      setCurrentDetails(`probing: ${done}/${tasks.length} tasks done`);
+    }),
+  );
+  return control.saveProfiles({ runId, phase, version, policyVersion, taskIds: tasks.map((t) => t.taskId) });
+}

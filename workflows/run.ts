@@ -1,0 +1,112 @@
+/**
+ * harnessSRun: one whole Harness-S run. Measures the behaviour profiles, then
+ * runs each training step as a child workflow `<runId>/step-<n>`, pausable
+ * between steps, continuing as new when the history grows long.
+ */
+import {
+  condition,
+  continueAsNew,
+  executeChild,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { StepSummary } from '../core/rl/step-summary';
+import {
+  pauseSignal,
+  resumeSignal,
+  SEARCH_ATTRIBUTES,
+  statusQuery,
+  TASK_QUEUES,
+  type RunInput,
+  type RunStatus,
+  type RunSummary,
+} from './definitions';
+import { controlActivityOptions } from './activity-options';
+import { trainingStep } from './training-step';
+import { measureProfiles } from './profiles';
+
+const control = proxyActivities<Activities>(controlActivityOptions);
+const RECENT_STEPS = 10;
+
+export async function harnessSRun(input: RunInput): Promise<RunSummary> {
+  const runId = workflowInfo().workflowId;
+  const status: RunStatus = {
+    runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
+    policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null,
+    paused: false, pauseReason: null, lastStep: null, recentSteps: [],
+  };
+  setHandler(statusQuery, () => status);
+  setHandler(pauseSignal, (args) => {
+    status.paused = true;
+    status.pauseReason = args?.reason ?? 'paused by signal';
+  });
+  setHandler(resumeSignal, () => {
+    status.paused = false;
+    status.pauseReason = null;
+  });
+
+  const prepared = await control.prepareRun({ runId, config: input.config });
+  const { config } = prepared;
+  status.name = config.name;
+  status.env = config.env.kind;
+  status.steps = config.steps;
+  status.policyVersion ||= config.policy.model;
+  upsertSearchAttributes([
+    { key: SEARCH_ATTRIBUTES.runName, value: config.name },
+    { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
+    { key: SEARCH_ATTRIBUTES.step, value: status.step },
+  ]);
+
+  if (status.profileVersion === null) {
+    status.phase = 'profiling';
+    setCurrentDetails(`measuring behaviour profiles of ${prepared.harnessIds.length} harnesses`);
+    const profiles = await executeChild(measureProfiles, {
+      workflowId: `${runId}/profiles-v1`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ runId, config, version: 1, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds }],
+    });
+    status.profileVersion = profiles.version;
+  }
+
+  status.phase = 'training';
+  while (status.step < config.steps) {
+    if (status.paused) {
+      setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
+      await condition(() => !status.paused);
+    }
+    setCurrentDetails(`step ${status.step}/${config.steps}, policy ${status.policyVersion}`);
+    const summary: StepSummary = await executeChild(trainingStep, {
+      workflowId: `${runId}/step-${status.step}`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{
+        runId, step: status.step, config, policyVersion: status.policyVersion,
+        profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
+      }],
+    });
+    status.lastStep = summary;
+    status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
+    status.policyVersion = summary.policyVersion;
+    status.step += 1;
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.step, value: status.step },
+      { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
+    ]);
+    if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
+      await condition(() => !status.paused);
+      await continueAsNew<typeof harnessSRun>({
+        config: input.config,
+        resume: { nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion! },
+      });
+    }
+  }
+
+  status.phase = 'summarizing';
+  const result = await control.summarizeRun({ runId });
+  status.phase = 'done';
+  setCurrentDetails(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
+  return result;
+}
