@@ -14,7 +14,7 @@ export async function runDemo(options: { configFile: string; steps?: number; log
   const { raw } = readConfigFile(options.configFile);
   const input = options.steps ? { ...(raw as object), steps: options.steps } : raw;
   const config = validateConfig(input, options.configFile);
-  const stack = await startEmbeddedStack({ logger: createLogger('harness-s').child({ level: 'warn' }), log });
+  const stack = await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log });
   try {
     const client = await connectClient();
     const runId = newRunId(config.name);

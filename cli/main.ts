@@ -5,6 +5,8 @@
 import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { runConfigJsonSchema } from '../core/config';
+import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
+import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
 import { uiUrlFor, temporalAddressFromEnv } from '../infra/temporal-dev-server';
@@ -162,6 +164,19 @@ program
     if (opts.json) printJson(report);
     else print(doctorText(report));
     if (!report.ok) process.exitCode = 1;
+  }));
+
+program
+  .command('sim-matrix')
+  .description('[SIMULATED] success rate of each harness on each task kind of a sim world, under its initial policy')
+  .option('--world <file>', 'sim world file (default: the shipped world)')
+  .option('--episodes <n>', 'episodes per cell', (v) => Number(v), 400)
+  .option('--max-turns <n>', 'the run\'s max turns', (v) => Number(v), 5)
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: { world?: string; episodes: number; maxTurns: number; json?: boolean }) => {
+    const matrix = await measureEffectMatrix(loadSimWorld(opts.world), { episodes: opts.episodes, maxTurns: opts.maxTurns, seed: 1 });
+    if (opts.json) printJson(matrix);
+    else print(effectMatrixText(matrix));
   }));
 
 const config = program.command('config').description('run configs');

@@ -2,6 +2,7 @@
 import type { Client } from '@temporalio/client';
 import { stepLine, summaryText } from './report';
 import { runView } from './runs';
+import { statusQuery } from '../workflows/definitions';
 
 export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<void> {
   let lastStep = -1;
@@ -20,6 +21,9 @@ export async function watchRun(client: Client, runId: string, print: (line: stri
       lastPhase = live.phase;
       lastPaused = live.paused;
     } else {
+      // A closed run still answers queries (a worker replays it): print the steps not yet shown.
+      const final = await client.workflow.getHandle(runId).query(statusQuery).catch(() => null);
+      for (const step of final?.recentSteps.filter((s) => s.step > lastStep) ?? []) print(stepLine(step));
       if (view.summary) print(summaryText(view.summary));
       else print(`[${runId}] ${view.status}${view.failure ? `: ${view.failure}` : ''}`);
       return;

@@ -3,7 +3,7 @@
  * It records each assistant turn's exact tokens so training never re-tokenizes.
  */
 import type { Environment } from '../envs/environment';
-import type { PolicyClient } from '../policy/client';
+import type { Policy } from '../policy/client';
 import { assembleTokenSamples, type ChatMessage, type Trajectory, type TurnTokens } from '../policy/trajectory';
 import { hashSeed } from '../rl/task-sampling';
 import type { Harness } from './harness';
@@ -11,7 +11,7 @@ import type { Harness } from './harness';
 export interface EpisodeRequest {
   env: Environment;
   harness: Harness;
-  policy: PolicyClient;
+  policy: Policy;
   /** The model (or LoRA adapter) name to sample from: the policy version. */
   model: string;
   taskId: string;

@@ -23,6 +23,11 @@ export interface PolicyRequest {
   maxTokens?: number;
 }
 
+/** Anything that produces assistant turns with their exact tokens. */
+export interface Policy {
+  complete(request: PolicyRequest): Promise<PolicyReply>;
+}
+
 export class PolicyResponseError extends Error {
   override name = 'PolicyResponseError';
 }
@@ -33,7 +38,7 @@ interface VllmChoice {
   logprobs?: { content?: Array<{ logprob: number }> | null } | null;
 }
 
-export class PolicyClient {
+export class PolicyClient implements Policy {
   private readonly openai: OpenAI;
 
   constructor(endpoint: PolicyEndpoint) {

@@ -7,7 +7,10 @@
  * formed, `Maybe:` malformed), a behaviour-or-`finish` token, then `<|end|>`.
  *
  *   format slot:    softmax([formatLogit[kind] + formatHintStrength * #`Hint: Action:`, 0]) over [Action:, Maybe:]
- *   behaviour slot: softmax_a(behaviourLogit[kind][prev][a] + hintStrength * (#`Hint: a` - #`Avoid: a`))
+ *   behaviour slot: softmax_a(behaviourLogit[kind][prev][a] + hintStrength * (#`Hint: a` * [a not done yet] - #`Avoid: a`))
+ *
+ * A hint reads as "do a": once a has been done in the episode the hint is
+ * satisfied and no longer pulls (a prompted recipe does not make the agent loop).
  *   end slot:       `<|end|>` with probability 1
  *
  * Context read from the prefix (see `readContext`): the task kind, the
@@ -40,6 +43,8 @@ export interface PolicyContext {
   kind: string;
   /** The last behaviour (or `finish`) seen after the first user message started; 'none' if there is none. */
   prev: string;
+  /** Every behaviour (or `finish`) seen after the first user message started. */
+  done: string[];
   /** Per action: the number of `Hint: <action>` pairs in system messages. */
   hints: Record<string, number>;
   /** Per action: the number of `Avoid: <action>` pairs in system messages. */
@@ -245,10 +250,14 @@ export class SimPolicyModel {
       );
     }
     let prev = NO_PREVIOUS;
+    const done = new Set<string>();
     for (let i = firstUser + 1; i < prefixIds.length; i++) {
-      if (i !== kindIndex && this.tokenizer.isAction(prefixIds[i])) prev = this.tokenizer.token(prefixIds[i]);
+      if (i !== kindIndex && this.tokenizer.isAction(prefixIds[i])) {
+        prev = this.tokenizer.token(prefixIds[i]);
+        done.add(prev);
+      }
     }
-    return { kind: this.tokenizer.token(prefixIds[kindIndex]), prev, ...this.readHints(prefixIds) };
+    return { kind: this.tokenizer.token(prefixIds[kindIndex]), prev, done: [...done], ...this.readHints(prefixIds) };
   }
 
   /** The next-token distribution after `prefixIds`, at temperature 1. */
@@ -266,7 +275,9 @@ export class SimPolicyModel {
     return {
       slot,
       tokenIds: this.tokenizer.actions.map((a) => this.tokenizer.id(a)),
-      logits: this.tokenizer.actions.map((a) => row[a] + hintStrength * ((context.hints[a] ?? 0) - (context.avoids[a] ?? 0))),
+      logits: this.tokenizer.actions.map(
+        (a) => row[a] + hintStrength * ((context.done.includes(a) ? 0 : (context.hints[a] ?? 0)) - (context.avoids[a] ?? 0)),
+      ),
     };
   }
 
