@@ -9,6 +9,7 @@ import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-m
 import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
+import { ensureTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { uiUrlFor, temporalAddressFromEnv } from '../infra/temporal-dev-server';
 import { createLogger } from '../workers/logger';
 import { runDemo } from './demo';
@@ -153,6 +154,17 @@ run
   .description('live progress per step until the run ends')
   .action(action(async (id: string) => {
     await watchRun(await connectClient(), id, print);
+  }));
+
+program
+  .command('setup')
+  .description('install what the project needs beside npm packages: the Temporal CLI (if missing) and the run store schema')
+  .action(action(async () => {
+    const cli = await ensureTemporalCli(progress);
+    progress(`Temporal CLI: ${temporalCliVersion(cli)} at ${cli.path}`);
+    const databaseUrl = databaseUrlFromEnv();
+    await migrate(databaseUrl);
+    progress(`run store migrated: ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname}`);
   }));
 
 program

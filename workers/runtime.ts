@@ -8,7 +8,12 @@ export function installQuietTemporalRuntime(): void {
   if (installed) return;
   installed = true;
   try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    const logger = new DefaultLogger('WARN', (entry) => {
+      // A worker serving only activity queues is a normal shape here, not a problem.
+      if (entry.message.startsWith('No workflows registered')) return;
+      process.stderr.write(`[temporal ${entry.level}] ${entry.message} ${JSON.stringify(entry.meta ?? {})}\n`);
+    });
+    Runtime.install({ logger });
   } catch {
     // Already created by an earlier use in this process: keep its logger.
   }

@@ -4,6 +4,8 @@
  * between steps, continuing as new when the history grows long.
  */
 import {
+  ActivityFailure,
+  ApplicationFailure,
   condition,
   continueAsNew,
   executeChild,
@@ -49,7 +51,13 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.pauseReason = null;
   });
 
-  const prepared = await control.prepareRun({ runId, config: input.config });
+  const prepared = await control.prepareRun({ runId, config: input.config }).catch((err: unknown) => {
+    // A config a user must fix: fail the run with its message on top, where the UI and CLIs show it.
+    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
+      throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? 'RunConfigError');
+    }
+    throw err;
+  });
   const { config } = prepared;
   status.name = config.name;
   status.env = config.env.kind;

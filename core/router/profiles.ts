@@ -62,25 +62,27 @@ export function buildProfiles(
   return { ...meta, cells: sorted };
 }
 
-/** A harness's rescue rate pooled over all its cells: the prior its thin cells shrink towards. */
-export function pooledRate(profiles: BehaviorProfiles, harnessId: string): number {
-  let attempts = 0;
-  let successes = 0;
-  for (const cell of profiles.cells) {
-    if (cell.harnessId !== harnessId) continue;
-    attempts += cell.attempts;
-    successes += cell.successes;
-  }
-  return attempts === 0 ? 0 : successes / attempts;
+/**
+ * The prior a cell shrinks towards: the rescue rate of all siblings together on
+ * this kind and failure type (how rescuable such a failure is at all), else on
+ * this kind, else overall; 0 with no evidence anywhere.
+ */
+export function priorRate(profiles: BehaviorProfiles, kind: string, failureType: string): number {
+  const rate = (cells: ProfileCell[]) => {
+    const attempts = cells.reduce((n, c) => n + c.attempts, 0);
+    return attempts === 0 ? null : cells.reduce((n, c) => n + c.successes, 0) / attempts;
+  };
+  const ofKind = profiles.cells.filter((c) => c.kind === kind);
+  return rate(ofKind.filter((c) => c.failureType === failureType)) ?? rate(ofKind) ?? rate(profiles.cells) ?? 0;
 }
 
 /**
  * Rescue rate with a prior: (successes + s * p0) / (attempts + s), where p0 is
- * the harness's pooled rate and s the prior strength. With no evidence the
- * rate is p0; with much evidence it approaches the cell's own rate.
+ * the prior rate and s the prior strength. A harness never tried on a cell
+ * gets p0; with much evidence the rate approaches the cell's own.
  */
 export function smoothedRescueRate(profiles: BehaviorProfiles, harnessId: string, kind: string, failureType: string): number {
-  const prior = pooledRate(profiles, harnessId);
+  const prior = priorRate(profiles, kind, failureType);
   const cell = profiles.cells.find((c) => c.harnessId === harnessId && c.kind === kind && c.failureType === failureType);
   const s = profiles.priorStrength;
   if (!cell || cell.attempts + s === 0) return prior;

@@ -39,10 +39,21 @@ function jitteredParams(): PolicyParams {
 describe('sim policy model', () => {
   it('starts from the world: propensity, minus the repeat penalty right after the same behaviour', () => {
     const params = initialParams(world);
-    expect(params.formatLogit.api_call).toBe(0.3);
-    expect(params.behaviourLogit.lookup.none.inspect_schema).toBe(0.6);
-    expect(params.behaviourLogit.lookup.inspect_schema.inspect_schema).toBe(0.6 - 2.0);
+    const { init } = world.model;
+    expect(params.formatLogit.api_call).toBe(init.formatLogit.api_call);
+    expect(params.behaviourLogit.lookup.none.inspect_schema).toBe(init.propensity.lookup.inspect_schema);
+    expect(params.behaviourLogit.lookup.inspect_schema.inspect_schema).toBe(init.propensity.lookup.inspect_schema - init.repeatPenalty);
     expect(params.behaviourLogit.lookup.none.plan).toBe(0);
+  });
+
+  it('stops pulling towards a hinted behaviour once the episode has done it', () => {
+    const params = initialParams(world);
+    const afterVerify = (lines: string[]) =>
+      probabilities(params, prefix([system(...lines), task('multi_step'), { role: 'user', content: 'Observation: verify done' }, { role: 'user', content: 'Observation: plan done' }], 'Action:'));
+    // verify was done earlier (prev is plan): its hint no longer changes its probability.
+    expect(afterVerify(['Hint: verify']).get('verify')).toBeCloseTo(afterVerify([]).get('verify')!, 12);
+    // compute was not done: its hint still raises it.
+    expect(afterVerify(['Hint: compute']).get('compute')!).toBeGreaterThan(afterVerify([]).get('compute')!);
   });
 
   it('gives probabilities that sum to 1 in the format slot and in the behaviour slot', () => {

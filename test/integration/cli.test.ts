@@ -1,0 +1,86 @@
+/**
+ * What users type: the `harness-s` CLI and the `temporal` CLI against a real
+ * dev server, with the examples' JSON as the workflow input.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { findTemporalCli } from '../../infra/temporal-cli';
+import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(__dirname, '..', '..');
+const env = { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' };
+let stack: TestStack;
+let dir: string;
+
+function harnessS(...args: string[]) {
+  return run(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], { cwd: ROOT, env });
+}
+
+/** The quick-start example, pointed at this test's sim cluster and made small. */
+function smallExample(): string {
+  const example = JSON.parse(readFileSync(path.join(ROOT, 'examples', 'sim-quickstart.json'), 'utf8'));
+  example.config = { ...example.config, ...stack.config({ steps: 1 }) };
+  const file = path.join(dir, 'small.json');
+  writeFileSync(file, JSON.stringify(example));
+  return file;
+}
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-cli-'));
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('a config with bad fields is refused before any workflow starts, naming each field', async () => {
+  const file = path.join(dir, 'bad.json');
+  writeFileSync(file, JSON.stringify({ config: { steps: -1, rollout: { groupSize: 6 }, rescue: { k: 4 } } }));
+  const before = (await stack.client.workflow.count("WorkflowType = 'harnessSRun'")).count;
+  const failure = await harnessS('run', 'start', '--config', file).then(() => null, (err) => err as { code: number; stderr: string });
+  expect(failure?.code).toBe(2);
+  expect(failure?.stderr).toMatch(/steps: /);
+  expect(failure?.stderr).toMatch(/rescue\.k: must divide rollout\.groupSize/);
+  expect((await stack.client.workflow.count("WorkflowType = 'harnessSRun'")).count).toBe(before);
+});
+
+test('`run start --wait` runs to the end; `run status --json` and `run list --json` show it', async () => {
+  const id = uniqueRunId('cli');
+  const { stdout } = await harnessS('run', 'start', '--config', smallExample(), '--id', id, '--name', 'cli-run', '--wait');
+  expect(stdout).toMatch(new RegExp(`^${id}$`, 'm'));
+  expect(stdout).toMatch(/base-harness success/);
+  const status = JSON.parse((await harnessS('run', 'status', id, '--json')).stdout);
+  expect(status).toMatchObject({ runId: id, status: 'COMPLETED', summary: { stepsCompleted: 1, name: 'cli-run' } });
+  const list = JSON.parse((await harnessS('run', 'list', '--json')).stdout) as Array<{ runId: string; name: string; step: number }>;
+  expect(list.find((r) => r.runId === id)).toMatchObject({ name: 'cli-run', step: 1 });
+});
+
+test('a run started with `temporal workflow start --input` from the example file completes and lists with its search attributes', async () => {
+  const cli = findTemporalCli();
+  expect(cli).not.toBeNull();
+  const id = uniqueRunId('temporal-cli');
+  await run(cli!.path, [
+    'workflow', 'start', '--address', TEST_TEMPORAL_ADDRESS, '--type', 'harnessSRun', '--task-queue', 'harness-s-control',
+    '--workflow-id', id, '--input', readFileSync(smallExample(), 'utf8'),
+  ]);
+  await stack.client.workflow.getHandle(id).result();
+  const { stdout } = await run(cli!.path, [
+    'workflow', 'list', '--address', TEST_TEMPORAL_ADDRESS, '--query', `WorkflowId = '${id}' AND HarnessEnv = 'sim' AND HarnessStep = 1`, '--output', 'json',
+  ]);
+  const listed = JSON.parse(stdout) as Array<{ execution: { workflowId: string }; status: string }>;
+  expect(listed.map((w) => w.execution.workflowId)).toEqual([id]);
+});
+
+test('`doctor --json` reports the Temporal CLI, the server address and the UI URL', async () => {
+  const report = JSON.parse((await harnessS('doctor', '--json').catch((err) => err)).stdout);
+  expect(report.temporalCli.path).toBeTruthy();
+  expect(report.temporalAddress).toBe(TEST_TEMPORAL_ADDRESS);
+  expect(report.uiUrl).toBe('http://127.0.0.1:18233');
+  expect(report.checks.find((c: { name: string }) => c.name === 'temporal server').ok).toBe(true);
+  expect(report.checks.find((c: { name: string }) => c.name === 'postgresql').ok).toBe(true);
+});

@@ -1,0 +1,74 @@
+/**
+ * Ops paths: a terminated run is recovered from its last completed step with
+ * nothing redone; a bad config sent straight to Temporal fails the run at once
+ * with every bad field named.
+ */
+import { WorkflowFailedError } from '@temporalio/client';
+import type { StepSummary } from '../../core/rl/step-summary';
+import { recoverRun } from '../../cli/runs';
+import { TASK_QUEUES } from '../../workflows/definitions';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
+
+let stack: TestStack;
+beforeAll(async () => {
+  stack = await startTestStack();
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('a run terminated mid-step is recovered from its last completed step and policy version, nothing redone', async () => {
+  const runId = uniqueRunId('recover');
+  const STEPS = 3;
+  const handle = await stack.client.workflow.start('harnessSRun', {
+    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: STEPS }) }],
+  });
+  const deadline = Date.now() + 60_000;
+  while ((await stack.store.steps(runId)).length < 1) {
+    if (Date.now() > deadline) throw new Error('step 0 never completed');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await handle.terminate('test: the run dies');
+  const before = await stack.store.steps(runId);
+  const lastBefore = before.at(-1)!;
+
+  const { resume } = await recoverRun(stack.client, stack.store, runId);
+  expect(resume).toEqual({ nextStep: lastBefore.step + 1, policyVersion: lastBefore.policyVersion, profileVersion: 1 });
+  const summary = await stack.client.workflow.getHandle(runId).result();
+  expect(summary.stepsCompleted).toBe(STEPS);
+
+  const after = await stack.store.steps(runId);
+  expect(after.map((s) => s.step)).toEqual([0, 1, 2]);
+  // Steps done before the failure are kept as they were, not redone.
+  for (const s of before) expect(after[s.step].completedAt).toEqual(s.completedAt);
+  const expected = after.reduce((n, s) => n + (s.summary as StepSummary).baseRollouts + (s.summary as StepSummary).rescueRollouts, 0);
+  expect(await stack.store.countTrajectories(runId)).toBe(expected);
+  // One profile pass only: the recovered execution reused version 1.
+  const { rows } = await stack.store.pool.query('SELECT count(*)::int AS n FROM profiles WHERE run_id = $1', [runId]);
+  expect(rows[0].n).toBe(1);
+});
+
+test('recovering a run that completed is refused', async () => {
+  const runId = uniqueRunId('done');
+  await stack.client.workflow.execute('harnessSRun', {
+    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1 }) }],
+  });
+  await expect(recoverRun(stack.client, stack.store, runId)).rejects.toThrow(/completed; nothing to recover/);
+});
+
+test('a bad config sent straight to Temporal (UI, temporal CLI) fails the run at once, naming every bad field', async () => {
+  const runId = uniqueRunId('bad');
+  const started = Date.now();
+  const failure = await stack.client.workflow
+    .execute('harnessSRun', {
+      workflowId: runId, taskQueue: TASK_QUEUES.control,
+      args: [{ config: { steps: 'many', rollout: { groupSize: 0 } } }],
+    })
+    .catch((err: unknown) => err);
+  expect(failure).toBeInstanceOf(WorkflowFailedError);
+  const message = String((failure as WorkflowFailedError).cause?.message);
+  expect(message).toMatch(/steps: /);
+  expect(message).toMatch(/rollout\.groupSize: /);
+  expect(Date.now() - started).toBeLessThan(15_000);
+  expect(await stack.store.getRun(runId)).toBeNull();
+});

@@ -1,0 +1,94 @@
+/**
+ * A worker process killed with SIGKILL in the middle of a step, then
+ * restarted: the run finishes, every (step, task, harness, sample) trajectory
+ * is stored exactly once, and the trainer applied exactly one update per step.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { StepSummary } from '../../core/rl/step-summary';
+import { TASK_QUEUES } from '../../workflows/definitions';
+import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+let stack: TestStack;
+const workers: ChildProcess[] = [];
+
+function startWorkerProcess(): Promise<ChildProcess> {
+  // node itself runs the worker (tsx as a loader, not a wrapper process), so SIGKILL hits the worker.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  workers.push(child);
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('"ready":true')) resolve(child);
+    });
+  });
+}
+
+beforeAll(async () => {
+  stack = await startTestStack({ workers: false });
+});
+afterAll(async () => {
+  await Promise.all(
+    workers.map(async (w) => {
+      w.stdout?.destroy();
+      if (w.exitCode !== null || w.signalCode !== null) return;
+      const exited = new Promise((resolve) => w.once('exit', resolve));
+      w.kill('SIGTERM');
+      await exited;
+    }),
+  );
+  await stack?.close();
+});
+
+test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish with every trajectory stored exactly once', async () => {
+  const STEPS = 3;
+  const B = 4;
+  const G = 4;
+  const first = await startWorkerProcess();
+  const runId = uniqueRunId('crash');
+  const handle = await stack.client.workflow.start('harnessSRun', {
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 1 } }) }],
+  });
+
+  // Mid-step: some of step 1's rollouts are stored, step 1 is not recorded.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { rows } = await stack.store.pool.query(
+      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 1`, [runId]);
+    const recorded = (await stack.store.steps(runId)).length;
+    if (rows[0].n > 0 && recorded === 1) break;
+    if (recorded > 1 || Date.now() > deadline) throw new Error('never caught the run in the middle of step 1');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  first.kill('SIGKILL');
+  await new Promise((resolve) => first.once('exit', resolve));
+  expect((await stack.store.steps(runId)).length).toBe(1);
+
+  await startWorkerProcess();
+  const summary = await handle.result();
+  expect(summary.stepsCompleted).toBe(STEPS);
+
+  const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
+  const expected = steps.reduce((n, s) => n + s.baseRollouts + s.rescueRollouts, 0);
+  const { rows } = await stack.store.pool.query(
+    `SELECT count(*)::int AS n, count(DISTINCT (step, task_id, harness_id, sample))::int AS keys
+     FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+  expect(rows[0].n).toBe(expected);
+  expect(rows[0].keys).toBe(expected);
+  for (const s of steps) expect(s.baseRollouts).toBe(B * G);
+
+  // The trainer applied one optimizer step per training step with datums: none doubled.
+  const trainer = await stack.store.trainerStep(runId, 0);
+  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: trainer!.modelId }),
+  })).json()) as { optim_steps: number };
+  expect(info.optim_steps).toBe(steps.filter((s) => s.datums > 0).length);
+}, 240_000);

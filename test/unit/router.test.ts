@@ -1,0 +1,63 @@
+import { buildProfiles, isThinCell, smoothedRescueRate, type ProbeOutcome } from '../../core/router/profiles';
+import { routeByValidation } from '../../core/router/validation';
+
+const attempts = (successes: number, failures: number, turns = 3) => [
+  ...Array.from({ length: successes }, () => ({ success: true, turns, tokens: 10 })),
+  ...Array.from({ length: failures }, () => ({ success: false, turns, tokens: 10 })),
+];
+
+const outcomes: ProbeOutcome[] = [
+  {
+    taskId: 'lookup-1', kind: 'lookup',
+    base: [{ success: false, failureType: 'wrong_answer' }, { success: false, failureType: 'wrong_answer' }],
+    siblings: { schema: attempts(4, 0), recipe: attempts(0, 4), budget: attempts(1, 3, 6) },
+  },
+  {
+    taskId: 'api-1', kind: 'api_call',
+    base: [{ success: false, failureType: 'format_error' }, { success: true, failureType: null }],
+    siblings: { schema: attempts(0, 4), recipe: attempts(0, 4), format: attempts(3, 1) },
+  },
+  {
+    taskId: 'lookup-2', kind: 'lookup',
+    base: [{ success: true, failureType: null }],
+    siblings: { schema: attempts(0, 4) },
+  },
+];
+const profiles = buildProfiles(outcomes, { version: 1, policyVersion: 'base', priorStrength: 2 });
+
+test('evidence is kept per harness, task kind and base failure type; tasks the base solved carry none', () => {
+  const cell = profiles.cells.find((c) => c.harnessId === 'schema' && c.kind === 'lookup')!;
+  expect(cell).toMatchObject({ failureType: 'wrong_answer', attempts: 4, successes: 4 });
+  expect(profiles.cells.filter((c) => c.harnessId === 'schema' && c.kind === 'lookup')).toHaveLength(1);
+});
+
+test('the rescue rate shrinks thin evidence towards how rescuable that failure is across siblings', () => {
+  // lookup/wrong_answer across siblings: (4 + 0 + 1) / 12; schema's cell 4/4 -> (4 + 2 * 5/12) / (4 + 2).
+  expect(smoothedRescueRate(profiles, 'schema', 'lookup', 'wrong_answer')).toBeCloseTo((4 + (2 * 5) / 12) / 6, 10);
+  // A sibling never tried on that cell gets the prior itself.
+  expect(smoothedRescueRate(profiles, 'format', 'lookup', 'wrong_answer')).toBeCloseTo(5 / 12, 10);
+});
+
+test('cells with fewer attempts than twice the prior are thin', () => {
+  const thin = { harnessId: 'x', kind: 'k', failureType: 'f', attempts: 3, successes: 1, totalTurns: 9, totalTokens: 0 };
+  expect(isThinCell(profiles, thin)).toBe(true);
+  expect(isThinCell(profiles, { ...thin, attempts: 4 })).toBe(false);
+});
+
+test('the validation rule picks the top-k siblings for the dead group kind and failure types', () => {
+  const lookup = routeByValidation(profiles, ['schema', 'recipe', 'budget', 'format'], { taskId: 't', kind: 'lookup', failureCounts: { wrong_answer: 8 } }, 2);
+  // format was never tried on lookup: it gets the prior (5/12), above budget's measured (1 + 2 * 5/12) / 6.
+  expect(lookup.chosen).toEqual(['schema', 'format']);
+  expect(lookup.scores.budget).toBeLessThan(lookup.scores.format);
+  const api = routeByValidation(profiles, ['schema', 'recipe', 'budget', 'format'], { taskId: 't', kind: 'api_call', failureCounts: { format_error: 8 } }, 1);
+  expect(api.chosen).toEqual(['format']);
+  expect(api.profileVersion).toBe(1);
+});
+
+test('equal evidence is broken by cost: fewer turns first, then by id', () => {
+  const tied = buildProfiles(
+    [{ taskId: 'a', kind: 'k', base: [{ success: false, failureType: 'f' }], siblings: { slow: attempts(2, 2, 8), fast: attempts(2, 2, 2), also: attempts(2, 2, 2) } }],
+    { version: 2, policyVersion: 'p', priorStrength: 0 },
+  );
+  expect(routeByValidation(tied, ['slow', 'fast', 'also'], { taskId: 't', kind: 'k', failureCounts: { f: 1 } }, 3).chosen).toEqual(['also', 'fast', 'slow']);
+});

@@ -1,0 +1,39 @@
+import { parseRunConfig, RunConfigError, runConfigJsonSchema } from '../../core/config';
+import sample from '../../examples/sim-quickstart.json';
+
+test('an empty config takes the embedded sim defaults', () => {
+  const config = parseRunConfig({});
+  expect(config.env.kind).toBe('sim');
+  expect(config.rollout.groupSize).toBe(8);
+  expect(config.policy.baseUrl).toBe('http://127.0.0.1:8765/v1');
+});
+
+test('the quick-start example is a valid workflow input', () => {
+  expect(parseRunConfig(sample.config).steps).toBe(20);
+});
+
+test('every bad field is named by its path', () => {
+  let error: RunConfigError | undefined;
+  try {
+    parseRunConfig({ steps: 0, rollout: { groupSize: 'eight' }, policy: { baseUrl: 'not a url' }, env: { kind: 'mars' } });
+  } catch (err) {
+    error = err as RunConfigError;
+  }
+  expect(error).toBeInstanceOf(RunConfigError);
+  expect(error!.paths).toEqual(expect.arrayContaining(['steps', 'rollout.groupSize', 'policy.baseUrl', 'env.kind']));
+  expect(error!.message).toMatch(/steps:/);
+  expect(error!.message).toMatch(/rollout\.groupSize:/);
+});
+
+test('k must divide G so the rescued group keeps size G', () => {
+  expect(() => parseRunConfig({ rollout: { groupSize: 8 }, rescue: { k: 3 } })).toThrow(/rescue\.k: must divide rollout\.groupSize \(8\)/);
+});
+
+test('a group of one is refused: GRPO needs at least two rollouts to compare', () => {
+  expect(() => parseRunConfig({ rollout: { groupSize: 1 } })).toThrow(/rollout\.groupSize/);
+});
+
+test('the exported JSON Schema describes the config for the UI', () => {
+  const schema = runConfigJsonSchema() as { properties: Record<string, unknown> };
+  expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(['env', 'policy', 'trainer', 'rollout', 'rescue', 'router', 'steps', 'seed']));
+});
