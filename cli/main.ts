@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { runConfigJsonSchema } from '../core/config';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
 import { loadSimWorld } from '../core/envs/sim/world';
+import { PolicyClient } from '../core/policy/client';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
 import { ensureTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
@@ -16,7 +17,7 @@ import { runDemo } from './demo';
 import { doctorText, runDoctor } from './doctor';
 import { statusText, summaryText } from './report';
 import {
-  cancelRun, connectClient, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, runView, startRun, UserError, validateConfig,
+  cancelRun, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, runView, startRun, UserError, validateConfig,
 } from './runs';
 import { watchRun } from './watch';
 
@@ -150,6 +151,20 @@ run
   }));
 
 run
+  .command('history <id>')
+  .description('history sizes: events of the run execution and of each step child workflow')
+  .option('--json', 'machine-readable')
+  .action(action(async (id: string, opts: { json?: boolean }) => {
+    const client = await connectClient();
+    const view = await runView(client, id);
+    const steps = view.summary?.stepsCompleted ?? view.live?.step ?? 0;
+    const stats = await historyStats(client, id, steps);
+    if (opts.json) return printJson(stats);
+    print(`run ${id}: ${stats.runEvents} events in the current execution; ${stats.meanEventsPerStep.toFixed(1)} events per step child on average`);
+    for (const s of stats.steps) print(`  step ${String(s.step).padStart(3)}: ${s.events} events`);
+  }));
+
+run
   .command('watch <id>')
   .description('live progress per step until the run ends')
   .action(action(async (id: string) => {
@@ -180,13 +195,18 @@ program
 
 program
   .command('sim-matrix')
-  .description('[SIMULATED] success rate of each harness on each task kind of a sim world, under its initial policy')
+  .description('[SIMULATED] success rate of each harness on each task kind of a sim world, under its initial policy or a trained version')
   .option('--world <file>', 'sim world file (default: the shipped world)')
+  .option('--model <name>', 'a policy version served by the sim cluster (e.g. <runId>-step-19); the initial policy in-process when absent')
+  .option('--base-url <url>', 'the sim cluster\'s OpenAI-compatible endpoint, with --model', 'http://127.0.0.1:8765/v1')
   .option('--episodes <n>', 'episodes per cell', (v) => Number(v), 400)
   .option('--max-turns <n>', 'the run\'s max turns', (v) => Number(v), 5)
   .option('--json', 'machine-readable')
-  .action(action(async (opts: { world?: string; episodes: number; maxTurns: number; json?: boolean }) => {
-    const matrix = await measureEffectMatrix(loadSimWorld(opts.world), { episodes: opts.episodes, maxTurns: opts.maxTurns, seed: 1 });
+  .action(action(async (opts: { world?: string; model?: string; baseUrl: string; episodes: number; maxTurns: number; json?: boolean }) => {
+    const policy = opts.model
+      ? { client: new PolicyClient({ baseUrl: opts.baseUrl, apiKey: 'EMPTY', requestTimeoutSeconds: 30 }), model: opts.model }
+      : undefined;
+    const matrix = await measureEffectMatrix(loadSimWorld(opts.world), { episodes: opts.episodes, maxTurns: opts.maxTurns, seed: 1, policy });
     if (opts.json) printJson(matrix);
     else print(effectMatrixText(matrix));
   }));

@@ -33,7 +33,7 @@ export function summaryText(summary: RunSummary): string {
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
-    '  rescue rate per sibling (groups rescued / groups chosen; by task kind):',
+    '  rescue rate per sibling (groups rescued / groups chosen): whole run, first half -> second half; by task kind',
   ];
   const siblings = Object.entries(summary.siblings).sort(([a], [b]) => a.localeCompare(b));
   if (siblings.length === 0) lines.push('    (no rescues)');
@@ -42,7 +42,8 @@ export function summaryText(summary: RunSummary): string {
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`)
       .join(', ');
-    lines.push(`    ${id.padEnd(18)} ${pct(stats.groupsChosen ? stats.groupsRescued / stats.groupsChosen : null).padStart(6)}  (${kinds})`);
+    const rate = (x: { groupsChosen: number; groupsRescued: number }) => pct(x.groupsChosen ? x.groupsRescued / x.groupsChosen : null).padStart(6);
+    lines.push(`    ${id.padEnd(18)} ${rate(stats)}  ${rate(stats.firstHalf)} -> ${rate(stats.secondHalf)}  (${kinds})`);
   }
   return lines.join('\n');
 }

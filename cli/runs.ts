@@ -179,3 +179,27 @@ export async function listRuns(client: Client, limit = 50): Promise<RunListEntry
   }
   return entries;
 }
+
+export interface HistoryStats {
+  runId: string;
+  /** Events in the run's current execution (it continues as new when long). */
+  runEvents: number;
+  steps: Array<{ step: number; events: number }>;
+  meanEventsPerStep: number;
+}
+
+/** How large the run's histories are: the parent's and each step child's event counts. */
+export async function historyStats(client: Client, runId: string, steps: number): Promise<HistoryStats> {
+  const count = async (workflowId: string) => (await client.workflow.getHandle(workflowId).fetchHistory()).events?.length ?? 0;
+  const perStep: HistoryStats['steps'] = [];
+  for (let step = 0; step < steps; step++) {
+    perStep.push({ step, events: await count(`${runId}/step-${step}`).catch(() => 0) });
+  }
+  const measured = perStep.filter((s) => s.events > 0);
+  return {
+    runId,
+    runEvents: await count(runId),
+    steps: measured,
+    meanEventsPerStep: measured.length ? measured.reduce((n, s) => n + s.events, 0) / measured.length : 0,
+  };
+}

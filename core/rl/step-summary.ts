@@ -80,6 +80,9 @@ export function summarizeStep(args: {
 
 export interface SiblingRescueStats extends SiblingStepStats {
   byKind: Record<string, SiblingStepStats>;
+  /** The first and the second half of the run's steps: how the sibling's value moved as the policy learned. */
+  firstHalf: SiblingStepStats;
+  secondHalf: SiblingStepStats;
 }
 
 export interface RunSummary {
@@ -110,15 +113,17 @@ function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
 /** The run's totals from its step summaries, in step order. */
 export function summarizeRunSteps(run: { runId: string; name: string; simulated: boolean; basePolicy: string }, steps: readonly StepSummary[]): RunSummary {
   const siblings: Record<string, SiblingRescueStats> = {};
-  for (const step of steps) {
+  steps.forEach((step, i) => {
     for (const [harnessId, byKind] of Object.entries(step.siblings)) {
-      const total = (siblings[harnessId] ??= { ...emptyStats(), byKind: {} });
+      const total = (siblings[harnessId] ??= { ...emptyStats(), byKind: {}, firstHalf: emptyStats(), secondHalf: emptyStats() });
+      const half = i < steps.length / 2 ? total.firstHalf : total.secondHalf;
       for (const [kind, stats] of Object.entries(byKind)) {
         addStats(total, stats);
+        addStats(half, stats);
         addStats((total.byKind[kind] ??= emptyStats()), stats);
       }
     }
-  }
+  });
   const last = steps.at(-1);
   return {
     runId: run.runId,

@@ -1,10 +1,11 @@
 /**
  * The effect matrix of a SIMULATED world: success rate of every harness on
  * every task kind under the initial policy, and the failure types the base
- * harness shows. For a user editing world.json to see locality (which kinds a
+ * harness shows, under the initial policy or a trained version. For a user editing world.json to see locality (which kinds a
  * sibling helps) and complementarity (which failures it fixes) before training.
  */
 import { runEpisode } from '../../harness/runtime';
+import type { Policy } from '../../policy/client';
 import { hashSeed } from '../../rl/task-sampling';
 import { LocalSimPolicy } from './local-policy';
 import { SimEnvironment } from './environment';
@@ -18,11 +19,22 @@ export interface EffectMatrix {
   /** kind -> failure type -> share of the base harness's failures. */
   baseFailures: Record<string, Record<string, number>>;
   episodesPerCell: number;
+  /** The policy version measured. */
+  model: string;
 }
 
-export async function measureEffectMatrix(world: SimWorld, options: { episodes: number; maxTurns: number; seed: number }): Promise<EffectMatrix> {
+export interface EffectMatrixOptions {
+  episodes: number;
+  maxTurns: number;
+  seed: number;
+  /** A served policy (a trained version on the sim cluster); the initial policy in-process when absent. */
+  policy?: { client: Policy; model: string };
+}
+
+export async function measureEffectMatrix(world: SimWorld, options: EffectMatrixOptions): Promise<EffectMatrix> {
   const env = new SimEnvironment(world);
-  const policy = new LocalSimPolicy(world);
+  const policy = options.policy?.client ?? new LocalSimPolicy(world);
+  const model = options.policy?.model ?? world.model.name;
   const kinds = world.kinds.map((k) => k.name);
   const harnesses = env.harnesses();
   const tasks = env.listTasks();
@@ -37,7 +49,7 @@ export async function measureEffectMatrix(world: SimWorld, options: { episodes: 
       for (let i = 0; i < options.episodes; i++) {
         const task = ofKind[i % ofKind.length];
         const trajectory = await runEpisode({
-          env, harness, policy, model: world.model.name, taskId: task.taskId, sample: i,
+          env, harness, policy, model, taskId: task.taskId, sample: i,
           maxTurns: options.maxTurns, temperature: 1, seed: hashSeed(options.seed, harness.id, kind, i),
         });
         if (trajectory.success) wins += 1;
@@ -50,13 +62,13 @@ export async function measureEffectMatrix(world: SimWorld, options: { episodes: 
       }
     }
   }
-  return { kinds, harnesses: harnesses.map((h) => h.id), success, baseFailures, episodesPerCell: options.episodes };
+  return { kinds, harnesses: harnesses.map((h) => h.id), success, baseFailures, episodesPerCell: options.episodes, model };
 }
 
 export function effectMatrixText(matrix: EffectMatrix): string {
   const pct = (x: number) => `${(x * 100).toFixed(0)}%`.padStart(9);
   const lines = [
-    `[SIMULATED] success rate per harness x task kind under the initial policy (${matrix.episodesPerCell} episodes per cell)`,
+    `[SIMULATED] success rate per harness x task kind under policy ${matrix.model} (${matrix.episodesPerCell} episodes per cell)`,
     `${'harness'.padEnd(18)}${matrix.kinds.map((k) => k.padStart(12)).join('')}`,
     ...matrix.harnesses.map((h) => `${h.padEnd(18)}${matrix.kinds.map((k) => `${pct(matrix.success[h][k])}   `).join('')}`),
     'base harness failures by type:',
