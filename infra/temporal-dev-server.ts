@@ -116,8 +116,12 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   log(`starting the Temporal dev server: ${cli.path} ${args.join(' ')}`);
   const child = spawn(cli.path, args, { stdio: ['ignore', out, out] });
   let exited: string | null = null;
+  // The dev server never outlives the process that started it.
+  const killChild = () => child.kill('SIGTERM');
+  process.once('exit', killChild);
   child.on('exit', (code, signal) => {
     exited = `exited with ${signal ?? `code ${code}`}`;
+    process.off('exit', killChild);
   });
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
