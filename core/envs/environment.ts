@@ -13,6 +13,8 @@ export interface TaskRef {
 
 export interface StepOutcome {
   observation: string;
+  /** How the env judged the observation, for harness hints; 'ok' when absent. */
+  kind?: 'ok' | 'error' | 'empty';
   done: boolean;
   /** Set when done. */
   success?: boolean;

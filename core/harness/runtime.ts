@@ -6,7 +6,7 @@ import type { Environment } from '../envs/environment';
 import type { Policy } from '../policy/client';
 import { assembleTokenSamples, type ChatMessage, type Trajectory, type TurnTokens } from '../policy/trajectory';
 import { hashSeed } from '../rl/task-sampling';
-import type { Harness } from './harness';
+import type { Harness, TurnContext } from './harness';
 
 export interface EpisodeRequest {
   env: Environment;
@@ -27,10 +27,15 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   const started = Date.now();
   const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns) });
   const turns: TurnTokens[] = [];
+  const systemPrompt = harness.systemPrompt(episode.task);
   const messages: ChatMessage[] = [
-    { role: 'system', content: harness.systemPrompt(episode.task) },
+    ...(systemPrompt ? [{ role: 'system' as const, content: systemPrompt }] : []),
     { role: 'user', content: episode.instruction() },
   ];
+  const budget = harness.turnBudget(request.maxTurns);
+  const actions: string[] = [];
+  let lastObservationKind: TurnContext['lastObservationKind'] = null;
+  const context = (): TurnContext => ({ turn: turns.length, budget, previousActions: actions, lastObservationKind });
   let outcome: { reward: number; success: boolean; failureType: Trajectory['failureType'] } | undefined;
   try {
     for (const action of harness.scaffoldActions(episode.task)) {
@@ -41,7 +46,6 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
         break;
       }
     }
-    const budget = harness.turnBudget(request.maxTurns);
     while (!outcome && turns.length < budget) {
       const reply = await policy.complete({
         model: request.model,
@@ -51,14 +55,22 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
       });
       turns.push(reply);
       messages.push({ role: 'assistant', content: reply.content });
-      const realized = harness.realizeAction(reply.content);
+      const realized = harness.realizeAction(reply.content, context());
+      if (!realized.ok && realized.retry) {
+        // Refused with feedback: the turn is spent, the episode goes on.
+        lastObservationKind = 'error';
+        messages.push({ role: 'user', content: harness.shapeObservation(realized.error, context()) });
+        continue;
+      }
       if (!realized.ok) {
         messages.push({ role: 'user', content: `Observation: format error (${realized.error})` });
         outcome = { reward: 0, success: false, failureType: 'format_error' };
         break;
       }
       const result = await episode.step(realized.action);
-      messages.push({ role: 'user', content: result.observation });
+      actions.push(realized.action);
+      lastObservationKind = result.kind ?? 'ok';
+      messages.push({ role: 'user', content: harness.shapeObservation(result.observation, context()) });
       if (result.done) {
         outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
       }
@@ -66,6 +78,7 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   } finally {
     await episode.close();
   }
+  // Out of turns without an ending from the env (e.g. the last turns were refused by the harness).
   outcome ??= { reward: 0, success: false, failureType: 'turn_limit' };
   const samples = assembleTokenSamples(turns);
   return {

@@ -30,8 +30,9 @@ export function simHarness(spec: SimHarness): Harness {
       if (action) return { ok: true, action: action[1], repaired: false };
       const malformed = MALFORMED.exec(text);
       if (malformed && spec.scaffold.repairFormat) return { ok: true, action: malformed[1], repaired: true };
-      return { ok: false, error: `expected "Action: <behaviour>", got ${JSON.stringify(text.slice(0, 80))}` };
+      return { ok: false, retry: false, error: `expected "Action: <behaviour>", got ${JSON.stringify(text.slice(0, 80))}` };
     },
+    shapeObservation: (observation) => observation,
     turnBudget: (maxTurns) => maxTurns + spec.extraTurns,
   };
 }
