@@ -14,6 +14,10 @@ import { ensureTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { uiUrlFor, temporalAddressFromEnv } from '../infra/temporal-dev-server';
 import { createLogger } from '../workers/logger';
 import { runDemo } from './demo';
+import { evaluate } from './eval';
+import { evalTable, evalTableText } from './eval-report';
+import { createEnvironment, resolveHarness } from '../core/envs/registry';
+import { replayDbBench } from '../core/envs/dbbench/replay';
 import { doctorText, runDoctor } from './doctor';
 import { statusText, summaryText } from './report';
 import {
@@ -209,6 +213,60 @@ program
     const matrix = await measureEffectMatrix(loadSimWorld(opts.world), { episodes: opts.episodes, maxTurns: opts.maxTurns, seed: 1, policy });
     if (opts.json) printJson(matrix);
     else print(effectMatrixText(matrix));
+  }));
+
+const dbbench = program.command('dbbench').description('AgentBench DBBench on a MySQL-compatible server');
+dbbench
+  .command('replay')
+  .description('every task through the real runtime and scoring with a scripted gold agent; accuracy per type')
+  .requiredOption('--data <file>', 'AgentBench DBBench JSONL')
+  .option('--concurrency <n>', 'episodes at once', (v) => Number(v), 4)
+  .option('--mysql-url <url>', 'admin connection (default $DBBENCH_MYSQL_URL or the local server)')
+  .option('--json', 'print {"total":N,"passed":N,"byType":{...}}')
+  .action(action(async (opts: { data: string; concurrency: number; mysqlUrl?: string; json?: boolean }) => {
+    const result = await replayDbBench({ file: opts.data, concurrency: opts.concurrency, adminUrl: opts.mysqlUrl });
+    if (opts.json) return print(JSON.stringify({ total: result.total, passed: result.passed, byType: result.byType }));
+    print(`replay: ${result.passed}/${result.total} passed (${result.episodesPerSecond.toFixed(1)} episodes/s at concurrency ${opts.concurrency})`);
+    for (const [type, cell] of Object.entries(result.byType)) print(`  ${type.padEnd(24)} ${cell.passed}/${cell.total}`);
+    if (result.passed !== result.total) process.exitCode = 1;
+  }));
+
+program
+  .command('eval')
+  .description('evaluate an OpenAI-compatible endpoint under one harness; results stored in PostgreSQL')
+  .requiredOption('--env <env>', 'dbbench')
+  .requiredOption('--data <file>', 'task file')
+  .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
+  .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
+  .requiredOption('--model <name>', 'model name at that endpoint')
+  .option('--api-key <key>', 'API key', process.env.OPENAI_API_KEY ?? 'EMPTY')
+  .option('--limit <n>', 'first N tasks only', (v) => Number(v))
+  .option('--concurrency <n>', 'episodes at once', (v) => Number(v), 4)
+  .option('--max-turns <n>', 'rounds per episode', (v) => Number(v), 15)
+  .option('--scoring <mode>', 'exact | normalized', 'exact')
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: {
+    env: string; data: string; harness: string; baseUrl: string; model: string; apiKey: string;
+    limit?: number; concurrency: number; maxTurns: number; scoring: string; json?: boolean;
+  }) => {
+    const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, scoring: opts.scoring } }, 'eval options').env;
+    const env = createEnvironment(envConfig);
+    const harness = resolveHarness(env, opts.harness);
+    const databaseUrl = databaseUrlFromEnv();
+    await migrate(databaseUrl);
+    const store = RunStore.connect(databaseUrl);
+    try {
+      const result = await evaluate({
+        evalId: newRunId(`eval-${opts.env}-${harness.id}`), env, envConfig, harness,
+        baseUrl: opts.baseUrl, model: opts.model, apiKey: opts.apiKey, limit: opts.limit,
+        concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
+      });
+      const table = evalTable(env, result);
+      if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
+      print(evalTableText(result, table));
+    } finally {
+      await store.close();
+    }
   }));
 
 const config = program.command('config').description('run configs');

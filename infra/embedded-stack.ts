@@ -4,12 +4,12 @@
  * workers for all three task queues.
  */
 import path from 'node:path';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startSimCluster } from '../workers/sim-cluster/server';
-import { createWorkers, runWorkers } from '../workers/worker';
+import { createWorkers } from '../workers/worker';
 import { installQuietTemporalRuntime } from '../workers/runtime';
 import { DATA_DIR, namespaceFromEnv, startDevServer, type DevServer } from './temporal-dev-server';
 
@@ -48,9 +48,9 @@ export async function startEmbeddedStack(options: { logger: Logger; log: (line: 
   if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}`);
 
   const connection = await NativeConnection.connect({ address: temporal.address });
-  const workers: Worker[] = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });
+  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });
   const abort = new AbortController();
-  const workersDone = runWorkers(workers, abort.signal);
+  const workersDone = group.run(abort.signal);
   log('workers running on harness-s-control, harness-s-rollout, harness-s-trainer');
 
   return {

@@ -9,7 +9,7 @@ import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../infra/temporal-dev-server';
 import { createLogger } from './logger';
 import { installQuietTemporalRuntime } from './runtime';
-import { ALL_QUEUES, createWorkers, runWorkers, type QueueName } from './worker';
+import { ALL_QUEUES, createWorkers, type QueueName } from './worker';
 
 async function main(): Promise<void> {
   const program = new Command('harness-s-worker')
@@ -25,12 +25,12 @@ async function main(): Promise<void> {
   await migrate(databaseUrl);
   const store = RunStore.connect(databaseUrl);
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
-  const workers = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues });
+  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues });
   const stop = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
   logger.info({ queues, temporal: temporalAddressFromEnv() }, 'worker running');
   process.stdout.write(`${JSON.stringify({ ready: true, queues })}\n`);
-  await runWorkers(workers, stop.signal);
+  await group.run(stop.signal);
   await connection.close();
   await store.close();
 }

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { createActivities } from '../activities';
 import type { RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
-import { SimEnvironment } from '../core/envs/sim/environment';
+import { createEnvironment } from '../core/envs/registry';
 import type { RunStore } from '../core/store/run-store';
 import { TASK_QUEUES } from '../workflows/definitions';
 
@@ -18,18 +18,24 @@ export type QueueName = keyof typeof TASK_QUEUES;
 export const ALL_QUEUES: QueueName[] = ['control', 'rollout', 'trainer'];
 export const WORKFLOWS_PATH = path.join(__dirname, '..', 'workflows', 'index.ts');
 
-/** Environments are built once per world file, then shared by the activities. */
-export function environmentCache(): (config: RunConfig) => Environment {
-  const cache = new Map<string, Environment>();
-  return (config) => {
-    const key = `${config.env.kind}:${config.env.world ?? ''}`;
-    let env = cache.get(key);
+/** Environments are built once per env config, shared by the activities, closed with the workers. */
+export class EnvironmentCache {
+  private readonly cache = new Map<string, Environment>();
+
+  get(config: RunConfig): Environment {
+    const key = JSON.stringify(config.env);
+    let env = this.cache.get(key);
     if (!env) {
-      env = SimEnvironment.fromFile(config.env.world);
-      cache.set(key, env);
+      env = createEnvironment(config.env);
+      this.cache.set(key, env);
     }
     return env;
-  };
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.cache.values()].map((env) => env.close?.()));
+    this.cache.clear();
+  }
 }
 
 /** Webpack's chatter stays out of the user's terminal. */
@@ -47,11 +53,18 @@ export interface WorkerOptions {
   queues?: QueueName[];
 }
 
-export async function createWorkers(options: WorkerOptions): Promise<Worker[]> {
-  const activities = createActivities({ store: options.store, logger: options.logger, environmentFor: environmentCache() });
+export interface WorkerGroup {
+  workers: Worker[];
+  /** Serves the queues until one worker stops or the signal aborts, then closes the environments. */
+  run(signal?: AbortSignal): Promise<void>;
+}
+
+export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup> {
+  const environments = new EnvironmentCache();
+  const activities = createActivities({ store: options.store, logger: options.logger, environmentFor: (config) => environments.get(config) });
   const queues = options.queues ?? ALL_QUEUES;
   const workflowBundle = queues.includes('control') ? await buildWorkflowBundle() : undefined;
-  return Promise.all(
+  const workers = await Promise.all(
     queues.map(async (queue) =>
       Worker.create({
         connection: options.connection,
@@ -63,10 +76,16 @@ export async function createWorkers(options: WorkerOptions): Promise<Worker[]> {
       }),
     ),
   );
-}
 
-/** Runs the workers until one stops or the signal aborts. */
-export async function runWorkers(workers: Worker[], signal?: AbortSignal): Promise<void> {
-  signal?.addEventListener('abort', () => workers.forEach((w) => w.getState() === 'RUNNING' && w.shutdown()));
-  await Promise.all(workers.map((w) => w.run()));
+  return {
+    workers,
+    async run(signal?: AbortSignal) {
+      signal?.addEventListener('abort', () => workers.forEach((w) => w.getState() === 'RUNNING' && w.shutdown()));
+      try {
+        await Promise.all(workers.map((w) => w.run()));
+      } finally {
+        await environments.closeAll();
+      }
+    },
+  };
 }

@@ -2,7 +2,7 @@
  * What the harness runtime needs of an environment. Each env (sim, DBBench, ...)
  * implements it; the runtime, the router and the workflows see only this.
  */
-import type { FailureType } from '../policy/trajectory';
+import type { ChatMessage, FailureType } from '../policy/trajectory';
 import type { Harness } from '../harness/harness';
 
 export interface TaskRef {
@@ -26,6 +26,11 @@ export interface Episode {
   readonly task: TaskRef;
   /** The first user message: the task as the agent sees it. */
   instruction(): string;
+  /**
+   * The env protocol's own opening turns, when it has more than the task
+   * message (AgentBench: its instruction, the agent's "Ok.", then the task).
+   */
+  opening?(): ChatMessage[];
   /** Executes one action; `byHarness` marks actions the harness performs itself (scaffolded). */
   step(action: string, options?: { byHarness?: boolean }): Promise<StepOutcome>;
   /** Ends the episode; safe to call twice. */
@@ -39,4 +44,6 @@ export interface Environment {
   /** The harness pool the env defines: base first, then the siblings. */
   harnesses(): Harness[];
   startEpisode(taskId: string, options: { maxTurns: number }): Promise<Episode>;
+  /** Releases what the env holds (connection pools); the env is not used after. */
+  close?(): Promise<void>;
 }

@@ -30,7 +30,7 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   const systemPrompt = harness.systemPrompt(episode.task);
   const messages: ChatMessage[] = [
     ...(systemPrompt ? [{ role: 'system' as const, content: systemPrompt }] : []),
-    { role: 'user', content: episode.instruction() },
+    ...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]),
   ];
   const budget = harness.turnBudget(request.maxTurns);
   const actions: string[] = [];

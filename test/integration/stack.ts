@@ -7,13 +7,13 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import pino from 'pino';
 import type { RunConfigInput } from '../../core/config';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { RunStore } from '../../core/store/run-store';
 import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
-import { createWorkers, runWorkers } from '../../workers/worker';
+import { createWorkers } from '../../workers/worker';
 import { installQuietTemporalRuntime } from '../../workers/runtime';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 
@@ -40,7 +40,7 @@ export async function startTestStack(options: { workers?: boolean } = {}): Promi
   });
   const connection = await Connection.connect({ address: TEST_TEMPORAL_ADDRESS });
   const client = new Client({ connection });
-  let running: { workers: Worker[]; done: Promise<void>; abort: AbortController; connection: NativeConnection } | null = null;
+  let running: { done: Promise<void>; abort: AbortController; connection: NativeConnection } | null = null;
 
   const stack: TestStack = {
     client,
@@ -60,9 +60,9 @@ export async function startTestStack(options: { workers?: boolean } = {}): Promi
     }),
     async startWorkers() {
       const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-      const workers = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
+      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
       const abort = new AbortController();
-      running = { workers, abort, connection: native, done: runWorkers(workers, abort.signal) };
+      running = { abort, connection: native, done: group.run(abort.signal) };
     },
     async stopWorkers() {
       if (!running) return;

@@ -1,0 +1,81 @@
+/**
+ * `harness-s eval`: any OpenAI-compatible endpoint under one harness, over an
+ * env's tasks, with a progress bar; every trajectory stored in PostgreSQL.
+ */
+import { SingleBar, Presets } from 'cli-progress';
+import type { Environment } from '../core/envs/environment';
+import type { Harness } from '../core/harness/harness';
+import { runEpisode } from '../core/harness/runtime';
+import { PolicyClient } from '../core/policy/client';
+import type { Trajectory } from '../core/policy/trajectory';
+import { hashSeed } from '../core/rl/task-sampling';
+import type { RunStore } from '../core/store/run-store';
+import { mapWithConcurrency } from '../activities/concurrency';
+
+export interface EvalOptions {
+  evalId: string;
+  env: Environment;
+  envConfig: unknown;
+  harness: Harness;
+  baseUrl: string;
+  model: string;
+  apiKey: string;
+  limit?: number;
+  concurrency: number;
+  maxTurns: number;
+  temperature: number;
+  seed: number;
+  store: RunStore;
+  /** Show a progress bar on stderr. */
+  progress: boolean;
+}
+
+export interface EvalResult {
+  evalId: string;
+  harness: string;
+  model: string;
+  total: number;
+  passed: number;
+  byKind: Record<string, { total: number; passed: number }>;
+  failures: Record<string, number>;
+  trajectories: Trajectory[];
+}
+
+export async function evaluate(options: EvalOptions): Promise<EvalResult> {
+  const { env, harness, store } = options;
+  const tasks = env.listTasks().slice(0, options.limit ?? undefined);
+  await store.registerRun({
+    runId: options.evalId,
+    name: options.evalId,
+    env: env.id,
+    config: { kind: 'eval', env: options.envConfig, harness: harness.id, harnessVersion: harness.version ?? null, model: options.model, baseUrl: options.baseUrl },
+  });
+  const policy = new PolicyClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, requestTimeoutSeconds: 120 });
+  const bar = options.progress ? new SingleBar({ format: ' eval [{bar}] {value}/{total} episodes | {passed} passed | ETA {eta}s', stream: process.stderr }, Presets.shades_classic) : null;
+  let passed = 0;
+  bar?.start(tasks.length, 0, { passed });
+  const trajectories: Trajectory[] = [];
+  try {
+    await mapWithConcurrency(tasks, options.concurrency, async (task) => {
+      const trajectory = await runEpisode({
+        env, harness, policy, model: options.model, taskId: task.taskId, sample: 0,
+        maxTurns: options.maxTurns, temperature: options.temperature, seed: hashSeed(options.seed, task.taskId),
+      });
+      await store.insertTrajectories(options.evalId, 'eval', 0, 'eval', [trajectory]);
+      trajectories.push(trajectory);
+      if (trajectory.success) passed += 1;
+      bar?.increment(1, { passed });
+    });
+  } finally {
+    bar?.stop();
+  }
+  const byKind: EvalResult['byKind'] = {};
+  const failures: EvalResult['failures'] = {};
+  for (const t of trajectories) {
+    const cell = (byKind[t.taskKind] ??= { total: 0, passed: 0 });
+    cell.total += 1;
+    cell.passed += t.success ? 1 : 0;
+    if (!t.success) failures[t.failureType ?? 'unknown'] = (failures[t.failureType ?? 'unknown'] ?? 0) + 1;
+  }
+  return { evalId: options.evalId, harness: harness.id, model: options.model, total: trajectories.length, passed, byKind, failures, trajectories };
+}

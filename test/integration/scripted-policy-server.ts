@@ -1,0 +1,93 @@
+/**
+ * A real OpenAI-compatible HTTP server whose "model" answers from a script,
+ * returning token ids and logprobs the way vLLM does (return_token_ids,
+ * logprobs), with a byte-level chat template whose prompts extend turn by turn.
+ * For tests of the harness runtime and of training on the exact tokens.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Script = (messages: Array<{ role: string; content: string }>, model: string) => string;
+
+const SPECIAL = { system: 256, user: 257, assistant: 258, end: 259 } as const;
+
+export function encodeText(text: string): number[] {
+  return [...Buffer.from(text, 'utf8')];
+}
+
+/** `<|role|>` content `<|end|>` per message, then `<|assistant|>` as the generation prompt. */
+export function renderPrompt(messages: Array<{ role: string; content: string }>): number[] {
+  const ids: number[] = [];
+  for (const m of messages) ids.push(SPECIAL[m.role as keyof typeof SPECIAL] ?? SPECIAL.user, ...encodeText(m.content), SPECIAL.end);
+  ids.push(SPECIAL.assistant);
+  return ids;
+}
+
+/** The completion's tokens: the reply's bytes then `<|end|>`; logprob of token i is -0.01 * (i + 1). */
+export function completionTokens(content: string): { ids: number[]; logprobs: number[] } {
+  const ids = [...encodeText(content), SPECIAL.end];
+  return { ids, logprobs: ids.map((_, i) => -0.01 * (i + 1)) };
+}
+
+export interface ScriptedPolicyServer {
+  url: string;
+  requests: Array<{ model: string; messages: Array<{ role: string; content: string }> }>;
+  loadedAdapters: string[];
+  close(): Promise<void>;
+}
+
+export async function startScriptedPolicyServer(script: Script, baseModel = 'scripted-model'): Promise<ScriptedPolicyServer> {
+  const requests: ScriptedPolicyServer['requests'] = [];
+  const loadedAdapters: string[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      const send = (status: number, value: unknown) => {
+        res.writeHead(status, { 'content-type': typeof value === 'string' ? 'text/plain' : 'application/json' });
+        res.end(typeof value === 'string' ? value : JSON.stringify(value));
+      };
+      const json = body ? JSON.parse(body) : {};
+      if (req.url === '/v1/models') return send(200, { object: 'list', data: [baseModel, ...loadedAdapters].map((id) => ({ id, object: 'model' })) });
+      if (req.url === '/v1/load_lora_adapter') {
+        if (loadedAdapters.includes(json.lora_name)) return send(400, `The lora adapter '${json.lora_name}' has already been loaded.`);
+        loadedAdapters.push(json.lora_name);
+        return send(200, `Success: LoRA adapter '${json.lora_name}' added successfully.`);
+      }
+      if (req.url === '/v1/chat/completions') {
+        if (json.model !== baseModel && !loadedAdapters.includes(json.model)) {
+          return send(404, { error: { message: `The model \`${json.model}\` does not exist.`, type: 'NotFoundError', code: 404 } });
+        }
+        requests.push({ model: json.model, messages: json.messages });
+        let content: string;
+        try {
+          content = script(json.messages, json.model);
+          if (typeof content !== 'string') throw new Error(`the script returned ${typeof content}, not a reply`);
+        } catch (err) {
+          return send(500, { error: { message: `scripted policy: ${(err as Error).message}`, type: 'InternalServerError', code: 500 } });
+        }
+        const prompt = renderPrompt(json.messages);
+        const completion = completionTokens(content);
+        return send(200, {
+          id: `chatcmpl-${requests.length}`, object: 'chat.completion', created: 0, model: json.model,
+          prompt_token_ids: json.return_token_ids ? prompt : undefined,
+          choices: [{
+            index: 0, finish_reason: 'stop', message: { role: 'assistant', content },
+            token_ids: json.return_token_ids ? completion.ids : undefined,
+            logprobs: json.logprobs ? { content: completion.ids.map((id, i) => ({ token: `t${id}`, logprob: completion.logprobs[i], bytes: [], top_logprobs: [] })) } : null,
+          }],
+          usage: { prompt_tokens: prompt.length, completion_tokens: completion.ids.length, total_tokens: prompt.length + completion.ids.length },
+        });
+      }
+      send(404, { error: { message: `no route ${req.url}`, type: 'NotFoundError', code: 404 } });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    loadedAdapters,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
