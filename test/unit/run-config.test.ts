@@ -1,5 +1,6 @@
 import { parseRunConfig, RunConfigError, runConfigJsonSchema } from '../../core/config';
 import sample from '../../examples/sim-quickstart.json';
+import dbbench from '../../examples/dbbench.json';
 
 test('an empty config takes the embedded sim defaults', () => {
   const config = parseRunConfig({});
@@ -10,6 +11,12 @@ test('an empty config takes the embedded sim defaults', () => {
 
 test('the quick-start example is a valid workflow input', () => {
   expect(parseRunConfig(sample.config).steps).toBe(20);
+});
+
+test('the DBBench example is a valid workflow input for a vLLM endpoint and a Tinker-compatible trainer', () => {
+  const config = parseRunConfig(dbbench.config);
+  expect(config.env).toMatchObject({ kind: 'dbbench', scoring: 'exact' });
+  expect(config.policy.inferenceServers).toHaveLength(2);
 });
 
 test('every bad field is named by its path', () => {
