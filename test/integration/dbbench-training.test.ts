@@ -4,7 +4,9 @@
  * AgentBench protocol edge cases, then a short training run through Temporal
  * whose Tinker-compatible test trainer checks the Datums it receives.
  */
+import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { DbBenchEnvironment } from '../../core/envs/dbbench/environment';
@@ -194,6 +196,28 @@ describe('a short DBBench training run through Temporal', () => {
       }
       // Advantages on one trajectory's model tokens share one value (its GRPO advantage / token count).
       expect(new Set(advantages.filter((a) => a !== 0)).size).toBe(1);
+    }
+  });
+});
+
+describe('harness-s eval', () => {
+  test('evaluates an OpenAI-compatible endpoint under one harness, stores every episode and prints the per-type table', async () => {
+    reply = (messages) => goldAgentReplies(taskByPrompt(messages))[assistantTurns(messages)];
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'dbbench', '--data', DATA, '--harness', 'base',
+        '--base-url', `${server.url}/v1`, '--model', 'scripted-model', '--limit', '6', '--concurrency', '3', '--json'],
+      { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
+    );
+    const result = JSON.parse(stdout);
+    expect(result).toMatchObject({ harness: 'base', model: 'scripted-model', total: 6, passed: 6 });
+    expect(result.metrics.overall_cat_accuracy).toBeGreaterThan(0);
+    expect(result.byType.map((row: { type: string }) => row.type)).toEqual(expect.arrayContaining(['SELECT', 'INSERT', 'UPDATE']));
+    const store = RunStore.connect(TEST_DATABASE_URL);
+    try {
+      expect(await store.countTrajectories(result.evalId, 'eval')).toBe(6);
+    } finally {
+      await store.close();
     }
   });
 });
