@@ -26,7 +26,8 @@ fi
 
 if ! "$admin" --protocol=socket ping >/dev/null 2>&1; then
   echo "db-users: MariaDB is not answering on its socket; starting it"
-  service mariadb start >/dev/null 2>&1 || service mysql start >/dev/null 2>&1 || true
+  service mariadb start >/dev/null 2>&1 || service mysql start >/dev/null 2>&1 \
+    || start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd >/dev/null 2>&1 || true
   for _ in $(seq 1 30); do "$admin" --protocol=socket ping >/dev/null 2>&1 && break; sleep 1; done
   "$admin" --protocol=socket ping >/dev/null
 fi

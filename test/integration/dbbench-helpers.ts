@@ -23,3 +23,14 @@ export async function makeLeftover(admin: AdminQueryable, prefix: string, create
   await admin.query(`CREATE USER ?@'%' IDENTIFIED BY 'x'`, [name]);
   return name;
 }
+
+/** Waits until `user` has no sessions left on the server (a closed session lingers a moment). */
+export async function waitForNoSessions(admin: AdminQueryable, user: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [rows] = await admin.query<RowDataPacket[]>('SELECT 1 FROM information_schema.PROCESSLIST WHERE USER = ?', [user]);
+    if (rows.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`${user} still has ${rows.length} session(s) after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -8,7 +8,7 @@ import { DbBenchEnvironment } from '../../core/envs/dbbench/environment';
 import { replayDbBench } from '../../core/envs/dbbench/replay';
 import { SandboxHost, type Sandbox } from '../../core/envs/dbbench/sandbox';
 import { loadDbBenchTasks, type DbBenchTask } from '../../core/envs/dbbench/tasks';
-import { DBBENCH_TEST_URL, DEV_SPLIT, databaseExists, makeLeftover, userExists } from './dbbench-helpers';
+import { DBBENCH_TEST_URL, DEV_SPLIT, databaseExists, makeLeftover, userExists, waitForNoSessions } from './dbbench-helpers';
 
 const PREFIX = 'hsdbbit_';
 const STATEMENT_TIME_MS = 1000;
@@ -131,6 +131,7 @@ describe('the sandbox refuses escapes', () => {
 
   test('the episode user cannot open more connections than allowed', async () => {
     const open: CoreConnection[] = [];
+    await waitForNoSessions(host.admin, mine.name);
     try {
       for (let n = 0; n < host.limits.maxUserConnections; n++) open.push(await mine.connectAsEpisodeUser());
       await expect(mine.connectAsEpisodeUser()).rejects.toMatchObject({ errno: 1226 });
@@ -172,7 +173,7 @@ describe('episodes', () => {
     const episode = await env.startEpisode('dbbench-000', { maxTurns: 16 });
     try {
       const outcome = await episode.step('Action: Operation\n```sql\nSELECT * FROM nosuch\n```');
-      expect(outcome).toMatchObject({ done: false, observationKind: 'error' });
+      expect(outcome).toMatchObject({ done: false, kind: 'error' });
       expect(outcome.observation).toBe("1146 (42S02): Table 'US Ambassadors and Envoy Extraordinary to Colombia.nosuch' doesn't exist");
     } finally {
       await episode.close();
@@ -183,7 +184,7 @@ describe('episodes', () => {
     const episode = await env.startEpisode('dbbench-020', { maxTurns: 16 });
     try {
       const outcome = await episode.step(`Action: Operation\n\`\`\`sql\n${String(tasks[20].entry.label[0])}\n\`\`\``);
-      expect(outcome).toMatchObject({ observation: '[]', done: false, observationKind: 'empty' });
+      expect(outcome).toMatchObject({ observation: '[]', done: false, kind: 'empty' });
     } finally {
       await episode.close();
     }

@@ -4,17 +4,20 @@
  */
 import type { Environment, Episode, StepOutcome, TaskRef } from '../environment';
 import type { Harness } from '../../harness/harness';
-import { agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './protocol';
+import { agentBenchOpening, agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './protocol';
 import { SandboxHost, type Sandbox, type SandboxHostOptions, type StatementResult } from './sandbox';
 import { scoreEpisode, tableHashQuery, type AgentBenchStatus, type AnswerMatching, type EpisodeEnding } from './scoring';
 import { isDmlType, loadDbBenchTasks, type DbBenchTask } from './tasks';
 import type { FailureType } from '../../policy/trajectory';
 
+/** Sandboxes older than this are leftovers of a dead worker (episodes last seconds to minutes). */
+export const STALE_SANDBOX_MS = 60 * 60 * 1000;
+
 export type ObservationKind = 'ok' | 'error' | 'empty';
 
 /** A step's outcome with how the env judged its observation (for harness turn hints). */
 export interface DbBenchStepOutcome extends StepOutcome {
-  observationKind: ObservationKind;
+  kind: ObservationKind;
 }
 
 /** What an eval needs of a finished episode to build AgentBench's per-type table. */
@@ -72,6 +75,11 @@ class DbBenchEpisode implements Episode {
     return agentBenchTaskPrompt(this.source.entry);
   }
 
+  /** AgentBench's opening: its instruction as a user turn, the agent's "Ok.", then the task. */
+  opening() {
+    return agentBenchOpening(this.source.entry);
+  }
+
   /**
    * One assistant message. Agent turns count toward `maxTurns` (assistant
    * turns: AgentBench's 15 rounds are 16 turns, see agentBenchTurnBudget); on
@@ -95,7 +103,7 @@ class DbBenchEpisode implements Episode {
       this.statements += 1;
       this.lastStatementFailed = result.outcome === 'error';
     }
-    return { observation: result.observation, done: false, observationKind: observationKind(result) };
+    return { observation: result.observation, done: false, kind: observationKind(result) };
   }
 
   private async finish(ending: EpisodeEnding, answer?: string, reason?: string): Promise<DbBenchStepOutcome> {
@@ -141,7 +149,7 @@ class DbBenchEpisode implements Episode {
       success: score.correct,
       reward: score.reward,
       failureType: score.failureType,
-      observationKind: ending === 'invalid' ? 'error' : 'ok',
+      kind: ending === 'invalid' ? 'error' : 'ok',
     };
   }
 
@@ -176,6 +184,7 @@ export class DbBenchEnvironment implements Environment {
   private readonly byId: Map<string, DbBenchTask>;
   private readonly matching: AnswerMatching;
   private readonly pool: Harness[];
+  private swept: Promise<void> | undefined;
 
   constructor(options: DbBenchEnvironmentOptions) {
     if (options.tasks) this.tasks = options.tasks;
@@ -210,6 +219,9 @@ export class DbBenchEnvironment implements Environment {
     if (!Number.isInteger(options.maxTurns) || options.maxTurns < 1) {
       throw new Error(`maxTurns must be a positive integer, got ${options.maxTurns}`);
     }
+    // Leftovers of workers that died are removed once per process, before its first episode.
+    this.swept ??= this.host.sweep({ olderThanMs: STALE_SANDBOX_MS }).then(() => undefined);
+    await this.swept;
     const sandbox = await this.host.open(task.entry.table);
     return new DbBenchEpisode({ taskId, kind: task.kind }, task, sandbox, options.maxTurns, this.matching);
   }
