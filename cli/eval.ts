@@ -8,7 +8,7 @@ import type { Harness } from '../core/harness/harness';
 import { runEpisode } from '../core/harness/runtime';
 import { PolicyClient } from '../core/policy/client';
 import type { Trajectory } from '../core/policy/trajectory';
-import { hashSeed } from '../core/rl/task-sampling';
+import { hashSeed } from '../core/random';
 import type { RunStore } from '../core/store/run-store';
 import { mapWithConcurrency } from '../activities/concurrency';
 

@@ -5,7 +5,7 @@
 import type { Environment } from '../envs/environment';
 import type { Policy } from '../policy/client';
 import { assembleTokenSamples, type ChatMessage, type Trajectory, type TurnTokens } from '../policy/trajectory';
-import { hashSeed } from '../rl/task-sampling';
+import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
 
 export interface EpisodeRequest {

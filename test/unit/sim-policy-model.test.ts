@@ -5,10 +5,10 @@ import {
   addGradient,
   initialParams,
   logSoftmax,
-  mulberry32,
   seededRandom,
 } from '../../core/envs/sim/policy-model';
 import type { ChatMessage } from '../../core/envs/sim/tokenizer';
+import { mulberry32 } from '../../core/random';
 import { loadSimWorld } from '../../core/envs/sim/world';
 
 const world = loadSimWorld();

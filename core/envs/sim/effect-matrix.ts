@@ -6,7 +6,7 @@
  */
 import { runEpisode } from '../../harness/runtime';
 import type { Policy } from '../../policy/client';
-import { hashSeed } from '../../rl/task-sampling';
+import { hashSeed } from '../../random';
 import { LocalSimPolicy } from './local-policy';
 import { SimEnvironment } from './environment';
 import type { SimWorld } from './world';

@@ -19,6 +19,7 @@
  * to do without them by moving `behaviourLogit`/`formatLogit`.
  */
 import { z } from 'zod';
+import { mulberry32 } from '../../random';
 import type { SimWorld } from './world';
 import { FINISH } from './world';
 import { ACTION, ASSISTANT, AVOID, END, HINT, MAYBE, SYSTEM, SimTokenizer, USER } from './tokenizer';
@@ -115,18 +116,6 @@ export function logSoftmax(logits: readonly number[]): number[] {
   const max = Math.max(...logits);
   const logZ = max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
   return logits.map((l) => l - logZ);
-}
-
-/** A deterministic uniform generator (mulberry32). */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**
