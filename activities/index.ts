@@ -17,9 +17,15 @@ import { hashSeed } from '../core/random';
 import { sampleTasks as drawTasks } from '../core/rl/task-sampling';
 import { buildProfiles, type ProbeOutcome } from '../core/router/profiles';
 import { routeByValidation, type DeadGroup, type RoutingDecision } from '../core/router/validation';
-import type { RunStore } from '../core/store/run-store';
+import { RunIdInUseError, type RunStore } from '../core/store/run-store';
+import { APIError } from 'openai';
+import { HarnessSpecError } from '../core/harness/spec';
+import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
 import { mapWithConcurrency } from './concurrency';
 import { createTrainStep } from './train-step';
+
+/** How often a rollout group tells Temporal it is alive (its heartbeat timeout is 15 s). */
+const HEARTBEAT_INTERVAL_MS = 5000;
 
 export interface ActivityDeps {
   store: RunStore;
@@ -30,8 +36,15 @@ export interface ActivityDeps {
 
 /** Errors a user must fix: retrying cannot help, so the workflow fails at once with the message. */
 function asNonRetryable(err: unknown): never {
-  if (err instanceof RunConfigError || err instanceof SimWorldError || err instanceof PolicyResponseError) {
+  if (
+    err instanceof RunConfigError || err instanceof SimWorldError || err instanceof PolicyResponseError ||
+    err instanceof HarnessSpecError || err instanceof DbBenchTaskFileError || err instanceof RunIdInUseError
+  ) {
     throw ApplicationFailure.nonRetryable(err.message, err.name);
+  }
+  // The endpoint refused the request itself (bad model or adapter name, bad key): retrying cannot help.
+  if (err instanceof APIError && err.status !== undefined && [400, 401, 403, 404, 422].includes(err.status)) {
+    throw ApplicationFailure.nonRetryable(`policy endpoint: HTTP ${err.status}: ${err.message}`, 'PolicyRequestRefused');
   }
   throw err;
 }
@@ -50,15 +63,22 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
+  async function publishEverywhere(runId: string, policyVersion: string, samplerPath: string): Promise<void> {
+    const { config } = await loadRun(runId);
+    const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
+    for (const server of servers) await publishLoraAdapter(server, config.policy.apiKey, policyVersion, samplerPath);
+  }
+
   function harnessPool(config: RunConfig, env: Environment) {
     const all = env.harnesses();
     if (config.harnessPool.length === 0) return all;
     return config.harnessPool.map((id, i) => {
       const harness = all.find((h) => h.id === id);
       if (!harness) {
-        throw new RunConfigError(
+        // Non-retryable wherever it is called from: the pool is what the config names.
+        throw ApplicationFailure.nonRetryable(
           `run config is invalid:\n  - harnessPool.${i}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`,
-          [`harnessPool.${i}`],
+          'RunConfigError',
         );
       }
       return harness;
@@ -67,7 +87,7 @@ export function createActivities(deps: ActivityDeps) {
 
   return {
     /** Validates the config (every bad field named), registers the run, describes its harness pool. */
-    async prepareRun(input: { runId: string; config: unknown }) {
+    async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
       try {
         const config = parseRunConfig(input.config);
         const env = deps.environmentFor(config);
@@ -76,7 +96,10 @@ export function createActivities(deps: ActivityDeps) {
         if (base.length !== 1) {
           throw new RunConfigError(`run config is invalid:\n  - harnessPool: needs exactly one base harness, found ${base.length}`, ['harnessPool']);
         }
-        await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config });
+        if (config.rescue.enabled && pool.length < 2) {
+          throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
+        }
+        await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing });
         logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.map((h) => h.id) }, 'run prepared');
         return {
           config,
@@ -126,6 +149,9 @@ export function createActivities(deps: ActivityDeps) {
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
       let completed = stored.length;
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
+      // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
+      const context = Context.current();
+      const beat = setInterval(() => context.heartbeat({ completed }), HEARTBEAT_INTERVAL_MS);
       try {
         await mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
           const harness = pool.find((h) => h.id === harnessId);
@@ -137,10 +163,12 @@ export function createActivities(deps: ActivityDeps) {
           });
           await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
           completed += 1;
-          Context.current().heartbeat({ completed });
-        });
+          context.heartbeat({ completed });
+        }, context.cancellationSignal);
       } catch (err) {
         return asNonRetryable(err);
+      } finally {
+        clearInterval(beat);
       }
       const rollouts = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
       log.debug({ rollouts: rollouts.length, reused: stored.length }, 'rollout group done');
@@ -192,11 +220,13 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Makes a policy version servable on every inference server (vLLM runtime LoRA loading). */
     async publishPolicy(input: { runId: string; policyVersion: string; samplerPath: string }): Promise<void> {
-      const { config } = await loadRun(input.runId);
-      const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
-      for (const server of servers) {
-        await publishLoraAdapter(server, config.policy.apiKey, input.policyVersion, input.samplerPath);
-      }
+      await publishEverywhere(input.runId, input.policyVersion, input.samplerPath);
+    },
+
+    /** On resume: inference servers may have restarted and lost their runtime LoRA adapters; load the current one again. */
+    async republishPolicy(input: { runId: string; step: number }): Promise<void> {
+      const trained = await store.trainerStep(input.runId, input.step);
+      if (trained) await publishEverywhere(input.runId, trained.policyVersion, trained.samplerPath);
     },
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {

@@ -49,6 +49,8 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     name: options.evalId,
     env: env.id,
     config: { kind: 'eval', env: options.envConfig, harness: harness.id, harnessVersion: harness.version ?? null, model: options.model, baseUrl: options.baseUrl },
+    incarnation: options.evalId,
+    takeOver: false,
   });
   const policy = new PolicyClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, requestTimeoutSeconds: 120 });
   const bar = options.progress ? new SingleBar({ format: ' eval [{bar}] {value}/{total} episodes | {passed} passed | ETA {eta}s', stream: process.stderr }, Presets.shades_classic) : null;

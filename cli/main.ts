@@ -4,6 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { WorkflowFailedError } from '@temporalio/client';
 import { runConfigJsonSchema } from '../core/config';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
 import { loadSimWorld } from '../core/envs/sim/world';
@@ -21,7 +22,7 @@ import { replayDbBench } from '../core/envs/dbbench/replay';
 import { doctorText, runDoctor } from './doctor';
 import { statusText, summaryText } from './report';
 import {
-  cancelRun, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, runView, startRun, UserError, validateConfig,
+  cancelRun, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, rootCauseMessage, runView, startRun, UserError, validateConfig,
 } from './runs';
 import { watchRun } from './watch';
 
@@ -41,7 +42,7 @@ function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
       await fn(...args);
       process.exit(process.exitCode ?? 0);
     } catch (err) {
-      progress(`harness-s: ${err instanceof Error ? err.message : String(err)}`);
+      progress(`harness-s: ${err instanceof WorkflowFailedError ? `run failed: ${rootCauseMessage(err)}` : err instanceof Error ? err.message : String(err)}`);
       process.exit(err instanceof UserError ? 2 : 1);
     }
   };

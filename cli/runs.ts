@@ -24,6 +24,13 @@ export class UserError extends Error {
   override name = 'UserError';
 }
 
+/** A failed run's message as the user needs it: the innermost cause (the activity's own error), not "workflow failed". */
+export function rootCauseMessage(err: unknown): string {
+  let current = err as (Error & { cause?: unknown }) | undefined;
+  while (current?.cause instanceof Error) current = current.cause as Error & { cause?: unknown };
+  return current?.message ?? String(err);
+}
+
 export async function connectClient(): Promise<Client> {
   const address = temporalAddressFromEnv();
   try {
@@ -62,8 +69,10 @@ export function newRunId(name: string, now = new Date()): string {
   return `${name}-${stamp}`;
 }
 
-export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, resume?: ResumePoint) {
-  const input: RunInput = resume ? { config: raw as RunInput['config'], resume } : { config: raw as RunInput['config'] };
+export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, recovery?: { resume?: ResumePoint }) {
+  const input: RunInput = recovery
+    ? { config: raw as RunInput['config'], recover: true, ...(recovery.resume ? { resume: recovery.resume } : {}) }
+    : { config: raw as RunInput['config'] };
   return client.workflow.start<typeof harnessSRun>('harnessSRun', {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
@@ -108,7 +117,7 @@ export async function runView(client: Client, runId: string): Promise<RunView> {
   }
   const failure = await handle.result().then(
     () => null,
-    (err: Error & { cause?: Error }) => err.cause?.message ?? err.message,
+    (err: unknown) => rootCauseMessage(err),
   );
   return { runId, status, live: null, summary: null, failure };
 }
@@ -148,7 +157,7 @@ export async function recoverRun(client: Client, store: RunStore, runId: string)
     profileVersion === null
       ? undefined
       : { nextStep: last ? last.step + 1 : 0, policyVersion: last?.policyVersion ?? config.policy.model, profileVersion };
-  const handle = await startRun(client, run.config, config, runId, resume);
+  const handle = await startRun(client, run.config, config, runId, { resume });
   return { handle, resume, previousStatus: status };
 }
 
@@ -164,7 +173,8 @@ export interface RunListEntry {
 
 export async function listRuns(client: Client, limit = 50): Promise<RunListEntry[]> {
   const entries: RunListEntry[] = [];
-  for await (const wf of client.workflow.list({ query: "WorkflowType = 'harnessSRun'" })) {
+  // One entry per run: executions that continued as new are links of a chain, not runs.
+  for await (const wf of client.workflow.list({ query: "WorkflowType = 'harnessSRun' AND ExecutionStatus != 'ContinuedAsNew'" })) {
     const attrs = wf.typedSearchAttributes;
     entries.push({
       runId: wf.workflowId,

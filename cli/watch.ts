@@ -25,7 +25,10 @@ export async function watchRun(client: Client, runId: string, print: (line: stri
       const final = await client.workflow.getHandle(runId).query(statusQuery).catch(() => null);
       for (const step of final?.recentSteps.filter((s) => s.step > lastStep) ?? []) print(stepLine(step));
       if (view.summary) print(summaryText(view.summary));
-      else print(`[${runId}] ${view.status}${view.failure ? `: ${view.failure}` : ''}`);
+      else {
+        print(`[${runId}] ${view.status}${view.failure ? `: ${view.failure}` : ''}`);
+        process.exitCode = 1;
+      }
       return;
     }
     await new Promise((resolve) => setTimeout(resolve, pollMs));

@@ -33,6 +33,8 @@ export interface ResumePoint {
 export interface RunInput {
   config: RunConfigInput;
   resume?: ResumePoint;
+  /** Set by `harness-s run recover`: this execution continues a run whose id is already in the store. */
+  recover?: boolean;
 }
 
 export interface RunStatus {

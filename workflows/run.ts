@@ -51,7 +51,11 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.pauseReason = null;
   });
 
-  const prepared = await control.prepareRun({ runId, config: input.config }).catch((err: unknown) => {
+  const prepared = await control.prepareRun({
+    runId, config: input.config,
+    incarnation: workflowInfo().firstExecutionRunId,
+    continuing: input.resume !== undefined || input.recover === true,
+  }).catch((err: unknown) => {
     // A config a user must fix: fail the run with its message on top, where the UI and CLIs show it.
     if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
       throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? 'RunConfigError');
@@ -68,6 +72,10 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
     { key: SEARCH_ATTRIBUTES.step, value: status.step },
   ]);
+
+  if (input.recover && input.resume && input.resume.nextStep > 0) {
+    await control.republishPolicy({ runId, step: input.resume.nextStep - 1 });
+  }
 
   if (status.profileVersion === null) {
     status.phase = 'profiling';
@@ -108,6 +116,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       await continueAsNew<typeof harnessSRun>({
         config: input.config,
         resume: { nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion! },
+        recover: input.recover,
       });
     }
   }

@@ -38,6 +38,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
         runId, step, profileVersion,
         group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
       });
+      if (decision.chosen.length === 0) return { base, rescue: null };
       rescuesStarted += 1;
       progress();
       const rescue = await rollout.runRolloutGroup({

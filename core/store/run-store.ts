@@ -87,6 +87,13 @@ export interface TrajectoryKey {
   sample: number;
 }
 
+export class RunIdInUseError extends Error {
+  override name = 'RunIdInUseError';
+  constructor(runId: string) {
+    super(`run id ${runId} was already used by another run, whose results are stored under it; start with another id, or continue that run with \`harness-s run recover ${runId}\``);
+  }
+}
+
 export class RunStore {
   constructor(readonly pool: Pool) {}
 
@@ -98,12 +105,21 @@ export class RunStore {
     return this.pool.end();
   }
 
-  async registerRun(run: { runId: string; name: string; env: string; config: unknown }): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO runs (run_id, name, env, config) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, updated_at = now()`,
-      [run.runId, run.name, run.env, JSON.stringify(run.config)],
+  /**
+   * Registers a run for an execution chain (`incarnation`). A chain may register
+   * again (activity retries, continue-as-new). Another chain may take the run
+   * over only when it says it continues it (`takeOver`: recovery); otherwise
+   * the id is refused, since its stored results belong to another run.
+   */
+  async registerRun(run: { runId: string; name: string; env: string; config: unknown; incarnation: string; takeOver: boolean }): Promise<void> {
+    const { rows } = await this.pool.query(
+      `INSERT INTO runs (run_id, name, env, config, incarnation) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, incarnation = EXCLUDED.incarnation, updated_at = now()
+         WHERE runs.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation OR $6::boolean
+       RETURNING run_id`,
+      [run.runId, run.name, run.env, JSON.stringify(run.config), run.incarnation, run.takeOver],
     );
+    if (rows.length === 0) throw new RunIdInUseError(run.runId);
   }
 
   async getRun(runId: string): Promise<StoredRun | null> {

@@ -48,12 +48,18 @@ test('a run terminated mid-step is recovered from its last completed step and po
   expect(rows[0].n).toBe(1);
 });
 
-test('recovering a run that completed is refused', async () => {
+test('recovering a run that completed is refused, and so is a fresh run under its id', async () => {
   const runId = uniqueRunId('done');
   await stack.client.workflow.execute('harnessSRun', {
     workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1 }) }],
   });
   await expect(recoverRun(stack.client, stack.store, runId)).rejects.toThrow(/completed; nothing to recover/);
+  const again = await stack.client.workflow
+    .execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 2 }) }] })
+    .catch((err: unknown) => err);
+  expect(String((again as WorkflowFailedError).cause?.message)).toMatch(/already used by another run/);
+  // The first run's record is untouched.
+  expect((await stack.store.steps(runId)).map((s) => s.step)).toEqual([0]);
 });
 
 test('a bad config sent straight to Temporal (UI, temporal CLI) fails the run at once, naming every bad field', async () => {

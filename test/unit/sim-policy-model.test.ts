@@ -49,7 +49,11 @@ describe('sim policy model', () => {
   it('stops pulling towards a hinted behaviour once the episode has done it', () => {
     const params = initialParams(world);
     const afterVerify = (lines: string[]) =>
-      probabilities(params, prefix([system(...lines), task('multi_step'), { role: 'user', content: 'Observation: verify done' }, { role: 'user', content: 'Observation: plan done' }], 'Action:'));
+      probabilities(params, prefix([
+        system(...lines), task('multi_step'),
+        { role: 'assistant', content: 'Action: verify' }, { role: 'user', content: 'Observation: verify done' },
+        { role: 'assistant', content: 'Action: plan' }, { role: 'user', content: 'Observation: plan done' },
+      ], 'Action:'));
     // verify was done earlier (prev is plan): its hint no longer changes its probability.
     expect(afterVerify(['Hint: verify']).get('verify')).toBeCloseTo(afterVerify([]).get('verify')!, 12);
     // compute was not done: its hint still raises it.
@@ -87,16 +91,27 @@ describe('sim policy model', () => {
     expect(format.get('Action:')).toBeCloseTo(sigmoid(0.3 + world.model.formatHintStrength), 12);
   });
 
-  it('reads hints only from the system message, and the previous behaviour from observations too', () => {
+  it('reads hints only from the system message, and the previous behaviour from its own actions', () => {
     const ids = prefix([
       system('Hint: plan'),
       task('multi_step'),
       { role: 'assistant', content: 'Action: plan' },
-      { role: 'user', content: 'Hint: verify Observation: compute done by harness' },
+      { role: 'user', content: 'Hint: verify Observation: plan done' },
     ]);
     const context = model.readContext(ids);
-    expect(context).toMatchObject({ kind: 'multi_step', prev: 'compute', hints: { plan: 1 }, formatHints: 0 });
+    expect(context).toMatchObject({ kind: 'multi_step', prev: 'plan', done: ['plan'], hints: { plan: 1 }, formatHints: 0 });
     expect(context.hints.verify).toBeUndefined();
+  });
+
+  it('after work the harness did itself, the context is one the base harness never shows', () => {
+    const ids = prefix([
+      system(),
+      task('multi_step'),
+      { role: 'user', content: 'Observation: compute done by harness' },
+    ]);
+    expect(model.readContext(ids)).toMatchObject({ prev: 'harness', done: ['compute'] });
+    const after = prefix([system(), task('multi_step'), { role: 'user', content: 'Observation: compute done by harness' }, { role: 'assistant', content: 'Action: plan' }]);
+    expect(model.readContext(after)).toMatchObject({ prev: 'plan', done: expect.arrayContaining(['compute', 'plan']) });
   });
 
   it('matches a finite-difference gradient in the behaviour slot and in the format slot', () => {

@@ -14,7 +14,9 @@
  *   end slot:       `<|end|>` with probability 1
  *
  * Context read from the prefix (see `readContext`): the task kind, the
- * previous behaviour, and the hint lines of the system message. Hints carry
+ * policy's own previous action (or `harness` right after scaffolded work: a
+ * context the base harness never shows, so what is learned there does not
+ * carry over to it), and the hint lines of the system message. Hints carry
  * no parameters: they are the harness's prompt, so training can only learn
  * to do without them by moving `behaviourLogit`/`formatLogit`.
  */
@@ -26,6 +28,8 @@ import { ACTION, ASSISTANT, AVOID, END, HINT, MAYBE, SYSTEM, SimTokenizer, USER 
 
 /** The `prev` of a turn that follows no behaviour yet. */
 export const NO_PREVIOUS = 'none';
+/** The `prev` right after work the harness did itself (scaffolded): a context the base harness never shows. */
+export const AFTER_HARNESS = 'harness';
 
 export const PolicyParams = z.object({
   /** Per kind: logit of `Action:` against `Maybe:` (whose logit is 0). */
@@ -87,7 +91,7 @@ export interface GenerateOptions {
 
 /** `['none', ...behaviours, 'finish']`: every value `prev` can take. */
 export function previousOptions(world: SimWorld): string[] {
-  return [NO_PREVIOUS, ...world.behaviours, FINISH];
+  return [NO_PREVIOUS, AFTER_HARNESS, ...world.behaviours, FINISH];
 }
 
 /**
@@ -219,9 +223,10 @@ export class SimPolicyModel {
   /**
    * Reads the policy's context off a token prefix:
    * - kind: the first kind token after the first `<|user|>`;
-   * - prev: the last behaviour/`finish` token after the first `<|user|>`
-   *   (assistant turns and observations alike, so `... done by harness` counts),
-   *   not counting the kind token itself; 'none' when there is none;
+   * - prev: the behaviour/`finish` of the policy's last assistant turn, or
+   *   'harness' when a later user message says the harness did something
+   *   (`... done by harness`); 'none' before either;
+   * - done: every behaviour the policy or the harness has done;
    * - hints: `Hint: <action>`, `Avoid: <action>` and `Hint: Action:` token
    *   pairs inside system messages (from `<|system|>` to its `<|end|>`).
    * Throws SimPolicyInputError when there is no user message or it names no kind.
@@ -238,12 +243,39 @@ export class SimPolicyModel {
           `with <kind> one of ${this.tokenizer.kinds.join(', ')}`,
       );
     }
+    // prev: the policy's own last action, or AFTER_HARNESS when the harness acted since.
+    // Observations echoing the policy's own actions change nothing.
     let prev = NO_PREVIOUS;
     const done = new Set<string>();
-    for (let i = firstUser + 1; i < prefixIds.length; i++) {
-      if (i !== kindIndex && this.tokenizer.isAction(prefixIds[i])) {
-        prev = this.tokenizer.token(prefixIds[i]);
-        done.add(prev);
+    let role: number | null = null;
+    let messageActions: string[] = [];
+    const byHarness = (i: number) => this.tokenizer.token(prefixIds[i]) === 'by' && this.tokenizer.token(prefixIds[i + 1] ?? -1) === 'harness';
+    let harnessMessage = false;
+    for (let i = firstUser; i < prefixIds.length; i++) {
+      const id = prefixIds[i];
+      if (id === this.ids.user || id === this.ids.assistant || id === this.ids.system) {
+        role = id;
+        messageActions = [];
+        harnessMessage = false;
+        continue;
+      }
+      if (id === this.ids.end) {
+        if (role === this.ids.user && harnessMessage && messageActions.length > 0) {
+          prev = AFTER_HARNESS;
+          for (const a of messageActions) done.add(a);
+        }
+        role = null;
+        continue;
+      }
+      if (i === kindIndex || role === null) continue;
+      if (role === this.ids.user && i + 1 < prefixIds.length && byHarness(i)) harnessMessage = true;
+      if (!this.tokenizer.isAction(id)) continue;
+      const action = this.tokenizer.token(id);
+      if (role === this.ids.assistant) {
+        prev = action;
+        done.add(action);
+      } else if (role === this.ids.user) {
+        messageActions.push(action);
       }
     }
     return { kind: this.tokenizer.token(prefixIds[kindIndex]), prev, done: [...done], ...this.readHints(prefixIds) };
