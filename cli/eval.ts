@@ -52,7 +52,8 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     incarnation: options.evalId,
     takeOver: false,
   });
-  const policy = new PolicyClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, requestTimeoutSeconds: 120 });
+  // Evaluation does not train: an endpoint without token ids (a hosted API) is fine here.
+  const policy = new PolicyClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, requestTimeoutSeconds: 120, requireTokens: false });
   const bar = options.progress ? new SingleBar({ format: ' eval [{bar}] {value}/{total} episodes | {passed} passed | ETA {eta}s', stream: process.stderr }, Presets.shades_classic) : null;
   let passed = 0;
   bar?.start(tasks.length, 0, { passed });

@@ -56,9 +56,16 @@ program
   .action(action(async () => {
     const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress });
     progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}. Ctrl-C stops.`);
-    const stop = () => void stack.stop().then(() => process.exit(0));
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    let stopping = false;
+    // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
+    const stop = () => {
+      if (stopping) return;
+      stopping = true;
+      progress('stopping (workers finish their current tasks)...');
+      void stack.stop().then(() => process.exit(0));
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
     await stack.workersDone;
   }));
 

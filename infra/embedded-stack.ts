@@ -60,11 +60,14 @@ export async function startEmbeddedStack(options: { logger: Logger; log: (line: 
     workersDone,
     async stop() {
       abort.abort();
-      await workersDone.catch(() => undefined);
-      await connection.close();
-      await sim?.close();
-      await store.close();
-      await temporal.stop();
+      try {
+        await workersDone.catch(() => undefined);
+        await connection.close().catch(() => undefined);
+        await sim?.close().catch(() => undefined);
+        await store.close().catch(() => undefined);
+      } finally {
+        await temporal.stop();
+      }
     },
   };
 }

@@ -56,11 +56,13 @@ export interface DevServer {
 }
 
 async function tryConnect(address: string): Promise<Connection | null> {
+  let connection: Connection | undefined;
   try {
-    const connection = await Connection.connect({ address, connectTimeout: 1000 });
+    connection = await Connection.connect({ address, connectTimeout: 1000 });
     await connection.workflowService.getSystemInfo({});
     return connection;
   } catch {
+    await connection?.close().catch(() => undefined);
     return null;
   }
 }
@@ -147,7 +149,12 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     stop: () =>
       new Promise<void>((resolve) => {
         if (exited) return resolve();
-        child.once('exit', () => resolve());
+        // SIGTERM first; SIGKILL if it has not gone within 10 s.
+        const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
         child.kill('SIGTERM');
       }),
   };

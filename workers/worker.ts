@@ -73,6 +73,8 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
         activities,
         ...(queue === 'control' ? { workflowBundle } : {}),
         maxConcurrentActivityTaskExecutions: queue === 'rollout' ? 64 : queue === 'trainer' ? 2 : 32,
+        // On shutdown, activities get this long to finish before they are cancelled; a retry resumes them.
+        shutdownGraceTime: '10s',
       }),
     ),
   );

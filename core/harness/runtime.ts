@@ -80,7 +80,8 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   }
   // Out of turns without an ending from the env (e.g. the last turns were refused by the harness).
   outcome ??= { reward: 0, success: false, failureType: 'turn_limit' };
-  const samples = assembleTokenSamples(turns);
+  // An endpoint without token ids (evaluation only) leaves nothing to train on.
+  const samples = assembleTokenSamples(turns.filter((t) => t.tokenIds.length > 0));
   return {
     taskId: episode.task.taskId,
     taskKind: episode.task.kind,

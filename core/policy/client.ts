@@ -9,6 +9,11 @@ export interface PolicyEndpoint {
   baseUrl: string;
   apiKey: string;
   requestTimeoutSeconds: number;
+  /**
+   * Training needs the exact token ids (vLLM's return_token_ids); evaluation
+   * of an endpoint that has none (a hosted API) can do without: false.
+   */
+  requireTokens?: boolean;
 }
 
 export interface PolicyReply extends TurnTokens {
@@ -40,8 +45,10 @@ interface VllmChoice {
 
 export class PolicyClient implements Policy {
   private readonly openai: OpenAI;
+  private readonly requireTokens: boolean;
 
   constructor(endpoint: PolicyEndpoint) {
+    this.requireTokens = endpoint.requireTokens ?? true;
     this.openai = new OpenAI({
       baseURL: endpoint.baseUrl,
       apiKey: endpoint.apiKey,
@@ -70,6 +77,9 @@ export class PolicyClient implements Policy {
     const promptTokenIds = response.prompt_token_ids;
     const tokenIds = choice.token_ids;
     const logprobs = choice.logprobs?.content?.map((entry) => entry.logprob);
+    if (!this.requireTokens && (!promptTokenIds || !tokenIds || !logprobs)) {
+      return { content: choice.message.content ?? '', promptTokenIds: [], tokenIds: [], logprobs: [] };
+    }
     if (!promptTokenIds || !tokenIds || !logprobs) {
       throw new PolicyResponseError(
         `policy ${request.model}: the server returned no ${!promptTokenIds ? 'prompt_token_ids' : !tokenIds ? 'choices[0].token_ids' : 'choices[0].logprobs'}; ` +

@@ -71,6 +71,9 @@ export class TinkerClient {
       const result = (await response.json().catch(() => ({}))) as Record<string, unknown>;
       const pending = response.status === 408 || result.type === 'try_again';
       if (!pending) {
+        // A future the trainer no longer knows (it restarted) is not the request's fault: retry the activity,
+        // which resubmits under the same idempotency key.
+        if (response.status === 404) throw new TrainerError(`trainer ${op}: future ${future.request_id} is unknown to the trainer (restarted?)`, 'server');
         if (!response.ok) throw this.httpError('retrieve_future', response.status, result);
         if (typeof result.error === 'string') {
           throw new TrainerError(`trainer ${op} failed: ${result.error}`, result.category === 'user' ? 'user' : 'server');
