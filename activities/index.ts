@@ -15,7 +15,7 @@ import type { GroupSummary } from '../core/rl/groups';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { hashSeed } from '../core/random';
 import { sampleTasks as drawTasks } from '../core/rl/task-sampling';
-import { buildProfiles, type ProbeOutcome } from '../core/router/profiles';
+import { buildProfiles, profileShift, type ProbeOutcome } from '../core/router/profiles';
 import { routeByValidation, type DeadGroup, type RoutingDecision } from '../core/router/validation';
 import { RunIdInUseError, type RunStore } from '../core/store/run-store';
 import { APIError } from 'openai';
@@ -123,6 +123,13 @@ export function createActivities(deps: ActivityDeps) {
       );
     },
 
+    /** Task refs (id and kind) for task ids, e.g. recent dead groups to probe. */
+    async describeTasks(input: { runId: string; taskIds: string[] }): Promise<TaskRef[]> {
+      const { env } = await loadRun(input.runId);
+      const byId = new Map(env.listTasks().map((t) => [t.taskId, t]));
+      return input.taskIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
+    },
+
     /**
      * One rollout group of one task: for each (harness, sample) of the plan, a
      * rollout, stored as soon as it ends. Rollouts already stored are not redone.
@@ -213,7 +220,8 @@ export function createActivities(deps: ActivityDeps) {
         priorStrength: config.router.priorStrength,
       });
       await store.saveProfiles(input.runId, profiles);
-      return { version: profiles.version, cells: profiles.cells.length };
+      const previous = input.version > 1 ? await store.profiles(input.runId, input.version - 1) : null;
+      return { version: profiles.version, cells: profiles.cells.length, shift: previous ? profileShift(previous, profiles) : null };
     },
 
     trainStep: createTrainStep({ store, logger, loadRun }),

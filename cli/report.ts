@@ -17,7 +17,8 @@ export function stepLine(s: StepSummary): string {
 export function statusText(status: RunStatus): string {
   const lines = [
     `run ${status.runId} (${status.name}, env ${status.env}${status.env === 'sim' ? ', SIMULATED' : ''})`,
-    `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}`,
+    `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}` +
+      (status.profileShift === null ? '' : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
   ];
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);

@@ -86,6 +86,8 @@ export const RouterConfig = z.object({
   probeRollouts: z.number().int().min(1).default(4),
   /** Pseudo-attempts of the prior, so thin evidence is not over-trusted. */
   priorStrength: z.number().min(0).default(2),
+  /** M: re-measure the profiles with the current policy every M steps (0: never). */
+  reanchorEvery: z.number().int().min(0).default(5),
 });
 
 export const GrpoConfig = z.object({

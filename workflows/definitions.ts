@@ -27,6 +27,10 @@ export interface ResumePoint {
   nextStep: number;
   policyVersion: string;
   profileVersion: number;
+  /** Dead groups' tasks since the last re-anchoring, which the next one probes. */
+  deadSinceReanchor?: string[];
+  /** The last re-anchoring's shift, so status keeps showing it. */
+  profileShift?: number | null;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
@@ -46,6 +50,8 @@ export interface RunStatus {
   steps: number;
   policyVersion: string;
   profileVersion: number | null;
+  /** How much the last re-anchoring moved the profiles: mean absolute change of the rescue rates. */
+  profileShift: number | null;
   paused: boolean;
   pauseReason: string | null;
   lastStep: StepSummary | null;
@@ -68,6 +74,8 @@ export interface MeasureProfilesInput {
   version: number;
   policyVersion: string;
   harnessIds: string[];
+  /** Probed besides the fixed probe sample: recent dead groups' tasks. */
+  extraTaskIds?: string[];
 }
 
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');

@@ -1,7 +1,8 @@
 /**
- * measureProfiles: the probe pass behind the router's behaviour profiles.
- * Every harness of the pool rolls out on a fixed probe sample of tasks with the
- * given policy version; the evidence becomes a new profile version in the store.
+ * measureProfiles: the probe pass behind the router's behaviour profiles, at
+ * run start and at every re-anchoring. Every harness of the pool rolls out with
+ * the given policy version on a fixed probe sample of tasks plus the tasks of
+ * recent dead groups; the evidence becomes a new profile version in the store.
  */
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
@@ -11,10 +12,13 @@ import { controlActivityOptions, rolloutActivityOptions } from './activity-optio
 const control = proxyActivities<Activities>(controlActivityOptions);
 const rollout = proxyActivities<Activities>(rolloutActivityOptions);
 
-export async function measureProfiles(input: MeasureProfilesInput): Promise<{ version: number; cells: number }> {
+export async function measureProfiles(input: MeasureProfilesInput): Promise<{ version: number; cells: number; shift: number | null }> {
   const { runId, config, version, policyVersion, harnessIds } = input;
   const phase = `probe-v${version}`;
-  const tasks = await control.sampleTasks({ runId, purpose: 'probe', step: version });
+  const fixed = await control.sampleTasks({ runId, purpose: 'probe', step: 0 });
+  const known = new Set(fixed.map((t) => t.taskId));
+  const extra = (input.extraTaskIds ?? []).filter((id) => !known.has(id));
+  const tasks = [...fixed, ...(extra.length ? await control.describeTasks({ runId, taskIds: extra }) : [])];
   let done = 0;
   setCurrentDetails(`probing ${tasks.length} tasks x ${harnessIds.length} harnesses`);
   await Promise.all(

@@ -38,7 +38,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   const runId = workflowInfo().workflowId;
   const status: RunStatus = {
     runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
-    policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null,
+    policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
     paused: false, pauseReason: null, lastStep: null, recentSteps: [],
   };
   setHandler(statusQuery, () => status);
@@ -89,6 +89,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   }
 
   status.phase = 'training';
+  const deadSinceReanchor: string[] = [...(input.resume?.deadSinceReanchor ?? [])];
   while (status.step < config.steps) {
     if (status.paused) {
       setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
@@ -107,6 +108,21 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
     status.policyVersion = summary.policyVersion;
     status.step += 1;
+    deadSinceReanchor.push(...summary.deadTaskIds);
+    const { reanchorEvery } = config.router;
+    if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < config.steps) {
+      // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
+      const version: number = status.profileVersion! + 1;
+      setCurrentDetails(`re-anchoring profiles (v${version}) with policy ${status.policyVersion}`);
+      const profiles: { version: number; shift: number | null } = await executeChild(measureProfiles, {
+        workflowId: `${runId}/profiles-v${version}`,
+        taskQueue: TASK_QUEUES.control,
+        args: [{ runId, config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds: [...new Set(deadSinceReanchor)] }],
+      });
+      status.profileVersion = profiles.version;
+      status.profileShift = profiles.shift;
+      deadSinceReanchor.length = 0;
+    }
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.step, value: status.step },
       { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
@@ -115,7 +131,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       await condition(() => !status.paused);
       await continueAsNew<typeof harnessSRun>({
         config: input.config,
-        resume: { nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion! },
+        resume: { nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, deadSinceReanchor: [...new Set(deadSinceReanchor)], profileShift: status.profileShift },
         recover: input.recover,
       });
     }

@@ -21,6 +21,8 @@ export interface StepSummary {
   rescueRollouts: number;
   baseSuccessRate: number;
   deadGroups: number;
+  /** The tasks whose base group was dead: the next re-anchoring probes them. */
+  deadTaskIds: string[];
   rescuedGroups: number;
   /** Groups with a non-zero advantage somewhere, over all groups in the batch. */
   liveGroupFraction: number;
@@ -69,6 +71,7 @@ export function summarizeStep(args: {
     rescueRollouts: args.rescueGroups.reduce((n, g) => n + g.rollouts.length, 0),
     baseSuccessRate: baseRollouts.length ? baseRollouts.filter((r) => r.success).length / baseRollouts.length : 0,
     deadGroups: args.baseGroups.filter(groupIsDead).length,
+    deadTaskIds: args.baseGroups.filter(groupIsDead).map((g) => g.taskId),
     rescuedGroups: args.rescueGroups.filter((g) => !groupIsDead(g)).length,
     liveGroupFraction: args.trainingGroups.length ? live / args.trainingGroups.length : 0,
     siblings,

@@ -105,3 +105,21 @@ export function meanTurns(profiles: BehaviorProfiles, harnessId: string, kind: s
 export function isThinCell(profiles: BehaviorProfiles, cell: ProfileCell): boolean {
   return cell.attempts < Math.max(1, 2 * profiles.priorStrength);
 }
+
+/**
+ * How far a new profile version moved from the previous one: the mean absolute
+ * change of the smoothed rescue rate over every (harness, kind, failure type)
+ * cell either version has evidence for.
+ */
+export function profileShift(previous: BehaviorProfiles, next: BehaviorProfiles): number {
+  const keys = new Map<string, ProfileCell>();
+  for (const cell of [...previous.cells, ...next.cells]) keys.set(cellKey(cell.harnessId, cell.kind, cell.failureType), cell);
+  if (keys.size === 0) return 0;
+  let total = 0;
+  for (const cell of keys.values()) {
+    total += Math.abs(
+      smoothedRescueRate(next, cell.harnessId, cell.kind, cell.failureType) - smoothedRescueRate(previous, cell.harnessId, cell.kind, cell.failureType),
+    );
+  }
+  return total / keys.size;
+}

@@ -1,4 +1,4 @@
-import { buildProfiles, isThinCell, smoothedRescueRate, type ProbeOutcome } from '../../core/router/profiles';
+import { buildProfiles, isThinCell, profileShift, smoothedRescueRate, type ProbeOutcome } from '../../core/router/profiles';
 import { routeByValidation } from '../../core/router/validation';
 
 const attempts = (successes: number, failures: number, turns = 3) => [
@@ -60,4 +60,14 @@ test('equal evidence is broken by cost: fewer turns first, then by id', () => {
     { version: 2, policyVersion: 'p', priorStrength: 0 },
   );
   expect(routeByValidation(tied, ['slow', 'fast', 'also'], { taskId: 't', kind: 'k', failureCounts: { f: 1 } }, 3).chosen).toEqual(['also', 'fast', 'slow']);
+});
+
+test('the shift between two profile versions is the mean absolute change of the rescue rates', () => {
+  const same = buildProfiles(outcomes, { version: 2, policyVersion: 'later', priorStrength: 2 });
+  expect(profileShift(profiles, same)).toBe(0);
+  const moved = buildProfiles(
+    outcomes.map((o) => ({ ...o, siblings: Object.fromEntries(Object.entries(o.siblings).map(([id, a]) => [id, a.map((x) => ({ ...x, success: !x.success }))])) })),
+    { version: 2, policyVersion: 'later', priorStrength: 2 },
+  );
+  expect(profileShift(profiles, moved)).toBeGreaterThan(0.1);
 });

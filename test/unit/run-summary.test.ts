@@ -2,7 +2,7 @@ import { summarizeRunSteps, type StepSummary } from '../../core/rl/step-summary'
 
 const step = (n: number, base: number, siblings: StepSummary['siblings']): StepSummary => ({
   step: n, policyVersionBefore: `v${n}`, policyVersion: `v${n + 1}`, profileVersion: 1, tasks: 4, baseRollouts: 16,
-  rescueRollouts: 8, baseSuccessRate: base, deadGroups: 2, rescuedGroups: 1, liveGroupFraction: 0.5, siblings,
+  rescueRollouts: 8, baseSuccessRate: base, deadGroups: 2, deadTaskIds: ['a', 'b'], rescuedGroups: 1, liveGroupFraction: 0.5, siblings,
   datums: 10, trainerMetrics: {}, durationSeconds: 1,
 });
 const stats = (chosen: number, rescued: number) => ({ groupsChosen: chosen, groupsRescued: rescued, rollouts: chosen * 4, successes: rescued });
