@@ -68,7 +68,7 @@ export interface TrainingStepInput {
   baseHarnessId: string;
 }
 
-export interface MeasureProfilesInput {
+export interface ReanchorProfilesInput {
   runId: string;
   config: RunConfig;
   version: number;

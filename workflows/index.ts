@@ -1,4 +1,4 @@
 /** Every workflow the worker registers; this file is the bundle's entry point. */
 export { harnessSRun } from './run';
 export { trainingStep } from './training-step';
-export { measureProfiles } from './profiles';
+export { reanchorProfiles } from './profiles';

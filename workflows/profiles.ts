@@ -1,18 +1,18 @@
 /**
- * measureProfiles: the probe pass behind the router's behaviour profiles, at
+ * reanchorProfiles: the probe pass behind the router's behaviour profiles, at
  * run start and at every re-anchoring. Every harness of the pool rolls out with
  * the given policy version on a fixed probe sample of tasks plus the tasks of
  * recent dead groups; the evidence becomes a new profile version in the store.
  */
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { MeasureProfilesInput } from './definitions';
+import type { ReanchorProfilesInput } from './definitions';
 import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
 
 const control = proxyActivities<Activities>(controlActivityOptions);
 const rollout = proxyActivities<Activities>(rolloutActivityOptions);
 
-export async function measureProfiles(input: MeasureProfilesInput): Promise<{ version: number; cells: number; shift: number | null }> {
+export async function reanchorProfiles(input: ReanchorProfilesInput): Promise<{ version: number; cells: number; shift: number | null }> {
   const { runId, config, version, policyVersion, harnessIds } = input;
   const phase = `probe-v${version}`;
   const fixed = await control.sampleTasks({ runId, purpose: 'probe', step: 0 });

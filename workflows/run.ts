@@ -29,7 +29,7 @@ import {
 } from './definitions';
 import { controlActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
-import { measureProfiles } from './profiles';
+import { reanchorProfiles } from './profiles';
 
 const control = proxyActivities<Activities>(controlActivityOptions);
 const RECENT_STEPS = 10;
@@ -77,15 +77,21 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     await control.republishPolicy({ runId, step: input.resume.nextStep - 1 });
   }
 
-  if (status.profileVersion === null) {
-    status.phase = 'profiling';
-    setCurrentDetails(`measuring behaviour profiles of ${prepared.harnessIds.length} harnesses`);
-    const profiles = await executeChild(measureProfiles, {
-      workflowId: `${runId}/profiles-v1`,
+  /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */
+  const measureProfiles = async (version: number, extraTaskIds: string[]) => {
+    setCurrentDetails(`measuring behaviour profiles v${version} of ${prepared.harnessIds.length} harnesses with policy ${status.policyVersion}`);
+    const profiles = await executeChild(reanchorProfiles, {
+      workflowId: `${runId}/profiles-v${version}`,
       taskQueue: TASK_QUEUES.control,
-      args: [{ runId, config, version: 1, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds }],
+      args: [{ runId, config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
     });
     status.profileVersion = profiles.version;
+    status.profileShift = profiles.shift;
+  };
+
+  if (status.profileVersion === null) {
+    status.phase = 'profiling';
+    await measureProfiles(1, []);
   }
 
   status.phase = 'training';
@@ -112,15 +118,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     const { reanchorEvery } = config.router;
     if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < config.steps) {
       // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
-      const version: number = status.profileVersion! + 1;
-      setCurrentDetails(`re-anchoring profiles (v${version}) with policy ${status.policyVersion}`);
-      const profiles: { version: number; shift: number | null } = await executeChild(measureProfiles, {
-        workflowId: `${runId}/profiles-v${version}`,
-        taskQueue: TASK_QUEUES.control,
-        args: [{ runId, config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds: [...new Set(deadSinceReanchor)] }],
-      });
-      status.profileVersion = profiles.version;
-      status.profileShift = profiles.shift;
+      await measureProfiles(status.profileVersion! + 1, [...new Set(deadSinceReanchor)]);
       deadSinceReanchor.length = 0;
     }
     upsertSearchAttributes([
