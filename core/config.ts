@@ -78,8 +78,27 @@ export const RescueConfig = z.object({
   k: z.number().int().min(1).default(2),
 });
 
+/** A voter of the `vote` strategy: any OpenAI-compatible endpoint and model. */
+export const VoterConfig = z.object({
+  baseUrl: Url,
+  model: z.string().min(1),
+  apiKey: z.string().default('EMPTY'),
+  /** Seconds the voter may take; past it the voter is dropped for that decision. */
+  timeoutSeconds: z.number().positive().default(30),
+});
+export type VoterConfig = z.infer<typeof VoterConfig>;
+
+export const ROUTER_STRATEGIES = ['validation', 'vote', 'random', 'all'] as const;
+export type RouterStrategy = (typeof ROUTER_STRATEGIES)[number];
+
 export const RouterConfig = z.object({
-  strategy: z.literal('validation').default('validation'),
+  /**
+   * validation: top-k by profile evidence; vote: voter LLMs rank the siblings (Borda count);
+   * random: k random siblings; all: every sibling (the last two for ablations).
+   */
+  strategy: z.enum(ROUTER_STRATEGIES).default('validation'),
+  /** The voter LLMs of the `vote` strategy. */
+  voters: z.array(VoterConfig).default([]),
   /** Tasks per kind in the probe pass that measures the behaviour profiles at run start. */
   probeTasksPerKind: z.number().int().min(1).default(4),
   /** Rollouts per (probe task, harness). */
@@ -113,7 +132,10 @@ export const RunConfig = z
   .superRefine((config, ctx) => {
     const { groupSize } = config.rollout;
     const { k, enabled } = config.rescue;
-    if (enabled && groupSize % k !== 0) {
+    if (config.router.strategy === 'vote' && config.router.voters.length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['router', 'voters'], message: "the 'vote' strategy needs at least one voter {baseUrl, model}" });
+    }
+    if (enabled && config.router.strategy !== 'all' && groupSize % k !== 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['rescue', 'k'],
