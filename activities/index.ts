@@ -14,9 +14,12 @@ import { publishLoraAdapter } from '../core/policy/publisher';
 import type { GroupSummary } from '../core/rl/groups';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { hashSeed } from '../core/random';
-import { sampleTasks as drawTasks } from '../core/rl/task-sampling';
+import { sampleTasks as drawTasks, splitTasks } from '../core/rl/task-sampling';
+import type { EvaluationSummary } from '../core/rl/evaluation';
 import { buildProfiles, profileShift, type ProbeOutcome } from '../core/router/profiles';
-import { routeByValidation, type DeadGroup, type RoutingDecision } from '../core/router/validation';
+import { rank1Harness } from '../core/router/rank1';
+import { routeDeadGroup, type RoutingDecision } from '../core/router/router';
+import type { DeadGroup } from '../core/router/validation';
 import { RunIdInUseError, type RunStore } from '../core/store/run-store';
 import { APIError } from 'openai';
 import { HarnessSpecError } from '../core/harness/spec';
@@ -112,15 +115,21 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
 
-    /** The tasks of a training step (B, from seed and step) or of a probe pass (per kind). */
-    async sampleTasks(input: { runId: string; purpose: 'train' | 'probe'; step: number }): Promise<TaskRef[]> {
+    /**
+     * The tasks of a training step (B, from seed and step) or of a probe pass
+     * (per kind), both from the training split; or the eval tasks (per kind, a
+     * fixed draw from the held-out split, the same for every run).
+     */
+    async sampleTasks(input: { runId: string; purpose: 'train' | 'probe' | 'eval'; step: number }): Promise<TaskRef[]> {
       const { config, env } = await loadRun(input.runId);
-      const tasks = env.listTasks();
-      if (input.purpose === 'train') return drawTasks(tasks, config.rollout.tasksPerStep, config.seed, input.step);
-      const kinds = [...new Set(tasks.map((t) => t.kind))];
-      return kinds.flatMap((kind) =>
-        drawTasks(tasks.filter((t) => t.kind === kind), config.router.probeTasksPerKind, hashSeed('probe', config.seed, kind), input.step),
-      );
+      const split = splitTasks(env.listTasks(), config.eval.heldOut);
+      if (input.purpose === 'train') return drawTasks(split.train, config.rollout.tasksPerStep, config.seed, input.step);
+      const [pool, perKind, seedOf] =
+        input.purpose === 'probe'
+          ? [split.train, config.router.probeTasksPerKind, (kind: string) => hashSeed('probe', config.seed, kind)]
+          : [split.eval, config.eval.tasksPerKind, (kind: string) => hashSeed('eval', kind)];
+      const kinds = [...new Set(pool.map((t) => t.kind))];
+      return kinds.flatMap((kind) => drawTasks(pool.filter((t) => t.kind === kind), perKind, seedOf(kind), input.step));
     },
 
     /** Task refs (id and kind) for task ids, e.g. recent dead groups to probe. */
@@ -139,7 +148,7 @@ export function createActivities(deps: ActivityDeps) {
       phase: string;
       step: number;
       taskId: string;
-      role: 'base' | 'rescue' | 'probe';
+      role: 'base' | 'rescue' | 'probe' | 'eval';
       policyVersion: string;
       plan: Array<{ harnessId: string; samples: number }>;
     }): Promise<GroupSummary> {
@@ -182,15 +191,51 @@ export function createActivities(deps: ActivityDeps) {
       return { taskId: task.taskId, kind: task.kind, role: input.role === 'rescue' ? 'rescue' : 'base', rollouts };
     },
 
-    /** The router: which k siblings retry a dead group (validation rule over the profiles). */
+    /**
+     * The router: which k siblings retry a dead group, by the run's strategy.
+     * The decision is recorded; a retry returns the recorded one, so voters
+     * that answer differently the second time change nothing.
+     */
     async chooseRescueHarnesses(input: { runId: string; step: number; profileVersion: number; group: DeadGroup }): Promise<RoutingDecision> {
+      const recorded = await store.routingDecision(input.runId, input.step, input.group.taskId);
+      if (recorded) return recorded;
       const { config, env } = await loadRun(input.runId);
       const profiles = await store.profiles(input.runId, input.profileVersion);
       if (!profiles) throw ApplicationFailure.nonRetryable(`run ${input.runId} has no profile version ${input.profileVersion}`, 'MissingProfiles');
-      const siblings = harnessPool(config, env).filter((h) => h.direction !== 'base').map((h) => h.id);
-      const decision = routeByValidation(profiles, siblings, input.group, config.rescue.k);
-      logger.info({ runId: input.runId, step: input.step, taskId: input.group.taskId, chosen: decision.chosen }, 'rescue routed');
-      return decision;
+      const siblings = harnessPool(config, env).filter((h) => h.direction !== 'base');
+      const log = logger.child({ runId: input.runId, step: input.step, taskId: input.group.taskId });
+      const decision = await routeDeadGroup({
+        strategy: config.router.strategy, profiles, group: input.group, k: config.rescue.k,
+        siblings: siblings.map((h) => ({ id: h.id, direction: h.direction, description: h.description })),
+        seed: config.seed, step: input.step, voters: config.router.voters,
+        taskText: config.router.strategy === 'vote' ? env.describeTask(input.group.taskId) : '',
+        signal: Context.current().cancellationSignal,
+      });
+      for (const vote of decision.votes) {
+        if (!vote.ok) log.warn({ voter: vote.voter, reason: vote.reason }, 'voter dropped for this decision');
+      }
+      if (decision.fallback) log.warn({ voters: decision.votes.length }, 'no voter answered usably; the validation rule decided');
+      log.info({ strategy: decision.strategy, chosen: decision.chosen, profileVersion: decision.profileVersion }, 'rescue routed');
+      return store.recordRoutingDecision(input.runId, input.step, decision);
+    },
+
+    /** Rank-1 routing for evaluation: task kind -> the pool's best harness by the given profiles. */
+    async rank1Routes(input: { runId: string; profileVersion: number }): Promise<Record<string, string>> {
+      const { config, env } = await loadRun(input.runId);
+      const profiles = await store.profiles(input.runId, input.profileVersion);
+      if (!profiles) throw ApplicationFailure.nonRetryable(`run ${input.runId} has no profile version ${input.profileVersion}`, 'MissingProfiles');
+      const pool = harnessPool(config, env);
+      const base = pool.find((h) => h.direction === 'base')!.id;
+      const kinds = [...new Set(env.listTasks().map((t) => t.kind))].sort();
+      return Object.fromEntries(kinds.map((kind) => [kind, rank1Harness(profiles, pool.map((h) => h.id), base, kind)]));
+    },
+
+    async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {
+      await store.recordEvaluation(input.runId, input.summary);
+      logger.info(
+        { runId: input.runId, afterSteps: input.summary.afterSteps, base: input.summary.base.successRate, rank1: input.summary.rank1.successRate },
+        'evaluation recorded',
+      );
     },
 
     /** Builds a profile version from a probe pass's stored rollouts. */
@@ -210,6 +255,7 @@ export function createActivities(deps: ActivityDeps) {
         outcomes.push({
           taskId,
           kind: tasks.find((t) => t.taskId === taskId)?.kind ?? 'unknown',
+          baseHarnessId: base.id,
           base: rollouts.filter((r) => r.harnessId === base.id),
           siblings,
         });
@@ -238,6 +284,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
+      await store.settleRoutingDecisions(input.runId, input.summary.step);
       await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
       logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
     },
@@ -248,6 +295,7 @@ export function createActivities(deps: ActivityDeps) {
       return summarizeRunSteps(
         { runId: input.runId, name: config.name, simulated: config.env.kind === 'sim', basePolicy: config.policy.model },
         steps.map((s) => s.summary as StepSummary),
+        await store.evaluations(input.runId),
       );
     },
   };

@@ -3,7 +3,7 @@
  * Progress goes to stderr, results to stdout; --json for scripts.
  */
 import { writeFileSync } from 'node:fs';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
 import { runConfigJsonSchema } from '../core/config';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
@@ -25,6 +25,8 @@ import {
   cancelRun, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, rootCauseMessage, runView, startRun, UserError, validateConfig,
 } from './runs';
 import { watchRun } from './watch';
+import { profilesText, profilesView } from './profiles';
+import { COMPARE_ARMS, compareText, planCompare, runCompare } from './compare';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -45,6 +47,26 @@ function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
       progress(`harness-s: ${err instanceof WorkflowFailedError ? `run failed: ${rootCauseMessage(err)}` : err instanceof Error ? err.message : String(err)}`);
       process.exit(err instanceof UserError ? 2 : 1);
     }
+  };
+}
+
+/** Runs `fn` with the run store ($DATABASE_URL), migrated, and closes it after. */
+async function withStore<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
+  const databaseUrl = databaseUrlFromEnv();
+  await migrate(databaseUrl);
+  const store = RunStore.connect(databaseUrl);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function positiveInt(name: string) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a whole number of at least 1 (got '${value}')`);
+    return n;
   };
 }
 
@@ -147,19 +169,14 @@ run
   .command('recover <id>')
   .description('continue a failed or terminated run in a new execution from its last completed step')
   .action(action(async (id: string) => {
-    const databaseUrl = databaseUrlFromEnv();
-    await migrate(databaseUrl);
-    const store = RunStore.connect(databaseUrl);
-    try {
+    await withStore(async (store) => {
       const { resume, previousStatus } = await recoverRun(await connectClient(), store, id);
       print(
         resume
           ? `recovered ${id} (was ${previousStatus}): continues at step ${resume.nextStep} with policy ${resume.policyVersion}, profiles v${resume.profileVersion}`
           : `recovered ${id} (was ${previousStatus}): it had no profiles yet, so it starts over; stored rollouts are reused`,
       );
-    } finally {
-      await store.close();
-    }
+    });
   }));
 
 run
@@ -260,10 +277,7 @@ program
     const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, scoring: opts.scoring } }, 'eval options').env;
     const env = createEnvironment(envConfig);
     const harness = resolveHarness(env, opts.harness);
-    const databaseUrl = databaseUrlFromEnv();
-    await migrate(databaseUrl);
-    const store = RunStore.connect(databaseUrl);
-    try {
+    await withStore(async (store) => {
       const result = await evaluate({
         evalId: newRunId(`eval-${opts.env}-${harness.id}`), env, envConfig, harness,
         baseUrl: opts.baseUrl, model: opts.model, apiKey: opts.apiKey, limit: opts.limit,
@@ -272,9 +286,51 @@ program
       const table = evalTable(env, result);
       if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
       print(evalTableText(result, table));
+    });
+  }));
+
+program
+  .command('compare')
+  .description('ablation: run each arm on the same seeds and tasks, and print their figures side by side')
+  .requiredOption('--config <file>', 'run config (or workflow input) every arm starts from')
+  .option('--arms <list>', `comma-separated, of: ${Object.keys(COMPARE_ARMS).join(', ')}`, 'policy-only,harness-s,random-k')
+  .option('--seeds <list>', 'comma-separated seeds', '1,2,3')
+  .option('--steps <n>', "override the config's steps", positiveInt('--steps'))
+  .option('--parallel <n>', 'runs at once', positiveInt('--parallel'), 3)
+  .option('--attach', 'use the Temporal server and workers at $TEMPORAL_ADDRESS instead of starting the embedded stack')
+  .option('--json', 'machine-readable: {"arms": {"<arm>": {...figures}}, ...}')
+  .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; attach?: boolean; json?: boolean }) => {
+    const seeds = opts.seeds.split(',').map((v) => {
+      const n = Number(v.trim());
+      if (!Number.isInteger(n) || n < 0) throw new UserError(`--seeds: '${v}' is not a whole number >= 0`);
+      return n;
+    });
+    const arms = opts.arms.split(',').map((a) => a.trim()).filter(Boolean);
+    const { raw } = readConfigFile(opts.config);
+    const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds);
+    progress(`compare: ${arms.length} arms x ${seeds.length} seeds = ${plan.length} runs, ${opts.parallel} at a time`);
+    const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log: progress });
+    try {
+      const result = await runCompare({ client: await connectClient(), plan, parallel: opts.parallel, progress });
+      if (opts.json) printJson(result);
+      else print(compareText(result));
     } finally {
-      await store.close();
+      await stack?.stop();
     }
+  }));
+
+const profiles = program.command('profiles').description("the router's behaviour profiles");
+profiles
+  .command('show <run>')
+  .description('the sibling x task-kind rescue matrix (thin cells marked), its versions, and the router picks under each')
+  .option('--version <n>', 'this profile version instead of the newest', positiveInt('--version'))
+  .option('--json', 'machine-readable')
+  .action(action(async (runId: string, opts: { version?: number; json?: boolean }) => {
+    await withStore(async (store) => {
+      const view = await profilesView(store, runId, opts.version);
+      if (opts.json) return printJson(view);
+      print(profilesText(view, (await store.getRun(runId))?.env === 'sim'));
+    });
   }));
 
 const config = program.command('config').description('run configs');

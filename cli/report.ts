@@ -1,6 +1,6 @@
 /** Human-readable views of runs and steps. */
 import type { StepSummary } from '../core/rl/step-summary';
-import type { RunStatus, RunSummary } from '../workflows/definitions';
+import type { EvaluationSummary, RunStatus, RunSummary } from '../workflows/definitions';
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 
@@ -14,6 +14,14 @@ export function stepLine(s: StepSummary): string {
   );
 }
 
+export function evaluationLine(e: EvaluationSummary): string {
+  const routes = Object.entries(e.rank1Routes).map(([kind, harness]) => `${kind}->${harness}`).join(', ');
+  return (
+    `eval after ${e.afterSteps} steps (${e.policyVersion}, ${e.tasks} tasks x ${e.rolloutsPerTask} rollouts per arm): ` +
+    `base harness ${pct(e.base.successRate)}, Rank-1 ${pct(e.rank1.successRate)} (profiles v${e.profileVersion}: ${routes})`
+  );
+}
+
 export function statusText(status: RunStatus): string {
   const lines = [
     `run ${status.runId} (${status.name}, env ${status.env}${status.env === 'sim' ? ', SIMULATED' : ''})`,
@@ -22,6 +30,7 @@ export function statusText(status: RunStatus): string {
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
   ];
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
+  if (status.lastEvaluation) lines.push(`  last ${evaluationLine(status.lastEvaluation)}`);
   return lines.join('\n');
 }
 
@@ -34,6 +43,8 @@ export function summaryText(summary: RunSummary): string {
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
+    `  eval split at the end      base harness ${pct(summary.baseEvalEnd)}, Rank-1 routing ${pct(summary.rank1EvalEnd)}`,
+    ...summary.evaluations.map((e) => `    ${evaluationLine(e)}`),
     '  rescue rate per sibling (groups rescued / groups chosen): whole run, first half -> second half; by task kind',
   ];
   const siblings = Object.entries(summary.siblings).sort(([a], [b]) => a.localeCompare(b));

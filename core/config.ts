@@ -84,7 +84,7 @@ export const VoterConfig = z.object({
   model: z.string().min(1),
   apiKey: z.string().default('EMPTY'),
   /** Seconds the voter may take; past it the voter is dropped for that decision. */
-  timeoutSeconds: z.number().positive().default(30),
+  timeoutSeconds: z.number().positive().max(90, 'at most 90: a routing decision must finish inside its 2-minute activity').default(30),
 });
 export type VoterConfig = z.infer<typeof VoterConfig>;
 
@@ -109,6 +109,19 @@ export const RouterConfig = z.object({
   reanchorEvery: z.number().int().min(0).default(5),
 });
 
+export const EvalConfig = z.object({
+  /** Run evaluatePolicy at all (every `every` steps and at the end). */
+  enabled: z.boolean().default(true),
+  /** Fraction of each task kind held out of training and probing: the eval split (0: evaluate on training tasks). */
+  heldOut: z.number().min(0).max(0.9).default(0.2),
+  /** Evaluate every N steps (0: only at the end); always at the end. */
+  every: z.number().int().min(0).default(10),
+  /** Eval tasks per kind, a fixed draw from the split (fewer when the split is smaller). */
+  tasksPerKind: z.number().int().min(1).default(8),
+  /** Executor rollouts per task, the same for the base harness and for Rank-1 routing. */
+  rollouts: z.number().int().min(1).default(4),
+});
+
 export const GrpoConfig = z.object({
   /** false: Dr.GRPO (no division by the group's std). */
   normalizeByStd: z.boolean().default(true),
@@ -126,6 +139,7 @@ export const RunConfig = z
     rescue: RescueConfig.prefault({}),
     router: RouterConfig.prefault({}),
     grpo: GrpoConfig.prefault({}),
+    eval: EvalConfig.prefault({}),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })

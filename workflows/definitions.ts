@@ -7,6 +7,8 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { RunConfig, RunConfigInput } from '../core/config';
 import type { StepSummary } from '../core/rl/step-summary';
+import type { EvaluationSummary } from '../core/rl/evaluation';
+export type { EvaluationSummary } from '../core/rl/evaluation';
 export type { RunSummary, SiblingRescueStats } from '../core/rl/step-summary';
 
 export const TASK_QUEUES = {
@@ -31,6 +33,8 @@ export interface ResumePoint {
   deadSinceReanchor?: string[];
   /** The last re-anchoring's shift, so status keeps showing it. */
   profileShift?: number | null;
+  /** The last evaluation, so status keeps showing it. */
+  lastEvaluation?: EvaluationSummary | null;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
@@ -45,7 +49,7 @@ export interface RunStatus {
   runId: string;
   name: string;
   env: string;
-  phase: 'preparing' | 'profiling' | 'training' | 'summarizing' | 'done';
+  phase: 'preparing' | 'profiling' | 'training' | 'evaluating' | 'summarizing' | 'done';
   step: number;
   steps: number;
   policyVersion: string;
@@ -55,6 +59,8 @@ export interface RunStatus {
   paused: boolean;
   pauseReason: string | null;
   lastStep: StepSummary | null;
+  /** The last evaluatePolicy result: base harness and Rank-1 success on the eval split. */
+  lastEvaluation: EvaluationSummary | null;
   /** The last few steps' summaries (this execution), oldest first. */
   recentSteps: StepSummary[];
 }
@@ -76,6 +82,17 @@ export interface ReanchorProfilesInput {
   harnessIds: string[];
   /** Probed besides the fixed probe sample: recent dead groups' tasks. */
   extraTaskIds?: string[];
+}
+
+export interface EvaluatePolicyInput {
+  runId: string;
+  config: RunConfig;
+  /** Training steps done: the policy version is the one after them. */
+  afterSteps: number;
+  policyVersion: string;
+  /** The profiles Rank-1 routing reads. */
+  profileVersion: number;
+  baseHarnessId: string;
 }
 
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');

@@ -2,3 +2,4 @@
 export { harnessSRun } from './run';
 export { trainingStep } from './training-step';
 export { reanchorProfiles } from './profiles';
+export { evaluatePolicy } from './evaluation';

@@ -30,6 +30,7 @@ import {
 import { controlActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './profiles';
+import { evaluatePolicy } from './evaluation';
 
 const control = proxyActivities<Activities>(controlActivityOptions);
 const RECENT_STEPS = 10;
@@ -39,7 +40,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   const status: RunStatus = {
     runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
     policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
-    paused: false, pauseReason: null, lastStep: null, recentSteps: [],
+    paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
   };
   setHandler(statusQuery, () => status);
   setHandler(pauseSignal, (args) => {
@@ -89,6 +90,19 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.profileShift = profiles.shift;
   };
 
+  /** evaluatePolicy after `afterSteps` steps, with the current policy and profiles. */
+  const evaluate = async (afterSteps: number) => {
+    const phase = status.phase;
+    status.phase = 'evaluating';
+    setCurrentDetails(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
+    status.lastEvaluation = await executeChild(evaluatePolicy, {
+      workflowId: `${runId}/eval-${afterSteps}`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ runId, config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
+    });
+    status.phase = phase;
+  };
+
   if (status.profileVersion === null) {
     status.phase = 'profiling';
     await measureProfiles(1, []);
@@ -125,16 +139,24 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       { key: SEARCH_ATTRIBUTES.step, value: status.step },
       { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
     ]);
+    const { eval: evalConfig } = config;
+    if (evalConfig.enabled && evalConfig.every > 0 && status.step % evalConfig.every === 0 && status.step < config.steps) {
+      await evaluate(status.step);
+    }
     if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
       await condition(() => !status.paused);
       await continueAsNew<typeof harnessSRun>({
         config: input.config,
-        resume: { nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, deadSinceReanchor: [...new Set(deadSinceReanchor)], profileShift: status.profileShift },
+        resume: {
+          nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
+          deadSinceReanchor: [...new Set(deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
+        },
         recover: input.recover,
       });
     }
   }
 
+  if (config.eval.enabled) await evaluate(config.steps);
   status.phase = 'summarizing';
   const result = await control.summarizeRun({ runId });
   status.phase = 'done';

@@ -41,6 +41,8 @@ export interface Environment {
   readonly id: string;
   /** Every task the env offers, in a stable order. */
   listTasks(): TaskRef[];
+  /** The task as the agent would see it, without starting an episode (for voter LLMs). */
+  describeTask(taskId: string): string;
   /** The harness pool the env defines: base first, then the siblings. */
   harnesses(): Harness[];
   startEpisode(taskId: string, options: { maxTurns: number }): Promise<Episode>;

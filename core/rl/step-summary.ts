@@ -3,6 +3,7 @@
  * base success, dead and rescued groups, and each sibling's rescue record.
  */
 import { groupIsDead, type GroupSummary, type TrainingGroup } from './groups';
+import type { EvaluationSummary } from './evaluation';
 
 export interface SiblingStepStats {
   groupsChosen: number;
@@ -102,6 +103,11 @@ export interface RunSummary {
   /** Mean over steps of the fraction of groups with a non-zero advantage. */
   liveGroupFraction: number | null;
   siblings: Record<string, SiblingRescueStats>;
+  /** Every evaluatePolicy result, in order; the last is the run's end. */
+  evaluations: EvaluationSummary[];
+  /** Eval-split success at the end under the base harness and under Rank-1 routing (null without evaluation). */
+  baseEvalEnd: number | null;
+  rank1EvalEnd: number | null;
 }
 
 const emptyStats = (): SiblingStepStats => ({ groupsChosen: 0, groupsRescued: 0, rollouts: 0, successes: 0 });
@@ -114,7 +120,11 @@ function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
 }
 
 /** The run's totals from its step summaries, in step order. */
-export function summarizeRunSteps(run: { runId: string; name: string; simulated: boolean; basePolicy: string }, steps: readonly StepSummary[]): RunSummary {
+export function summarizeRunSteps(
+  run: { runId: string; name: string; simulated: boolean; basePolicy: string },
+  steps: readonly StepSummary[],
+  evaluations: readonly EvaluationSummary[] = [],
+): RunSummary {
   const siblings: Record<string, SiblingRescueStats> = {};
   steps.forEach((step, i) => {
     for (const [harnessId, byKind] of Object.entries(step.siblings)) {
@@ -141,5 +151,8 @@ export function summarizeRunSteps(run: { runId: string; name: string; simulated:
     rescueRollouts: steps.reduce((n, s) => n + s.rescueRollouts, 0),
     liveGroupFraction: steps.length ? steps.reduce((n, s) => n + s.liveGroupFraction, 0) / steps.length : null,
     siblings,
+    evaluations: [...evaluations],
+    baseEvalEnd: evaluations.at(-1)?.base.successRate ?? null,
+    rank1EvalEnd: evaluations.at(-1)?.rank1.successRate ?? null,
   };
 }

@@ -18,3 +18,20 @@ export function sampleTasks<T>(pool: readonly T[], count: number, seed: number, 
   }
   return items.slice(0, n);
 }
+
+/**
+ * The env's tasks split into training and eval tasks: per kind, a fixed share
+ * `heldOut` (at least one, never all of a kind) is held out. The split depends
+ * on the task list only, not on the run's seed, so every run and every arm of
+ * an ablation trains and evaluates on the same tasks.
+ */
+export function splitTasks<T extends { taskId: string; kind: string }>(tasks: readonly T[], heldOut: number): { train: T[]; eval: T[] } {
+  if (heldOut <= 0) return { train: [...tasks], eval: [...tasks] };
+  const held = new Set<string>();
+  for (const kind of new Set(tasks.map((t) => t.kind))) {
+    const ofKind = tasks.filter((t) => t.kind === kind);
+    const count = Math.min(ofKind.length - 1, Math.max(1, Math.round(ofKind.length * heldOut)));
+    for (const task of sampleTasks(ofKind, count, hashSeed('eval-split', kind), 0)) held.add(task.taskId);
+  }
+  return { train: tasks.filter((t) => !held.has(t.taskId)), eval: tasks.filter((t) => held.has(t.taskId)) };
+}

@@ -15,19 +15,30 @@ export interface ProfileCell {
   totalTokens: number;
 }
 
+/** How a harness (the base included) did on all probe tasks of a kind, solved by the base or not: what Rank-1 routing reads. */
+export interface KindCell {
+  harnessId: string;
+  kind: string;
+  attempts: number;
+  successes: number;
+  totalTurns: number;
+}
+
 export interface BehaviorProfiles {
   version: number;
   /** The policy version the evidence was measured with. */
   policyVersion: string;
   priorStrength: number;
   cells: ProfileCell[];
+  kindCells: KindCell[];
 }
 
 /** What one probe task showed: base attempts, then each sibling's attempts. */
 export interface ProbeOutcome {
   taskId: string;
   kind: string;
-  base: Array<{ success: boolean; failureType: string | null }>;
+  baseHarnessId: string;
+  base: Array<{ success: boolean; failureType: string | null; turns: number }>;
   siblings: Record<string, Array<{ success: boolean; turns: number; tokens: number }>>;
 }
 
@@ -42,7 +53,20 @@ export function buildProfiles(
   meta: { version: number; policyVersion: string; priorStrength: number },
 ): BehaviorProfiles {
   const cells = new Map<string, ProfileCell>();
+  const kindCells = new Map<string, KindCell>();
+  const addToKind = (harnessId: string, kind: string, attempts: ReadonlyArray<{ success: boolean; turns: number }>) => {
+    const key = cellKey(harnessId, kind, '');
+    const cell = kindCells.get(key) ?? { harnessId, kind, attempts: 0, successes: 0, totalTurns: 0 };
+    for (const attempt of attempts) {
+      cell.attempts += 1;
+      cell.successes += attempt.success ? 1 : 0;
+      cell.totalTurns += attempt.turns;
+    }
+    kindCells.set(key, cell);
+  };
   for (const outcome of outcomes) {
+    addToKind(outcome.baseHarnessId, outcome.kind, outcome.base);
+    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts);
     const failureTypes = [...new Set(outcome.base.filter((a) => !a.success).map((a) => a.failureType ?? 'unknown'))];
     for (const [harnessId, attempts] of Object.entries(outcome.siblings)) {
       for (const failureType of failureTypes) {
@@ -58,8 +82,10 @@ export function buildProfiles(
       }
     }
   }
-  const sorted = [...cells.values()].sort((a, b) => cellKey(a.harnessId, a.kind, a.failureType).localeCompare(cellKey(b.harnessId, b.kind, b.failureType)));
-  return { ...meta, cells: sorted };
+  const byKey = <T extends { harnessId: string; kind: string }>(a: T, b: T) =>
+    a.harnessId.localeCompare(b.harnessId) || a.kind.localeCompare(b.kind);
+  const sorted = [...cells.values()].sort((a, b) => byKey(a, b) || a.failureType.localeCompare(b.failureType));
+  return { ...meta, cells: sorted, kindCells: [...kindCells.values()].sort(byKey) };
 }
 
 /**
@@ -122,4 +148,46 @@ export function profileShift(previous: BehaviorProfiles, next: BehaviorProfiles)
     );
   }
   return total / keys.size;
+}
+
+/** One (harness, kind) entry of the profile matrix: rescue evidence over every base failure type of the kind. */
+export interface ProfileMatrixCell {
+  attempts: number;
+  successes: number;
+  /** Smoothed towards the kind's prior, as the router reads it. */
+  rescueRate: number;
+  thin: boolean;
+  meanTurns: number | null;
+}
+
+export interface ProfileMatrix {
+  kinds: string[];
+  harnesses: string[];
+  cells: Record<string, Record<string, ProfileMatrixCell>>;
+}
+
+/** The sibling x task-kind matrix `harness-s profiles show` prints. */
+export function profileMatrix(profiles: BehaviorProfiles): ProfileMatrix {
+  const kinds = [...new Set([...profiles.cells, ...profiles.kindCells].map((c) => c.kind))].sort();
+  const harnesses = [...new Set(profiles.cells.map((c) => c.harnessId))].sort();
+  const cells: ProfileMatrix['cells'] = {};
+  for (const harnessId of harnesses) {
+    cells[harnessId] = {};
+    for (const kind of kinds) {
+      const mine = profiles.cells.filter((c) => c.harnessId === harnessId && c.kind === kind);
+      const attempts = mine.reduce((n, c) => n + c.attempts, 0);
+      const successes = mine.reduce((n, c) => n + c.successes, 0);
+      const turns = mine.reduce((n, c) => n + c.totalTurns, 0);
+      const prior = priorRate(profiles, kind, ''); // no failure type: the kind's rate over all siblings
+      const s = profiles.priorStrength;
+      cells[harnessId][kind] = {
+        attempts,
+        successes,
+        rescueRate: attempts + s === 0 ? prior : (successes + s * prior) / (attempts + s),
+        thin: attempts < Math.max(1, 2 * s),
+        meanTurns: attempts ? turns / attempts : null,
+      };
+    }
+  }
+  return { kinds, harnesses, cells };
 }

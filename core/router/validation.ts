@@ -13,11 +13,9 @@ export interface DeadGroup {
   failureCounts: Record<string, number>;
 }
 
-export interface RoutingDecision {
-  taskId: string;
-  strategy: 'validation';
-  profileVersion: number;
-  chosen: string[];
+/** Every sibling, best first, with the expected rescue rate it was ranked by. */
+export interface ValidationRanking {
+  ranked: string[];
   scores: Record<string, number>;
 }
 
@@ -32,12 +30,7 @@ export function rescueScore(profiles: BehaviorProfiles, harnessId: string, group
   );
 }
 
-export function routeByValidation(
-  profiles: BehaviorProfiles,
-  siblings: readonly string[],
-  group: DeadGroup,
-  k: number,
-): RoutingDecision {
+export function rankByValidation(profiles: BehaviorProfiles, siblings: readonly string[], group: DeadGroup): ValidationRanking {
   const scores: Record<string, number> = {};
   for (const id of siblings) scores[id] = rescueScore(profiles, id, group);
   const ranked = [...siblings].sort(
@@ -46,5 +39,11 @@ export function routeByValidation(
       meanTurns(profiles, a, group.kind) - meanTurns(profiles, b, group.kind) ||
       a.localeCompare(b),
   );
-  return { taskId: group.taskId, strategy: 'validation', profileVersion: profiles.version, chosen: ranked.slice(0, k), scores };
+  return { ranked, scores };
+}
+
+/** The validation rule's top k. */
+export function routeByValidation(profiles: BehaviorProfiles, siblings: readonly string[], group: DeadGroup, k: number): { chosen: string[]; scores: Record<string, number> } {
+  const { ranked, scores } = rankByValidation(profiles, siblings, group);
+  return { chosen: ranked.slice(0, k), scores };
 }

@@ -7,7 +7,9 @@ import { Client, Pool } from 'pg';
 import { runner } from 'node-pg-migrate';
 import type { Trajectory } from '../policy/trajectory';
 import type { RolloutSummary } from '../rl/groups';
-import type { BehaviorProfiles, ProfileCell } from '../router/profiles';
+import type { BehaviorProfiles, KindCell, ProfileCell } from '../router/profiles';
+import type { RoutingDecision } from '../router/router';
+import type { EvaluationSummary } from '../rl/evaluation';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
 const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
@@ -85,6 +87,13 @@ export interface TrajectoryKey {
   taskId: string;
   harnessId: string;
   sample: number;
+}
+
+/** A routing decision as stored, with how each chosen sibling did once its step was recorded. */
+export interface StoredRoutingDecision extends RoutingDecision {
+  step: number;
+  /** harness id -> its rescue rollouts and successes; null until the step is recorded. */
+  outcome: Record<string, { rollouts: number; successes: number }> | null;
 }
 
 export class RunIdInUseError extends Error {
@@ -231,7 +240,7 @@ export class RunStore {
     await this.pool.query(
       `INSERT INTO profiles (run_id, version, policy_version, cells) VALUES ($1, $2, $3, $4)
        ON CONFLICT (run_id, version) DO NOTHING`,
-      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, cells: profiles.cells })],
+      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, cells: profiles.cells, kindCells: profiles.kindCells })],
     );
   }
 
@@ -239,8 +248,65 @@ export class RunStore {
     const { rows } = await this.pool.query('SELECT * FROM profiles WHERE run_id = $1 AND version = $2', [runId, version]);
     if (rows.length === 0) return null;
     const r = rows[0];
-    const stored = r.cells as { priorStrength: number; cells: ProfileCell[] };
-    return { version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength, cells: stored.cells };
+    const stored = r.cells as { priorStrength: number; cells: ProfileCell[]; kindCells?: KindCell[] };
+    return { version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength, cells: stored.cells, kindCells: stored.kindCells ?? [] };
+  }
+
+  /** Every profile version of a run, oldest first. */
+  async profileVersions(runId: string): Promise<Array<{ version: number; policyVersion: string; createdAt: Date }>> {
+    const { rows } = await this.pool.query('SELECT version, policy_version, created_at FROM profiles WHERE run_id = $1 ORDER BY version', [runId]);
+    return rows.map((r) => ({ version: r.version, policyVersion: r.policy_version, createdAt: r.created_at }));
+  }
+
+  /** Stores a routing decision once; returns the stored one (an earlier attempt's, if any). */
+  async recordRoutingDecision(runId: string, step: number, decision: RoutingDecision): Promise<RoutingDecision> {
+    await this.pool.query(
+      `INSERT INTO routing_decisions (run_id, step, task_id, task_kind, strategy, profile_version, failure_summary, failure_digest, votes, fallback, chosen, scores)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (run_id, step, task_id) DO NOTHING`,
+      [
+        runId, step, decision.taskId, decision.kind, decision.strategy, decision.profileVersion, decision.failureSummary,
+        decision.failureDigest, JSON.stringify(decision.votes), decision.fallback, decision.chosen, JSON.stringify(decision.scores),
+      ],
+    );
+    const stored = await this.routingDecision(runId, step, decision.taskId);
+    return stored!;
+  }
+
+  async routingDecision(runId: string, step: number, taskId: string): Promise<StoredRoutingDecision | null> {
+    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND task_id = $3', [runId, step, taskId]);
+    return rows.length ? routingDecisionFromRow(rows[0]) : null;
+  }
+
+  async routingDecisions(runId: string): Promise<StoredRoutingDecision[]> {
+    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 ORDER BY step, task_id', [runId]);
+    return rows.map(routingDecisionFromRow);
+  }
+
+  /** Fills in, for a step's decisions, how each chosen sibling's rescue rollouts did. */
+  async settleRoutingDecisions(runId: string, step: number): Promise<void> {
+    await this.pool.query(
+      `UPDATE routing_decisions d SET outcome = COALESCE((
+         SELECT jsonb_object_agg(x.harness_id, jsonb_build_object('rollouts', x.rollouts, 'successes', x.successes))
+         FROM (SELECT t.harness_id, count(*)::int AS rollouts, (count(*) FILTER (WHERE t.success))::int AS successes
+               FROM trajectories t
+               WHERE t.run_id = d.run_id AND t.phase = 'train' AND t.step = d.step AND t.task_id = d.task_id AND t.role = 'rescue'
+               GROUP BY t.harness_id) x), '{}'::jsonb)
+       WHERE d.run_id = $1 AND d.step = $2`,
+      [runId, step],
+    );
+  }
+
+  async recordEvaluation(runId: string, summary: EvaluationSummary): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO evaluations (run_id, after_steps, policy_version, profile_version, summary) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (run_id, after_steps) DO NOTHING`,
+      [runId, summary.afterSteps, summary.policyVersion, summary.profileVersion, JSON.stringify(summary)],
+    );
+  }
+
+  async evaluations(runId: string): Promise<EvaluationSummary[]> {
+    const { rows } = await this.pool.query('SELECT summary FROM evaluations WHERE run_id = $1 ORDER BY after_steps', [runId]);
+    return rows.map((r) => r.summary);
   }
 
   async latestProfileVersion(runId: string): Promise<number | null> {
@@ -252,4 +318,21 @@ export class RunStore {
     const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2', [runId, phase]);
     return rows[0].n;
   }
+}
+
+function routingDecisionFromRow(r: Record<string, unknown>): StoredRoutingDecision {
+  return {
+    step: r.step as number,
+    taskId: r.task_id as string,
+    kind: r.task_kind as string,
+    strategy: r.strategy as RoutingDecision['strategy'],
+    profileVersion: r.profile_version as number,
+    failureSummary: r.failure_summary as string,
+    failureDigest: r.failure_digest as string,
+    votes: r.votes as RoutingDecision['votes'],
+    fallback: r.fallback as boolean,
+    chosen: r.chosen as string[],
+    scores: r.scores as Record<string, number>,
+    outcome: r.outcome as StoredRoutingDecision['outcome'],
+  };
 }

@@ -56,6 +56,7 @@ export async function startTestStack(options: { workers?: boolean } = {}): Promi
       rollout: { tasksPerStep: 4, groupSize: 4, maxTurns: 5, concurrency: 4 },
       rescue: { enabled: true, k: 2 },
       router: { probeTasksPerKind: 1, probeRollouts: 2 },
+      eval: { tasksPerKind: 1, rollouts: 2 },
       ...overrides,
     }),
     async startWorkers() {

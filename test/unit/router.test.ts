@@ -1,5 +1,6 @@
-import { buildProfiles, isThinCell, profileShift, smoothedRescueRate, type ProbeOutcome } from '../../core/router/profiles';
+import { buildProfiles, isThinCell, profileMatrix, profileShift, smoothedRescueRate, type ProbeOutcome } from '../../core/router/profiles';
 import { routeByValidation } from '../../core/router/validation';
+import { kindSuccessRate, rank1Harness } from '../../core/router/rank1';
 
 const attempts = (successes: number, failures: number, turns = 3) => [
   ...Array.from({ length: successes }, () => ({ success: true, turns, tokens: 10 })),
@@ -9,17 +10,17 @@ const attempts = (successes: number, failures: number, turns = 3) => [
 const outcomes: ProbeOutcome[] = [
   {
     taskId: 'lookup-1', kind: 'lookup',
-    base: [{ success: false, failureType: 'wrong_answer' }, { success: false, failureType: 'wrong_answer' }],
+    baseHarnessId: 'base', base: [{ success: false, failureType: 'wrong_answer', turns: 5 }, { success: false, failureType: 'wrong_answer', turns: 5 }],
     siblings: { schema: attempts(4, 0), recipe: attempts(0, 4), budget: attempts(1, 3, 6) },
   },
   {
     taskId: 'api-1', kind: 'api_call',
-    base: [{ success: false, failureType: 'format_error' }, { success: true, failureType: null }],
+    baseHarnessId: 'base', base: [{ success: false, failureType: 'format_error', turns: 1 }, { success: true, failureType: null, turns: 2 }],
     siblings: { schema: attempts(0, 4), recipe: attempts(0, 4), format: attempts(3, 1) },
   },
   {
     taskId: 'lookup-2', kind: 'lookup',
-    base: [{ success: true, failureType: null }],
+    baseHarnessId: 'base', base: [{ success: true, failureType: null, turns: 2 }],
     siblings: { schema: attempts(0, 4) },
   },
 ];
@@ -51,12 +52,11 @@ test('the validation rule picks the top-k siblings for the dead group kind and f
   expect(lookup.scores.budget).toBeLessThan(lookup.scores.format);
   const api = routeByValidation(profiles, ['schema', 'recipe', 'budget', 'format'], { taskId: 't', kind: 'api_call', failureCounts: { format_error: 8 } }, 1);
   expect(api.chosen).toEqual(['format']);
-  expect(api.profileVersion).toBe(1);
 });
 
 test('equal evidence is broken by cost: fewer turns first, then by id', () => {
   const tied = buildProfiles(
-    [{ taskId: 'a', kind: 'k', base: [{ success: false, failureType: 'f' }], siblings: { slow: attempts(2, 2, 8), fast: attempts(2, 2, 2), also: attempts(2, 2, 2) } }],
+    [{ taskId: 'a', kind: 'k', baseHarnessId: 'base', base: [{ success: false, failureType: 'f', turns: 5 }], siblings: { slow: attempts(2, 2, 8), fast: attempts(2, 2, 2), also: attempts(2, 2, 2) } }],
     { version: 2, policyVersion: 'p', priorStrength: 0 },
   );
   expect(routeByValidation(tied, ['slow', 'fast', 'also'], { taskId: 't', kind: 'k', failureCounts: { f: 1 } }, 3).chosen).toEqual(['also', 'fast', 'slow']);
@@ -70,4 +70,26 @@ test('the shift between two profile versions is the mean absolute change of the 
     { version: 2, policyVersion: 'later', priorStrength: 2 },
   );
   expect(profileShift(profiles, moved)).toBeGreaterThan(0.1);
+});
+
+test('the profile matrix sums each sibling over the failure types of a kind and marks thin cells', () => {
+  const matrix = profileMatrix(profiles);
+  expect(matrix.kinds).toEqual(['api_call', 'lookup']);
+  expect(matrix.harnesses).toEqual(['budget', 'format', 'recipe', 'schema']);
+  // schema on lookup: 4/4 on lookup-1 (lookup-2 was solved by the base: no rescue evidence); prior 5/12.
+  expect(matrix.cells.schema.lookup).toMatchObject({ attempts: 4, successes: 4, thin: false });
+  expect(matrix.cells.schema.lookup.rescueRate).toBeCloseTo((4 + (2 * 5) / 12) / 6, 10);
+  // format was never tried on lookup: no attempts, the prior, and thin.
+  expect(matrix.cells.format.lookup).toMatchObject({ attempts: 0, thin: true, meanTurns: null });
+  expect(matrix.cells.format.lookup.rescueRate).toBeCloseTo(5 / 12, 10);
+});
+
+test('Rank-1 routes a kind to the harness with the best smoothed success on all its probe tasks, the base on a tie', () => {
+  // lookup: base 1/3, schema 4/8, recipe 0/4, budget 1/4 over lookup's probe tasks.
+  expect(rank1Harness(profiles, ['base', 'schema', 'recipe', 'budget', 'format'], 'base', 'lookup')).toBe('schema');
+  // api_call: base 1/2, format 3/4: format.
+  expect(rank1Harness(profiles, ['base', 'schema', 'recipe', 'budget', 'format'], 'base', 'api_call')).toBe('format');
+  // A kind with no evidence at all: everyone gets the same prior, and the base keeps the task.
+  expect(rank1Harness(profiles, ['base', 'schema', 'format'], 'base', 'multi_step')).toBe('base');
+  expect(kindSuccessRate(profiles, 'schema', 'lookup')).toBeCloseTo((4 + 2 * (6 / 19)) / (8 + 2), 10);
 });

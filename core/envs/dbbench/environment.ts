@@ -203,6 +203,10 @@ export class DbBenchEnvironment implements Environment {
     return this.tasks.map(({ taskId, kind }) => ({ taskId, kind }));
   }
 
+  describeTask(taskId: string): string {
+    return agentBenchTaskPrompt(this.task(taskId).entry);
+  }
+
   /** The task as loaded (its AgentBench entry, type and line). */
   task(taskId: string): DbBenchTask {
     const task = this.byId.get(taskId);

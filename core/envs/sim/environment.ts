@@ -83,6 +83,12 @@ export class SimEnvironment implements Environment {
     return this.tasks.map(({ taskId, kind }) => ({ taskId, kind }));
   }
 
+  describeTask(taskId: string): string {
+    const task = this.tasks.find((t) => t.taskId === taskId);
+    if (!task) throw new Error(`the sim world has no task '${taskId}'`);
+    return `[SIMULATED] Task ${task.taskId} kind ${task.kind}: ${task.goal}`;
+  }
+
   harnesses(): Harness[] {
     const base = this.world.harnesses.filter((h) => h.direction === 'base');
     const siblings = this.world.harnesses.filter((h) => h.direction !== 'base');

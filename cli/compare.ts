@@ -1,0 +1,146 @@
+/**
+ * `harness-s compare`: the ablation. Each arm is the user's config with one
+ * change (policy-only: rescue off; harness-s: as configured; random-k: k
+ * random siblings; all: every sibling; vote: voter LLMs), run once per seed.
+ * Arms of a seed sample the same tasks at every step (sampling depends on seed
+ * and step only) and evaluate on the same eval split. Figures are means over seeds.
+ */
+import type { Client } from '@temporalio/client';
+import { parseRunConfig, type RunConfig } from '../core/config';
+import { mapWithConcurrency } from '../activities/concurrency';
+import type { RunSummary } from '../workflows/definitions';
+import { newRunId, startRun, UserError } from './runs';
+
+type RawConfig = Record<string, unknown>;
+const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});
+
+/** Each arm's change to the user's config. */
+export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
+  'policy-only': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: false } }),
+  'harness-s': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true } }),
+  'random-k': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'random' } }),
+  all: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'all' } }),
+  vote: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'vote' } }),
+};
+
+export interface ArmFigures {
+  /** Eval-split success under the base harness after the last step. */
+  baseSuccessEnd: number;
+  /** Eval-split success under Rank-1 routing after the last step. */
+  rank1SuccessEnd: number;
+  /** Fraction of groups per step with a non-zero advantage, mean over steps. */
+  liveGroupFraction: number;
+  /** Dead groups rescued / dead groups (0 without rescue). */
+  rescueRate: number;
+  /** Rollouts spent on rescue groups over the run. */
+  extraRollouts: number;
+}
+
+export interface CompareResult {
+  simulated: boolean;
+  seeds: number[];
+  /** Mean over seeds, per arm. */
+  arms: Record<string, ArmFigures>;
+  /** arm -> seed -> the run's figures and id. */
+  runs: Record<string, Record<string, ArmFigures & { runId: string }>>;
+}
+
+export interface ComparePlan {
+  arm: string;
+  seed: number;
+  runId: string;
+  raw: RawConfig;
+  config: RunConfig;
+}
+
+/** Every (arm, seed) run with its validated config; a bad arm or config fails before anything starts. */
+export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date()): ComparePlan[] {
+  if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
+  const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
+  if (unknown.length) throw new UserError(`compare: unknown arm ${unknown.join(', ')} (arms: ${Object.keys(COMPARE_ARMS).join(', ')})`);
+  if (arms.length === 0 || seeds.length === 0) throw new UserError('compare: give at least one arm and one seed');
+  const base = raw as RawConfig;
+  const name = typeof base.name === 'string' ? base.name : 'compare';
+  return arms.flatMap((arm) =>
+    seeds.map((seed) => {
+      const armRaw = { ...COMPARE_ARMS[arm](base), name: `${name}-${arm}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true } };
+      let config: RunConfig;
+      try {
+        config = parseRunConfig(armRaw, `config of arm ${arm}`);
+      } catch (err) {
+        throw new UserError((err as Error).message);
+      }
+      return { arm, seed, runId: newRunId(`${name}-cmp-${arm}-s${seed}`, stamp), raw: armRaw, config };
+    }),
+  );
+}
+
+export function armFigures(summary: RunSummary): ArmFigures {
+  if (summary.baseEvalEnd === null || summary.rank1EvalEnd === null) {
+    throw new Error(`run ${summary.runId} has no final evaluation; compare needs one`);
+  }
+  return {
+    baseSuccessEnd: summary.baseEvalEnd,
+    rank1SuccessEnd: summary.rank1EvalEnd,
+    liveGroupFraction: summary.liveGroupFraction ?? 0,
+    rescueRate: summary.deadGroups ? summary.rescuedGroups / summary.deadGroups : 0,
+    extraRollouts: summary.rescueRollouts,
+  };
+}
+
+export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
+  const mean = (key: keyof ArmFigures) => runs.reduce((n, r) => n + r[key], 0) / runs.length;
+  return {
+    baseSuccessEnd: mean('baseSuccessEnd'),
+    rank1SuccessEnd: mean('rank1SuccessEnd'),
+    liveGroupFraction: mean('liveGroupFraction'),
+    rescueRate: mean('rescueRate'),
+    extraRollouts: mean('extraRollouts'),
+  };
+}
+
+/** Starts every planned run (at most `parallel` at once), waits for each, and aggregates. */
+export async function runCompare(options: {
+  client: Client;
+  plan: readonly ComparePlan[];
+  parallel: number;
+  progress: (line: string) => void;
+}): Promise<CompareResult> {
+  const { plan, progress } = options;
+  const runs: CompareResult['runs'] = {};
+  let finished = 0;
+  await mapWithConcurrency(plan, options.parallel, async (item) => {
+    const handle = await startRun(options.client, item.raw, item.config, item.runId);
+    progress(`started ${item.runId} (arm ${item.arm}, seed ${item.seed})`);
+    const summary = await handle.result();
+    const figures = armFigures(summary);
+    (runs[item.arm] ??= {})[String(item.seed)] = { ...figures, runId: item.runId };
+    finished += 1;
+    progress(
+      `[${finished}/${plan.length}] ${item.arm} seed ${item.seed}: base ${(figures.baseSuccessEnd * 100).toFixed(1)}%, ` +
+        `Rank-1 ${(figures.rank1SuccessEnd * 100).toFixed(1)}%, live groups ${(figures.liveGroupFraction * 100).toFixed(1)}%`,
+    );
+  });
+  const arms = [...new Set(plan.map((p) => p.arm))];
+  return {
+    simulated: plan.every((p) => p.config.env.kind === 'sim'),
+    seeds: [...new Set(plan.map((p) => p.seed))],
+    arms: Object.fromEntries(arms.map((arm) => [arm, meanFigures(Object.values(runs[arm]))])),
+    runs,
+  };
+}
+
+export function compareText(result: CompareResult): string {
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts'];
+  const rows = Object.entries(result.arms).map(([arm, f]) => [
+    arm, pct(f.baseSuccessEnd), pct(f.rank1SuccessEnd), pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [
+    `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split`,
+    line(header),
+    ...rows.map(line),
+  ].join('\n');
+}

@@ -1,0 +1,93 @@
+/**
+ * `harness-s profiles show RUN`: the behaviour profiles a run's router read
+ * (sibling x task kind, thin cells marked), every version with the policy it
+ * was measured with, and which siblings the router picked under each version
+ * and how often they rescued.
+ */
+import { profileMatrix, type ProfileMatrix } from '../core/router/profiles';
+import type { RunStore, StoredRoutingDecision } from '../core/store/run-store';
+import { UserError } from './runs';
+
+export interface PickStats {
+  chosen: number;
+  /** Chosen and at least one of its rescue rollouts succeeded. */
+  rescued: number;
+}
+
+export interface ProfilesView {
+  runId: string;
+  version: number;
+  policyVersion: string;
+  priorStrength: number;
+  matrix: ProfileMatrix;
+  versions: Array<{ version: number; policyVersion: string; createdAt: string }>;
+  /** profile version -> sibling -> how the router used it while that version was current. */
+  picks: Record<string, Record<string, PickStats>>;
+  decisions: number;
+}
+
+export function picksByProfileVersion(decisions: readonly StoredRoutingDecision[]): ProfilesView['picks'] {
+  const picks: ProfilesView['picks'] = {};
+  for (const decision of decisions) {
+    const byHarness = (picks[String(decision.profileVersion)] ??= {});
+    for (const harnessId of decision.chosen) {
+      const stats = (byHarness[harnessId] ??= { chosen: 0, rescued: 0 });
+      stats.chosen += 1;
+      stats.rescued += (decision.outcome?.[harnessId]?.successes ?? 0) > 0 ? 1 : 0;
+    }
+  }
+  return picks;
+}
+
+export async function profilesView(store: RunStore, runId: string, version?: number): Promise<ProfilesView> {
+  const versions = await store.profileVersions(runId);
+  if (versions.length === 0) {
+    const run = await store.getRun(runId);
+    throw new UserError(run ? `run ${runId} has no behaviour profiles yet (it is still preparing)` : `no run ${runId} in the run store`);
+  }
+  const wanted = version ?? versions[versions.length - 1].version;
+  const profiles = await store.profiles(runId, wanted);
+  if (!profiles) throw new UserError(`run ${runId} has no profile version ${wanted} (it has ${versions.map((v) => v.version).join(', ')})`);
+  const decisions = await store.routingDecisions(runId);
+  return {
+    runId,
+    version: profiles.version,
+    policyVersion: profiles.policyVersion,
+    priorStrength: profiles.priorStrength,
+    matrix: profileMatrix(profiles),
+    versions: versions.map((v) => ({ version: v.version, policyVersion: v.policyVersion, createdAt: v.createdAt.toISOString() })),
+    picks: picksByProfileVersion(decisions),
+    decisions: decisions.length,
+  };
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+export function profilesText(view: ProfilesView, simulated: boolean): string {
+  const { matrix } = view;
+  const width = Math.max(10, ...matrix.kinds.map((k) => k.length + 2));
+  const lines = [
+    `behaviour profiles v${view.version} of run ${view.runId}${simulated ? ' [SIMULATED]' : ''}, measured with ${view.policyVersion}`,
+    `rescue rate of each sibling on tasks the base harness failed, smoothed with a prior of ${view.priorStrength} pseudo-attempts; (n) attempts; * thin evidence`,
+    `  ${'harness'.padEnd(20)}${matrix.kinds.map((k) => k.padStart(width)).join('')}`,
+  ];
+  for (const harnessId of matrix.harnesses) {
+    const cells = matrix.kinds.map((kind) => {
+      const cell = matrix.cells[harnessId][kind];
+      return `${pct(cell.rescueRate)} (${cell.attempts})${cell.thin ? '*' : ' '}`.padStart(width);
+    });
+    lines.push(`  ${harnessId.padEnd(20)}${cells.join('')}`);
+  }
+  lines.push('', 'versions: ' + view.versions.map((v) => `v${v.version} (${v.policyVersion})`).join(', '));
+  const versions = Object.keys(view.picks).sort((a, b) => Number(a) - Number(b));
+  if (versions.length === 0) {
+    lines.push('router picks: none yet (no dead group has been routed)');
+  } else {
+    lines.push(`router picks per profile version (${view.decisions} decisions): times chosen, rescued/chosen`);
+    for (const v of versions) {
+      const entries = Object.entries(view.picks[v]).sort(([, a], [, b]) => b.chosen - a.chosen);
+      lines.push(`  v${v}: ` + entries.map(([id, s]) => `${id} ${s.chosen} (${s.rescued}/${s.chosen})`).join(', '));
+    }
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,40 @@
+/**
+ * evaluatePolicy: the policy judged on the eval split, under the base harness
+ * and under Rank-1 routing (each task sent to the single best harness of its
+ * kind by the current profiles), with the same executor rollouts per task.
+ * When Rank-1 picks the base harness, both arms share those rollouts.
+ */
+import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { summarizeEvaluation, type EvaluatedTask, type EvaluationSummary } from '../core/rl/evaluation';
+import type { EvaluatePolicyInput } from './definitions';
+import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
+
+const control = proxyActivities<Activities>(controlActivityOptions);
+const rollout = proxyActivities<Activities>(rolloutActivityOptions);
+
+export async function evaluatePolicy(input: EvaluatePolicyInput): Promise<EvaluationSummary> {
+  const { runId, config, afterSteps, policyVersion, profileVersion, baseHarnessId } = input;
+  const R = config.eval.rollouts;
+  const tasks = await control.sampleTasks({ runId, purpose: 'eval', step: 0 });
+  const routes = await control.rank1Routes({ runId, profileVersion });
+  let done = 0;
+  setCurrentDetails(`evaluating ${policyVersion}: ${tasks.length} tasks x ${R} rollouts, base harness and Rank-1`);
+  const evaluated: EvaluatedTask[] = await Promise.all(
+    tasks.map(async (task) => {
+      const rank1Harness = routes[task.kind] ?? baseHarnessId;
+      const group = (harnessId: string) =>
+        rollout.runRolloutGroup({
+          runId, phase: 'eval', step: afterSteps, taskId: task.taskId, role: 'eval', policyVersion,
+          plan: [{ harnessId, samples: R }],
+        });
+      const [base, rank1] = await Promise.all([group(baseHarnessId), rank1Harness === baseHarnessId ? null : group(rank1Harness)]);
+      done += 1;
+      setCurrentDetails(`evaluating ${policyVersion}: ${done}/${tasks.length} tasks done`);
+      return { taskId: task.taskId, kind: task.kind, base: base.rollouts, rank1: (rank1 ?? base).rollouts };
+    }),
+  );
+  const summary = summarizeEvaluation({ afterSteps, policyVersion, profileVersion, rolloutsPerTask: R, rank1Routes: routes, tasks: evaluated });
+  await control.recordEvaluation({ runId, summary });
+  return summary;
+}
