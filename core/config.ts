@@ -9,7 +9,7 @@ import { formatZodError } from './validation';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
-const Url = z.url({ message: 'must be an absolute URL such as http://127.0.0.1:8000' });
+const Url = z.url({ protocol: /^https?$/, message: 'must be an absolute http(s) URL such as http://127.0.0.1:8000' });
 
 export const SimEnvConfig = z.object({
   kind: z.literal('sim'),

@@ -19,6 +19,8 @@ export interface RoutingDecision {
   strategy: RouterStrategy;
   profileVersion: number;
   failureSummary: string;
+  /** Base failure type -> count: what the router was given. */
+  failureCounts: Record<string, number>;
   /** sha256 of the task and its failure summary: equal digests, equal router input. */
   failureDigest: string;
   chosen: string[];
@@ -58,6 +60,7 @@ export async function routeDeadGroup(request: RouteRequest): Promise<RoutingDeci
     strategy,
     profileVersion: profiles.version,
     failureSummary: summary,
+    failureCounts: group.failureCounts,
     failureDigest: failureDigest(group.taskId, summary),
     chosen,
     scores: {},

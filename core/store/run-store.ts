@@ -261,11 +261,11 @@ export class RunStore {
   /** Stores a routing decision once; returns the stored one (an earlier attempt's, if any). */
   async recordRoutingDecision(runId: string, step: number, decision: RoutingDecision): Promise<RoutingDecision> {
     await this.pool.query(
-      `INSERT INTO routing_decisions (run_id, step, task_id, task_kind, strategy, profile_version, failure_summary, failure_digest, votes, fallback, chosen, scores)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (run_id, step, task_id) DO NOTHING`,
+      `INSERT INTO routing_decisions (run_id, step, task_id, task_kind, strategy, profile_version, failure_summary, failure_digest, failure_counts, votes, fallback, chosen, scores)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id, step, task_id) DO NOTHING`,
       [
         runId, step, decision.taskId, decision.kind, decision.strategy, decision.profileVersion, decision.failureSummary,
-        decision.failureDigest, JSON.stringify(decision.votes), decision.fallback, decision.chosen, JSON.stringify(decision.scores),
+        decision.failureDigest, JSON.stringify(decision.failureCounts), JSON.stringify(decision.votes), decision.fallback, decision.chosen, JSON.stringify(decision.scores),
       ],
     );
     const stored = await this.routingDecision(runId, step, decision.taskId);
@@ -329,6 +329,7 @@ function routingDecisionFromRow(r: Record<string, unknown>): StoredRoutingDecisi
     profileVersion: r.profile_version as number,
     failureSummary: r.failure_summary as string,
     failureDigest: r.failure_digest as string,
+    failureCounts: r.failure_counts as Record<string, number>,
     votes: r.votes as RoutingDecision['votes'],
     fallback: r.fallback as boolean,
     chosen: r.chosen as string[],

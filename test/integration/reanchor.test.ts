@@ -1,5 +1,6 @@
 /** Policy-aware re-anchoring: the profiles are re-measured with the current policy every M steps. */
 import type { StepSummary } from '../../core/rl/step-summary';
+import { routeByValidation } from '../../core/router/validation';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
@@ -35,4 +36,27 @@ test('profiles are re-measured every M steps with the then-current policy, probi
   const status = await handle.query(statusQuery);
   expect(status.profileVersion).toBe(2);
   expect(typeof status.profileShift).toBe('number');
+});
+
+test('after re-anchoring the router follows the new profile version, and picks siblings the old version would not have', async () => {
+  const runId = uniqueRunId('reanchor-routing');
+  const handle = await stack.client.workflow.start('harnessSRun', {
+    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: 4, seed: 11, eval: { enabled: false }, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 } }) }],
+  });
+  await handle.result();
+  const [v1, v2] = [await stack.store.profiles(runId, 1), await stack.store.profiles(runId, 2)];
+  const siblings = ['ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
+  const decisions = await stack.store.routingDecisions(runId);
+  const later = decisions.filter((d) => d.step >= 2);
+  expect(later.length).toBeGreaterThan(0);
+  let changed = 0;
+  for (const d of decisions) {
+    const group = { taskId: d.taskId, kind: d.kind, failureCounts: d.failureCounts };
+    const inForce = d.step < 2 ? v1! : v2!;
+    expect(d.profileVersion).toBe(inForce.version);
+    expect(d.chosen).toEqual(routeByValidation(inForce, siblings, group, 2).chosen);
+    if (d.step >= 2 && routeByValidation(v1!, siblings, group, 2).chosen.join() !== d.chosen.join()) changed += 1;
+  }
+  expect(changed).toBeGreaterThan(0);
 });

@@ -2,91 +2,25 @@
  * The vote strategy's voters against a real OpenAI-compatible HTTP server whose
  * models misbehave as scripted: each failure costs only that voter's ballot.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { VoterConfig } from '../../core/config';
 import { buildProfiles } from '../../core/router/profiles';
 import { collectVotes, failureSummary, voterLabel, type VoteContext } from '../../core/router/vote';
-
-interface VoterServer {
-  baseUrl: string;
-  requests: Array<{ model: string; temperature: unknown; messages: Array<{ role: string; content: string }> }>;
-  close(): Promise<void>;
-}
+import { startVoterServer, type VoterAnswer, type VoterServer } from './scripted-voter-server';
 
 const SLOW_DELAY_MS = 1500;
 
-const chatCompletion = (model: string, content: string) => ({
-  id: `chatcmpl-${model}`,
-  object: 'chat.completion',
-  created: Math.floor(Date.now() / 1000),
-  model,
-  choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-});
-
-/** Answers /v1/chat/completions by model name: each model is one way a voter can behave. */
-async function startVoterServer(): Promise<VoterServer> {
-  const requests: VoterServer['requests'] = [];
-  const pending = new Set<NodeJS.Timeout>();
-  const sendJson = (res: ServerResponse, status: number, value: unknown) => {
-    res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(value));
-  };
-  const answer = (req: IncomingMessage, res: ServerResponse, body: string) => {
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
-      return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'NotFoundError', code: 404 } });
-    }
-    const json = JSON.parse(body) as VoterServer['requests'][number];
-    requests.push({ model: json.model, temperature: json.temperature, messages: json.messages });
-    switch (json.model) {
-      case 'good':
-        return sendJson(res, 200, chatCompletion(json.model, '{"ranking": ["ec-schema", "ps-recipe"]}'));
-      case 'http-500':
-        return sendJson(res, 500, { error: { message: 'voter overloaded', type: 'InternalServerError', code: 500 } });
-      case 'slow': {
-        const timer = setTimeout(() => {
-          pending.delete(timer);
-          sendJson(res, 200, chatCompletion(json.model, '{"ranking": ["tr-budget"]}'));
-        }, SLOW_DELAY_MS);
-        pending.add(timer);
-        // The client gives up first; stop the timer so nothing outlives the test.
-        res.on('close', () => {
-          clearTimeout(timer);
-          pending.delete(timer);
-        });
-        return;
-      }
-      case 'prose':
-        return sendJson(res, 200, chatCompletion(json.model, 'I would retry with the schema harness first, then the recipe.'));
-      case 'bad-schema':
-        return sendJson(res, 200, chatCompletion(json.model, '{"ranking": "ec-schema"}'));
-      case 'unknown':
-        return sendJson(res, 200, chatCompletion(json.model, '{"ranking": ["ec-schema", "ar-format"]}'));
-      case 'empty':
-        return sendJson(res, 200, chatCompletion(json.model, ''));
-      default:
-        return sendJson(res, 404, { error: { message: `The model \`${json.model}\` does not exist.`, type: 'NotFoundError', code: 404 } });
-    }
-  };
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk) => (body += chunk));
-    req.on('end', () => answer(req, res, body));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        for (const timer of pending) clearTimeout(timer);
-        pending.clear();
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeAllConnections();
-      }),
-  };
-}
+/** Each model is one way a voter can behave. */
+const VOTERS: Record<string, VoterAnswer> = {
+  good: { content: '{"ranking": ["ec-schema", "ps-recipe"]}' },
+  'http-500': { status: 500, error: 'voter overloaded' },
+  slow: { content: '{"ranking": ["tr-budget"]}', delayMs: SLOW_DELAY_MS },
+  prose: { content: 'I would retry with the schema harness first, then the recipe.' },
+  'bad-schema': { content: '{"ranking": "ec-schema"}' },
+  unknown: { content: '{"ranking": ["ec-schema", "ar-format"]}' },
+  empty: { content: '' },
+};
 
 const profiles = buildProfiles(
   [
@@ -120,7 +54,7 @@ let server: VoterServer;
 const voter = (model: string, timeoutSeconds = 5): VoterConfig => ({ baseUrl: server.baseUrl, model, apiKey: 'EMPTY', timeoutSeconds });
 
 beforeAll(async () => {
-  server = await startVoterServer();
+  server = await startVoterServer(VOTERS);
 });
 
 afterAll(async () => {

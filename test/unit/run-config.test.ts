@@ -44,3 +44,16 @@ test('the exported JSON Schema describes the config for the UI', () => {
   const schema = runConfigJsonSchema() as { properties: Record<string, unknown> };
   expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(['env', 'policy', 'trainer', 'rollout', 'rescue', 'router', 'steps', 'seed']));
 });
+
+test('the vote strategy needs at least one voter, each with an absolute URL and a model', () => {
+  expect(() => parseRunConfig({ router: { strategy: 'vote' } })).toThrow(/router\.voters: the 'vote' strategy needs at least one voter/);
+  expect(() => parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'localhost:8000', model: '' }] } })).toThrow(
+    /router\.voters\.0\.baseUrl: must be an absolute http\(s\) URL[\s\S]*router\.voters\.0\.model/,
+  );
+  const config = parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:8000/v1', model: 'judge' }] } });
+  expect(config.router.voters[0]).toEqual({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'judge', apiKey: 'EMPTY', timeoutSeconds: 30 });
+});
+
+test('an unknown router strategy is refused with the ones there are', () => {
+  expect(() => parseRunConfig({ router: { strategy: 'oracle' } })).toThrow(/router\.strategy: .*"validation"\|"vote"\|"random"\|"all"/);
+});

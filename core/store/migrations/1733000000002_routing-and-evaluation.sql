@@ -11,6 +11,8 @@ CREATE TABLE routing_decisions (
   profile_version   integer NOT NULL,
   failure_summary   text NOT NULL,
   failure_digest    text NOT NULL,
+  -- failure type -> count among the base attempts
+  failure_counts    jsonb NOT NULL,
   votes             jsonb NOT NULL DEFAULT '[]',
   -- true when the vote strategy had no usable vote and the validation rule decided
   fallback          boolean NOT NULL DEFAULT false,

@@ -1,0 +1,53 @@
+import { summarizeEvaluation, type EvaluatedTask } from '../../core/rl/evaluation';
+import { meanFigures } from '../../cli/compare';
+import { picksByProfileVersion } from '../../cli/profiles';
+import type { StoredRoutingDecision } from '../../core/store/run-store';
+
+const rollouts = (harnessId: string, ...success: boolean[]) =>
+  success.map((ok, sample) => ({ harnessId, sample, reward: ok ? 1 : 0, success: ok, failureType: ok ? null : 'wrong_answer', turns: 3 }));
+
+const tasks: EvaluatedTask[] = [
+  { taskId: 'l1', kind: 'lookup', base: rollouts('base', true, false), rank1: rollouts('schema', true, true) },
+  { taskId: 'l2', kind: 'lookup', base: rollouts('base', false, false), rank1: rollouts('schema', true, false) },
+  { taskId: 'a1', kind: 'api', base: rollouts('base', true, true), rank1: rollouts('base', true, true) },
+];
+
+test('an evaluation reports success per arm overall and per kind, with the same rollouts in both arms', () => {
+  const summary = summarizeEvaluation({ afterSteps: 4, policyVersion: 'p4', profileVersion: 2, rolloutsPerTask: 2, rank1Routes: { lookup: 'schema', api: 'base' }, tasks });
+  expect(summary.base).toEqual({ rollouts: 6, successRate: 3 / 6, byKind: { api: { rollouts: 2, successRate: 1 }, lookup: { rollouts: 4, successRate: 1 / 4 } } });
+  expect(summary.rank1).toEqual({ rollouts: 6, successRate: 5 / 6, byKind: { api: { rollouts: 2, successRate: 1 }, lookup: { rollouts: 4, successRate: 3 / 4 } } });
+  expect(summary).toMatchObject({ afterSteps: 4, tasks: 3, rolloutsPerTask: 2 });
+});
+
+test('an evaluation whose arms ran unequal rollouts is refused', () => {
+  const unequal = [{ ...tasks[0], rank1: rollouts('schema', true) }];
+  expect(() => summarizeEvaluation({ afterSteps: 1, policyVersion: 'p', profileVersion: 1, rolloutsPerTask: 2, rank1Routes: {}, tasks: unequal })).toThrow(
+    /l1: 2 base and 1 Rank-1 rollouts, expected 2 each/,
+  );
+});
+
+test('compare reports each figure as the mean over seeds', () => {
+  const mean = meanFigures([
+    { baseSuccessEnd: 0.2, rank1SuccessEnd: 0.4, liveGroupFraction: 0.5, rescueRate: 0.6, extraRollouts: 100 },
+    { baseSuccessEnd: 0.4, rank1SuccessEnd: 0.6, liveGroupFraction: 0.7, rescueRate: 0.8, extraRollouts: 200 },
+  ]);
+  expect(mean.baseSuccessEnd).toBeCloseTo(0.3, 12);
+  expect(mean.rank1SuccessEnd).toBeCloseTo(0.5, 12);
+  expect(mean.liveGroupFraction).toBeCloseTo(0.6, 12);
+  expect(mean.rescueRate).toBeCloseTo(0.7, 12);
+  expect(mean.extraRollouts).toBe(150);
+});
+
+test('router picks are counted per profile version, with the picks whose rescue rollouts succeeded', () => {
+  const decision = (profileVersion: number, chosen: string[], outcome: StoredRoutingDecision['outcome']) =>
+    ({ profileVersion, chosen, outcome }) as StoredRoutingDecision;
+  const picks = picksByProfileVersion([
+    decision(1, ['schema', 'recipe'], { schema: { rollouts: 4, successes: 1 }, recipe: { rollouts: 4, successes: 0 } }),
+    decision(1, ['schema', 'budget'], null),
+    decision(2, ['budget', 'recipe'], { budget: { rollouts: 4, successes: 2 }, recipe: { rollouts: 4, successes: 0 } }),
+  ]);
+  expect(picks).toEqual({
+    1: { schema: { chosen: 2, rescued: 1 }, recipe: { chosen: 1, rescued: 0 }, budget: { chosen: 1, rescued: 0 } },
+    2: { budget: { chosen: 1, rescued: 1 }, recipe: { chosen: 1, rescued: 0 } },
+  });
+});
