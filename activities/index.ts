@@ -250,7 +250,7 @@ export function createActivities(deps: ActivityDeps) {
         const siblings: ProbeOutcome['siblings'] = {};
         for (const r of rollouts) {
           if (r.harnessId === base.id) continue;
-          (siblings[r.harnessId] ??= []).push({ success: r.success, turns: r.turns, tokens: 0 });
+          (siblings[r.harnessId] ??= []).push({ success: r.success, turns: r.turns, tokens: r.tokens });
         }
         outcomes.push({
           taskId,

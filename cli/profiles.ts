@@ -21,15 +21,15 @@ export interface ProfilesView {
   priorStrength: number;
   matrix: ProfileMatrix;
   versions: Array<{ version: number; policyVersion: string; createdAt: string }>;
-  /** profile version -> sibling -> how the router used it while that version was current. */
-  picks: Record<string, Record<string, PickStats>>;
+  /** profile version -> task kind -> sibling -> how the router used it while that version was current. */
+  picks: Record<string, Record<string, Record<string, PickStats>>>;
   decisions: number;
 }
 
 export function picksByProfileVersion(decisions: readonly StoredRoutingDecision[]): ProfilesView['picks'] {
   const picks: ProfilesView['picks'] = {};
   for (const decision of decisions) {
-    const byHarness = (picks[String(decision.profileVersion)] ??= {});
+    const byHarness = ((picks[String(decision.profileVersion)] ??= {})[decision.kind] ??= {});
     for (const harnessId of decision.chosen) {
       const stats = (byHarness[harnessId] ??= { chosen: 0, rescued: 0 });
       stats.chosen += 1;
@@ -83,10 +83,13 @@ export function profilesText(view: ProfilesView, simulated: boolean): string {
   if (versions.length === 0) {
     lines.push('router picks: none yet (no dead group has been routed)');
   } else {
-    lines.push(`router picks per profile version (${view.decisions} decisions): times chosen, rescued/chosen`);
+    lines.push(`router picks per profile version and task kind (${view.decisions} decisions): sibling times chosen (rescued/chosen)`);
     for (const v of versions) {
-      const entries = Object.entries(view.picks[v]).sort(([, a], [, b]) => b.chosen - a.chosen);
-      lines.push(`  v${v}: ` + entries.map(([id, s]) => `${id} ${s.chosen} (${s.rescued}/${s.chosen})`).join(', '));
+      lines.push(`  v${v}`);
+      for (const [kind, byHarness] of Object.entries(view.picks[v]).sort(([a], [b]) => a.localeCompare(b))) {
+        const entries = Object.entries(byHarness).sort(([a, x], [b, y]) => y.chosen - x.chosen || a.localeCompare(b));
+        lines.push(`    ${kind.padEnd(width)}` + entries.map(([id, s]) => `${id} ${s.chosen} (${s.rescued}/${s.chosen})`).join(', '));
+      }
     }
   }
   return lines.join('\n');

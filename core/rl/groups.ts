@@ -12,6 +12,7 @@ export interface RolloutSummary {
   success: boolean;
   failureType: string | null;
   turns: number;
+  tokens: number;
 }
 
 export interface GroupSummary {

@@ -15,13 +15,22 @@ export interface ProfileCell {
   totalTokens: number;
 }
 
-/** How a harness (the base included) did on all probe tasks of a kind, solved by the base or not: what Rank-1 routing reads. */
+/**
+ * How a harness (the base included) did on the probe tasks of a kind: on all
+ * of them, solved by the base or not (what Rank-1 routing reads), and on those
+ * the base failed at least once (each attempt counted once, whatever the
+ * failure types: what the profile matrix shows).
+ */
 export interface KindCell {
   harnessId: string;
   kind: string;
   attempts: number;
   successes: number;
   totalTurns: number;
+  rescueAttempts: number;
+  rescueSuccesses: number;
+  rescueTurns: number;
+  rescueTokens: number;
 }
 
 export interface BehaviorProfiles {
@@ -54,19 +63,27 @@ export function buildProfiles(
 ): BehaviorProfiles {
   const cells = new Map<string, ProfileCell>();
   const kindCells = new Map<string, KindCell>();
-  const addToKind = (harnessId: string, kind: string, attempts: ReadonlyArray<{ success: boolean; turns: number }>) => {
+  const addToKind = (harnessId: string, kind: string, attempts: ReadonlyArray<{ success: boolean; turns: number; tokens?: number }>, baseFailed: boolean) => {
     const key = cellKey(harnessId, kind, '');
-    const cell = kindCells.get(key) ?? { harnessId, kind, attempts: 0, successes: 0, totalTurns: 0 };
+    const cell = kindCells.get(key) ?? {
+      harnessId, kind, attempts: 0, successes: 0, totalTurns: 0, rescueAttempts: 0, rescueSuccesses: 0, rescueTurns: 0, rescueTokens: 0,
+    };
     for (const attempt of attempts) {
       cell.attempts += 1;
       cell.successes += attempt.success ? 1 : 0;
       cell.totalTurns += attempt.turns;
+      if (!baseFailed) continue;
+      cell.rescueAttempts += 1;
+      cell.rescueSuccesses += attempt.success ? 1 : 0;
+      cell.rescueTurns += attempt.turns;
+      cell.rescueTokens += attempt.tokens ?? 0;
     }
     kindCells.set(key, cell);
   };
   for (const outcome of outcomes) {
-    addToKind(outcome.baseHarnessId, outcome.kind, outcome.base);
-    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts);
+    const baseFailed = outcome.base.some((a) => !a.success);
+    addToKind(outcome.baseHarnessId, outcome.kind, outcome.base, false);
+    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts, baseFailed);
     const failureTypes = [...new Set(outcome.base.filter((a) => !a.success).map((a) => a.failureType ?? 'unknown'))];
     for (const [harnessId, attempts] of Object.entries(outcome.siblings)) {
       for (const failureType of failureTypes) {
@@ -158,6 +175,7 @@ export interface ProfileMatrixCell {
   rescueRate: number;
   thin: boolean;
   meanTurns: number | null;
+  meanTokens: number | null;
 }
 
 export interface ProfileMatrix {
@@ -166,26 +184,32 @@ export interface ProfileMatrix {
   cells: Record<string, Record<string, ProfileMatrixCell>>;
 }
 
-/** The sibling x task-kind matrix `harness-s profiles show` prints. */
+/**
+ * The sibling x task-kind matrix `harness-s profiles show` prints: each
+ * sibling's attempts on the kind's probe tasks the base failed, smoothed
+ * towards the kind's rate over all siblings as the router's cells are.
+ */
 export function profileMatrix(profiles: BehaviorProfiles): ProfileMatrix {
-  const kinds = [...new Set([...profiles.cells, ...profiles.kindCells].map((c) => c.kind))].sort();
-  const harnesses = [...new Set(profiles.cells.map((c) => c.harnessId))].sort();
+  const siblingCells = profiles.kindCells.filter((c) => profiles.cells.some((p) => p.harnessId === c.harnessId) || c.rescueAttempts > 0);
+  const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
+  const harnesses = [...new Set(siblingCells.map((c) => c.harnessId))].sort();
+  const s = profiles.priorStrength;
   const cells: ProfileMatrix['cells'] = {};
-  for (const harnessId of harnesses) {
-    cells[harnessId] = {};
-    for (const kind of kinds) {
-      const mine = profiles.cells.filter((c) => c.harnessId === harnessId && c.kind === kind);
-      const attempts = mine.reduce((n, c) => n + c.attempts, 0);
-      const successes = mine.reduce((n, c) => n + c.successes, 0);
-      const turns = mine.reduce((n, c) => n + c.totalTurns, 0);
-      const prior = priorRate(profiles, kind, ''); // no failure type: the kind's rate over all siblings
-      const s = profiles.priorStrength;
-      cells[harnessId][kind] = {
+  for (const kind of kinds) {
+    const ofKind = siblingCells.filter((c) => c.kind === kind);
+    const kindAttempts = ofKind.reduce((n, c) => n + c.rescueAttempts, 0);
+    const prior = kindAttempts ? ofKind.reduce((n, c) => n + c.rescueSuccesses, 0) / kindAttempts : 0;
+    for (const harnessId of harnesses) {
+      const cell = ofKind.find((c) => c.harnessId === harnessId);
+      const attempts = cell?.rescueAttempts ?? 0;
+      const successes = cell?.rescueSuccesses ?? 0;
+      (cells[harnessId] ??= {})[kind] = {
         attempts,
         successes,
         rescueRate: attempts + s === 0 ? prior : (successes + s * prior) / (attempts + s),
         thin: attempts < Math.max(1, 2 * s),
-        meanTurns: attempts ? turns / attempts : null,
+        meanTurns: attempts ? cell!.rescueTurns / attempts : null,
+        meanTokens: attempts ? cell!.rescueTokens / attempts : null,
       };
     }
   }

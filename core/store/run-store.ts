@@ -173,7 +173,7 @@ export class RunStore {
   /** Summaries of the stored rollouts of one task at one step, for the given harnesses. */
   async rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]): Promise<RolloutSummary[]> {
     const { rows } = await this.pool.query(
-      `SELECT harness_id, sample, reward, success, failure_type, turns FROM trajectories
+      `SELECT harness_id, sample, reward, success, failure_type, turns, tokens FROM trajectories
        WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5)
        ORDER BY harness_id, sample`,
       [runId, phase, step, taskId, harnessIds],
@@ -185,6 +185,7 @@ export class RunStore {
       success: r.success,
       failureType: r.failure_type,
       turns: r.turns,
+      tokens: r.tokens,
     }));
   }
 

@@ -80,7 +80,33 @@ test('`doctor --json` reports the Temporal CLI, the server address and the UI UR
   const report = JSON.parse((await harnessS('doctor', '--json').catch((err) => err)).stdout);
   expect(report.temporalCli.path).toBeTruthy();
   expect(report.temporalAddress).toBe(TEST_TEMPORAL_ADDRESS);
-  expect(report.uiUrl).toBe('http://127.0.0.1:18233');
+  const [host, port] = TEST_TEMPORAL_ADDRESS.split(':');
+  expect(report.uiUrl).toBe(`http://${host}:${Number(port) + 1000}`);
   expect(report.checks.find((c: { name: string }) => c.name === 'temporal server').ok).toBe(true);
   expect(report.checks.find((c: { name: string }) => c.name === 'postgresql').ok).toBe(true);
+});
+
+test('`profiles show` prints the sibling x kind matrix with thin cells marked; --json has every version and the router picks', async () => {
+  const id = uniqueRunId('cli-profiles');
+  await harnessS('run', 'start', '--config', smallExample(), '--id', id, '--wait');
+  const view = JSON.parse((await harnessS('profiles', 'show', id, '--json')).stdout);
+  expect(view).toMatchObject({ runId: id, version: 1, policyVersion: 'sim-policy-base', priorStrength: 2 });
+  expect(view.matrix.kinds).toEqual(['aggregate', 'api_call', 'lookup', 'multi_step']);
+  expect(view.matrix.harnesses).toEqual(['ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget']);
+  // One probe task per kind and 2 rollouts per harness: every cell has at most 2 attempts, below 2 x the prior: thin.
+  const cells = view.matrix.harnesses.flatMap((h: string) => view.matrix.kinds.map((k: string) => view.matrix.cells[h][k]));
+  expect(cells.every((c: { thin: boolean; attempts: number }) => c.thin && c.attempts <= 2)).toBe(true);
+  const decisions = await stack.store.routingDecisions(id);
+  const picked = Object.values(view.picks['1'] ?? {}).flatMap((byHarness) => Object.values(byHarness as Record<string, { chosen: number }>));
+  expect(picked.reduce((n, p) => n + p.chosen, 0)).toBe(decisions.length * 2);
+
+  const { stdout } = await harnessS('profiles', 'show', id);
+  expect(stdout).toMatch(/behaviour profiles v1 of run .* \[SIMULATED\], measured with sim-policy-base/);
+  expect(stdout).toMatch(/^ {2}ec-schema +.*\*/m);
+});
+
+test('`profiles show` of an unknown run says so and exits 2', async () => {
+  const failure = await harnessS('profiles', 'show', 'no-such-run').then(() => null, (err) => err as { code: number; stderr: string });
+  expect(failure?.code).toBe(2);
+  expect(failure?.stderr).toMatch(/no run no-such-run in the run store/);
 });

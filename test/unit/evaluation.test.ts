@@ -4,7 +4,7 @@ import { picksByProfileVersion } from '../../cli/profiles';
 import type { StoredRoutingDecision } from '../../core/store/run-store';
 
 const rollouts = (harnessId: string, ...success: boolean[]) =>
-  success.map((ok, sample) => ({ harnessId, sample, reward: ok ? 1 : 0, success: ok, failureType: ok ? null : 'wrong_answer', turns: 3 }));
+  success.map((ok, sample) => ({ harnessId, sample, reward: ok ? 1 : 0, success: ok, failureType: ok ? null : 'wrong_answer', turns: 3, tokens: 30 }));
 
 const tasks: EvaluatedTask[] = [
   { taskId: 'l1', kind: 'lookup', base: rollouts('base', true, false), rank1: rollouts('schema', true, true) },
@@ -38,16 +38,20 @@ test('compare reports each figure as the mean over seeds', () => {
   expect(mean.extraRollouts).toBe(150);
 });
 
-test('router picks are counted per profile version, with the picks whose rescue rollouts succeeded', () => {
-  const decision = (profileVersion: number, chosen: string[], outcome: StoredRoutingDecision['outcome']) =>
-    ({ profileVersion, chosen, outcome }) as StoredRoutingDecision;
+test('router picks are counted per profile version and task kind, with the picks whose rescue rollouts succeeded', () => {
+  const decision = (profileVersion: number, kind: string, chosen: string[], outcome: StoredRoutingDecision['outcome']) =>
+    ({ profileVersion, kind, chosen, outcome }) as StoredRoutingDecision;
   const picks = picksByProfileVersion([
-    decision(1, ['schema', 'recipe'], { schema: { rollouts: 4, successes: 1 }, recipe: { rollouts: 4, successes: 0 } }),
-    decision(1, ['schema', 'budget'], null),
-    decision(2, ['budget', 'recipe'], { budget: { rollouts: 4, successes: 2 }, recipe: { rollouts: 4, successes: 0 } }),
+    decision(1, 'lookup', ['schema', 'recipe'], { schema: { rollouts: 4, successes: 1 }, recipe: { rollouts: 4, successes: 0 } }),
+    decision(1, 'lookup', ['schema', 'budget'], null),
+    decision(1, 'api', ['budget', 'recipe'], { budget: { rollouts: 4, successes: 0 }, recipe: { rollouts: 4, successes: 3 } }),
+    decision(2, 'lookup', ['budget', 'recipe'], { budget: { rollouts: 4, successes: 2 }, recipe: { rollouts: 4, successes: 0 } }),
   ]);
   expect(picks).toEqual({
-    1: { schema: { chosen: 2, rescued: 1 }, recipe: { chosen: 1, rescued: 0 }, budget: { chosen: 1, rescued: 0 } },
-    2: { budget: { chosen: 1, rescued: 1 }, recipe: { chosen: 1, rescued: 0 } },
+    1: {
+      lookup: { schema: { chosen: 2, rescued: 1 }, recipe: { chosen: 1, rescued: 0 }, budget: { chosen: 1, rescued: 0 } },
+      api: { budget: { chosen: 1, rescued: 0 }, recipe: { chosen: 1, rescued: 1 } },
+    },
+    2: { lookup: { budget: { chosen: 1, rescued: 1 }, recipe: { chosen: 1, rescued: 0 } } },
   });
 });

@@ -1,7 +1,7 @@
 import { assembleTrainingGroups, failureCounts, planRescueGroup, type GroupSummary } from '../../core/rl/groups';
 
 const rollout = (harnessId: string, sample: number, success: boolean, failureType: string | null = success ? null : 'wrong_answer') => ({
-  harnessId, sample, reward: success ? 1 : 0, success, failureType, turns: 3,
+  harnessId, sample, reward: success ? 1 : 0, success, failureType, turns: 3, tokens: 30,
 });
 
 const deadBase: GroupSummary = {

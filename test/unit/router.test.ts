@@ -77,7 +77,7 @@ test('the profile matrix sums each sibling over the failure types of a kind and 
   expect(matrix.kinds).toEqual(['api_call', 'lookup']);
   expect(matrix.harnesses).toEqual(['budget', 'format', 'recipe', 'schema']);
   // schema on lookup: 4/4 on lookup-1 (lookup-2 was solved by the base: no rescue evidence); prior 5/12.
-  expect(matrix.cells.schema.lookup).toMatchObject({ attempts: 4, successes: 4, thin: false });
+  expect(matrix.cells.schema.lookup).toMatchObject({ attempts: 4, successes: 4, thin: false, meanTurns: 3, meanTokens: 10 });
   expect(matrix.cells.schema.lookup.rescueRate).toBeCloseTo((4 + (2 * 5) / 12) / 6, 10);
   // format was never tried on lookup: no attempts, the prior, and thin.
   expect(matrix.cells.format.lookup).toMatchObject({ attempts: 0, thin: true, meanTurns: null });
@@ -92,4 +92,17 @@ test('Rank-1 routes a kind to the harness with the best smoothed success on all 
   // A kind with no evidence at all: everyone gets the same prior, and the base keeps the task.
   expect(rank1Harness(profiles, ['base', 'schema', 'format'], 'base', 'multi_step')).toBe('base');
   expect(kindSuccessRate(profiles, 'schema', 'lookup')).toBeCloseTo((4 + 2 * (6 / 19)) / (8 + 2), 10);
+});
+
+test('a sibling attempt on a task the base failed in two ways counts once in the matrix, though it is evidence for both failure types', () => {
+  const twoWays = buildProfiles(
+    [{
+      taskId: 'm1', kind: 'multi', baseHarnessId: 'base',
+      base: [{ success: false, failureType: 'wrong_answer', turns: 5 }, { success: false, failureType: 'turn_limit', turns: 5 }],
+      siblings: { recipe: attempts(3, 1) },
+    }],
+    { version: 1, policyVersion: 'p', priorStrength: 0 },
+  );
+  expect(twoWays.cells.filter((c) => c.harnessId === 'recipe').map((c) => [c.failureType, c.attempts])).toEqual([['turn_limit', 4], ['wrong_answer', 4]]);
+  expect(profileMatrix(twoWays).cells.recipe.multi).toMatchObject({ attempts: 4, successes: 3, rescueRate: 0.75 });
 });
