@@ -3,7 +3,7 @@
  * dependencies, so tests and workers pass in what they need. Each one is
  * idempotent: it reads what the store already has before doing any work.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { parseRunConfig, RunConfigError, type RunConfig } from '../core/config';
 import type { Environment, TaskRef } from '../core/envs/environment';
@@ -204,13 +204,16 @@ export function createActivities(deps: ActivityDeps) {
       if (!profiles) throw ApplicationFailure.nonRetryable(`run ${input.runId} has no profile version ${input.profileVersion}`, 'MissingProfiles');
       const siblings = harnessPool(config, env).filter((h) => h.direction !== 'base');
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.group.taskId });
+      const context = Context.current();
       const decision = await routeDeadGroup({
-        strategy: config.router.strategy, profiles, group: input.group, k: config.rescue.k,
+        strategy: config.router.strategy, profiles, group: input.group, k: config.rescue.k, groupSize: config.rollout.groupSize,
         siblings: siblings.map((h) => ({ id: h.id, direction: h.direction, description: h.description })),
         seed: config.seed, step: input.step, voters: config.router.voters,
         taskText: config.router.strategy === 'vote' ? env.describeTask(input.group.taskId) : '',
-        signal: Context.current().cancellationSignal,
+        signal: context.cancellationSignal,
       });
+      // Cancelled (e.g. the worker is shutting down): voters cut short say nothing about the task; record nothing.
+      if (context.cancellationSignal.aborted) throw new CancelledFailure('routing cancelled before the voters answered');
       for (const vote of decision.votes) {
         if (!vote.ok) log.warn({ voter: vote.voter, reason: vote.reason }, 'voter dropped for this decision');
       }
@@ -239,7 +242,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Builds a profile version from a probe pass's stored rollouts. */
-    async saveProfiles(input: { runId: string; phase: string; version: number; policyVersion: string; taskIds: string[] }) {
+    async saveProfiles(input: { runId: string; phase: string; version: number; policyVersion: string; taskIds: string[]; fixedTaskIds?: string[] }) {
+      const fixed = new Set(input.fixedTaskIds ?? input.taskIds);
       const { config, env } = await loadRun(input.runId);
       const pool = harnessPool(config, env);
       const base = pool.find((h) => h.direction === 'base')!;
@@ -256,6 +260,7 @@ export function createActivities(deps: ActivityDeps) {
           taskId,
           kind: tasks.find((t) => t.taskId === taskId)?.kind ?? 'unknown',
           baseHarnessId: base.id,
+          fixedSample: fixed.has(taskId),
           base: rollouts.filter((r) => r.harnessId === base.id),
           siblings,
         });

@@ -9,7 +9,7 @@ import type { Client } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
 import { mapWithConcurrency } from '../activities/concurrency';
 import type { RunSummary } from '../workflows/definitions';
-import { newRunId, startRun, UserError } from './runs';
+import { newRunId, rootCauseMessage, startRun, UserError } from './runs';
 
 type RawConfig = Record<string, unknown>;
 const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});
@@ -43,6 +43,8 @@ export interface CompareResult {
   arms: Record<string, ArmFigures>;
   /** arm -> seed -> the run's figures and id. */
   runs: Record<string, Record<string, ArmFigures & { runId: string }>>;
+  /** Runs that did not finish; their arms' means are over the other seeds (an arm with none is left out). */
+  failures: Array<{ arm: string; seed: number; runId: string; error: string }>;
 }
 
 export interface ComparePlan {
@@ -59,6 +61,8 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
   const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
   if (unknown.length) throw new UserError(`compare: unknown arm ${unknown.join(', ')} (arms: ${Object.keys(COMPARE_ARMS).join(', ')})`);
   if (arms.length === 0 || seeds.length === 0) throw new UserError('compare: give at least one arm and one seed');
+  const repeated = [...arms, ...seeds.map(String)].filter((x, i, all) => all.indexOf(x) !== i);
+  if (repeated.length) throw new UserError(`compare: each arm and seed once; repeated: ${[...new Set(repeated)].join(', ')}`);
   const base = raw as RawConfig;
   const name = typeof base.name === 'string' ? base.name : 'compare';
   return arms.flatMap((arm) =>
@@ -99,7 +103,10 @@ export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
   };
 }
 
-/** Starts every planned run (at most `parallel` at once), waits for each, and aggregates. */
+/**
+ * Starts every planned run (at most `parallel` at once), waits for each, and
+ * aggregates. A run that fails is reported, not fatal: the others' figures stand.
+ */
 export async function runCompare(options: {
   client: Client;
   plan: readonly ComparePlan[];
@@ -108,12 +115,21 @@ export async function runCompare(options: {
 }): Promise<CompareResult> {
   const { plan, progress } = options;
   const runs: CompareResult['runs'] = {};
+  const failures: CompareResult['failures'] = [];
   let finished = 0;
   await mapWithConcurrency(plan, options.parallel, async (item) => {
-    const handle = await startRun(options.client, item.raw, item.config, item.runId);
-    progress(`started ${item.runId} (arm ${item.arm}, seed ${item.seed})`);
-    const summary = await handle.result();
-    const figures = armFigures(summary);
+    let figures: ArmFigures;
+    try {
+      const handle = await startRun(options.client, item.raw, item.config, item.runId);
+      progress(`started ${item.runId} (arm ${item.arm}, seed ${item.seed})`);
+      figures = armFigures(await handle.result());
+    } catch (err) {
+      finished += 1;
+      const error = rootCauseMessage(err);
+      failures.push({ arm: item.arm, seed: item.seed, runId: item.runId, error });
+      progress(`[${finished}/${plan.length}] ${item.arm} seed ${item.seed}: FAILED (${item.runId}): ${error}`);
+      return;
+    }
     (runs[item.arm] ??= {})[String(item.seed)] = { ...figures, runId: item.runId };
     finished += 1;
     progress(
@@ -121,12 +137,13 @@ export async function runCompare(options: {
         `Rank-1 ${(figures.rank1SuccessEnd * 100).toFixed(1)}%, live groups ${(figures.liveGroupFraction * 100).toFixed(1)}%`,
     );
   });
-  const arms = [...new Set(plan.map((p) => p.arm))];
+  const arms = [...new Set(plan.map((p) => p.arm))].filter((arm) => runs[arm]);
   return {
     simulated: plan.every((p) => p.config.env.kind === 'sim'),
     seeds: [...new Set(plan.map((p) => p.seed))],
     arms: Object.fromEntries(arms.map((arm) => [arm, meanFigures(Object.values(runs[arm]))])),
     runs,
+    failures,
   };
 }
 
@@ -142,5 +159,6 @@ export function compareText(result: CompareResult): string {
     `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split`,
     line(header),
     ...rows.map(line),
+    ...result.failures.map((f) => `FAILED: ${f.arm} seed ${f.seed} (${f.runId}): ${f.error}`),
   ].join('\n');
 }

@@ -302,7 +302,7 @@ program
   .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; attach?: boolean; json?: boolean }) => {
     const seeds = opts.seeds.split(',').map((v) => {
       const n = Number(v.trim());
-      if (!Number.isInteger(n) || n < 0) throw new UserError(`--seeds: '${v}' is not a whole number >= 0`);
+      if (v.trim() === '' || !Number.isInteger(n) || n < 0) throw new UserError(`--seeds: '${v}' is not a whole number >= 0 (give e.g. --seeds 1,2,3)`);
       return n;
     });
     const arms = opts.arms.split(',').map((a) => a.trim()).filter(Boolean);
@@ -314,6 +314,7 @@ program
       const result = await runCompare({ client: await connectClient(), plan, parallel: opts.parallel, progress });
       if (opts.json) printJson(result);
       else print(compareText(result));
+      if (result.failures.length) process.exitCode = 1;
     } finally {
       await stack?.stop();
     }

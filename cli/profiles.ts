@@ -71,6 +71,7 @@ export function profilesText(view: ProfilesView, simulated: boolean): string {
     `rescue rate of each sibling on tasks the base harness failed, smoothed with a prior of ${view.priorStrength} pseudo-attempts; (n) attempts; * thin evidence`,
     `  ${'harness'.padEnd(20)}${matrix.kinds.map((k) => k.padStart(width)).join('')}`,
   ];
+  if (matrix.kinds.length === 0) lines.push('  (no per-kind evidence in this version: it was stored before the matrix was kept)');
   for (const harnessId of matrix.harnesses) {
     const cells = matrix.kinds.map((kind) => {
       const cell = matrix.cells[harnessId][kind];

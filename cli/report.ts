@@ -44,7 +44,7 @@ export function summaryText(summary: RunSummary): string {
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
     `  eval split at the end      base harness ${pct(summary.baseEvalEnd)}, Rank-1 routing ${pct(summary.rank1EvalEnd)}`,
-    ...summary.evaluations.map((e) => `    ${evaluationLine(e)}`),
+    ...(summary.evaluations ?? []).map((e) => `    ${evaluationLine(e)}`), // absent from runs summarized before evaluation existed
     '  rescue rate per sibling (groups rescued / groups chosen): whole run, first half -> second half; by task kind',
   ];
   const siblings = Object.entries(summary.siblings).sort(([a], [b]) => a.localeCompare(b));

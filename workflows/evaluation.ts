@@ -4,7 +4,7 @@
  * kind by the current profiles), with the same executor rollouts per task.
  * When Rank-1 picks the base harness, both arms share those rollouts.
  */
-import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { summarizeEvaluation, type EvaluatedTask, type EvaluationSummary } from '../core/rl/evaluation';
 import type { EvaluatePolicyInput } from './definitions';
@@ -34,7 +34,13 @@ export async function evaluatePolicy(input: EvaluatePolicyInput): Promise<Evalua
       return { taskId: task.taskId, kind: task.kind, base: base.rollouts, rank1: (rank1 ?? base).rollouts };
     }),
   );
-  const summary = summarizeEvaluation({ afterSteps, policyVersion, profileVersion, rolloutsPerTask: R, rank1Routes: routes, tasks: evaluated });
+  let summary: EvaluationSummary;
+  try {
+    summary = summarizeEvaluation({ afterSteps, policyVersion, profileVersion, rolloutsPerTask: R, rank1Routes: routes, tasks: evaluated });
+  } catch (err) {
+    // Unequal arms would make the comparison meaningless: fail the evaluation, not the workflow task forever.
+    throw ApplicationFailure.nonRetryable((err as Error).message, 'UnequalEvaluationArms');
+  }
   await control.recordEvaluation({ runId, summary });
   return summary;
 }

@@ -31,5 +31,5 @@ export async function reanchorProfiles(input: ReanchorProfilesInput): Promise<{ 
       setCurrentDetails(`probing: ${done}/${tasks.length} tasks done`);
     }),
   );
-  return control.saveProfiles({ runId, phase, version, policyVersion, taskIds: tasks.map((t) => t.taskId) });
+  return control.saveProfiles({ runId, phase, version, policyVersion, taskIds: tasks.map((t) => t.taskId), fixedTaskIds: [...known] });
 }

@@ -9,6 +9,7 @@ import {
   condition,
   continueAsNew,
   executeChild,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -90,6 +91,13 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.profileShift = profiles.shift;
   };
 
+  /**
+   * Whether this run evaluates. Executions started before evaluatePolicy
+   * existed replay without it (no patch marker), and their config, from
+   * prepareRun's recorded result, has no `eval` section.
+   */
+  const evaluations = () => patched('evaluate-policy') && (config.eval?.enabled ?? false);
+
   /** evaluatePolicy after `afterSteps` steps, with the current policy and profiles. */
   const evaluate = async (afterSteps: number) => {
     const phase = status.phase;
@@ -139,8 +147,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       { key: SEARCH_ATTRIBUTES.step, value: status.step },
       { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
     ]);
-    const { eval: evalConfig } = config;
-    if (evalConfig.enabled && evalConfig.every > 0 && status.step % evalConfig.every === 0 && status.step < config.steps) {
+    if (evaluations() && config.eval.every > 0 && status.step % config.eval.every === 0 && status.step < config.steps) {
       await evaluate(status.step);
     }
     if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
@@ -156,7 +163,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     }
   }
 
-  if (config.eval.enabled) await evaluate(config.steps);
+  if (evaluations()) await evaluate(config.steps);
   status.phase = 'summarizing';
   const result = await control.summarizeRun({ runId });
   status.phase = 'done';

@@ -21,7 +21,8 @@ export function sampleTasks<T>(pool: readonly T[], count: number, seed: number, 
 
 /**
  * The env's tasks split into training and eval tasks: per kind, a fixed share
- * `heldOut` (at least one, never all of a kind) is held out. The split depends
+ * `heldOut` is held out, at least one task but never all of a kind (so a kind
+ * with a single task trains and is not evaluated). The split depends
  * on the task list only, not on the run's seed, so every run and every arm of
  * an ablation trains and evaluates on the same tasks.
  */

@@ -35,6 +35,8 @@ export interface KindCell {
 
 export interface BehaviorProfiles {
   version: number;
+  /** The pool's base harness (null in versions stored before it was kept). */
+  baseHarnessId: string | null;
   /** The policy version the evidence was measured with. */
   policyVersion: string;
   priorStrength: number;
@@ -47,6 +49,13 @@ export interface ProbeOutcome {
   taskId: string;
   kind: string;
   baseHarnessId: string;
+  /**
+   * Part of the fixed probe sample (the default): its attempts count towards
+   * every harness's success on the kind. Recent dead groups' tasks are probed
+   * for rescue evidence only; counted there they would skew the kind's
+   * success towards its hardest tasks.
+   */
+  fixedSample?: boolean;
   base: Array<{ success: boolean; failureType: string | null; turns: number }>;
   siblings: Record<string, Array<{ success: boolean; turns: number; tokens: number }>>;
 }
@@ -61,18 +70,26 @@ export function buildProfiles(
   outcomes: readonly ProbeOutcome[],
   meta: { version: number; policyVersion: string; priorStrength: number },
 ): BehaviorProfiles {
+  const baseHarnessId = outcomes[0]?.baseHarnessId ?? null;
   const cells = new Map<string, ProfileCell>();
   const kindCells = new Map<string, KindCell>();
-  const addToKind = (harnessId: string, kind: string, attempts: ReadonlyArray<{ success: boolean; turns: number; tokens?: number }>, baseFailed: boolean) => {
+  const addToKind = (
+    harnessId: string,
+    kind: string,
+    attempts: ReadonlyArray<{ success: boolean; turns: number; tokens?: number }>,
+    on: { fixedSample: boolean; baseFailed: boolean },
+  ) => {
     const key = cellKey(harnessId, kind, '');
     const cell = kindCells.get(key) ?? {
       harnessId, kind, attempts: 0, successes: 0, totalTurns: 0, rescueAttempts: 0, rescueSuccesses: 0, rescueTurns: 0, rescueTokens: 0,
     };
     for (const attempt of attempts) {
-      cell.attempts += 1;
-      cell.successes += attempt.success ? 1 : 0;
-      cell.totalTurns += attempt.turns;
-      if (!baseFailed) continue;
+      if (on.fixedSample) {
+        cell.attempts += 1;
+        cell.successes += attempt.success ? 1 : 0;
+        cell.totalTurns += attempt.turns;
+      }
+      if (!on.baseFailed) continue;
       cell.rescueAttempts += 1;
       cell.rescueSuccesses += attempt.success ? 1 : 0;
       cell.rescueTurns += attempt.turns;
@@ -81,9 +98,10 @@ export function buildProfiles(
     kindCells.set(key, cell);
   };
   for (const outcome of outcomes) {
+    const fixedSample = outcome.fixedSample ?? true;
+    addToKind(outcome.baseHarnessId, outcome.kind, outcome.base, { fixedSample, baseFailed: false });
     const baseFailed = outcome.base.some((a) => !a.success);
-    addToKind(outcome.baseHarnessId, outcome.kind, outcome.base, false);
-    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts, baseFailed);
+    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts, { fixedSample, baseFailed });
     const failureTypes = [...new Set(outcome.base.filter((a) => !a.success).map((a) => a.failureType ?? 'unknown'))];
     for (const [harnessId, attempts] of Object.entries(outcome.siblings)) {
       for (const failureType of failureTypes) {
@@ -102,7 +120,7 @@ export function buildProfiles(
   const byKey = <T extends { harnessId: string; kind: string }>(a: T, b: T) =>
     a.harnessId.localeCompare(b.harnessId) || a.kind.localeCompare(b.kind);
   const sorted = [...cells.values()].sort((a, b) => byKey(a, b) || a.failureType.localeCompare(b.failureType));
-  return { ...meta, cells: sorted, kindCells: [...kindCells.values()].sort(byKey) };
+  return { ...meta, baseHarnessId, cells: sorted, kindCells: [...kindCells.values()].sort(byKey) };
 }
 
 /**
@@ -186,11 +204,13 @@ export interface ProfileMatrix {
 
 /**
  * The sibling x task-kind matrix `harness-s profiles show` prints: each
- * sibling's attempts on the kind's probe tasks the base failed, smoothed
- * towards the kind's rate over all siblings as the router's cells are.
+ * sibling's attempts on the kind's probe tasks the base failed (each attempt
+ * once), smoothed towards the kind's rate over all siblings. The router reads
+ * the finer cells, per base failure type; this is their summary per kind.
+ * Every probed sibling has a row, thin or empty as its evidence is.
  */
 export function profileMatrix(profiles: BehaviorProfiles): ProfileMatrix {
-  const siblingCells = profiles.kindCells.filter((c) => profiles.cells.some((p) => p.harnessId === c.harnessId) || c.rescueAttempts > 0);
+  const siblingCells = profiles.kindCells.filter((c) => c.harnessId !== profiles.baseHarnessId);
   const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
   const harnesses = [...new Set(siblingCells.map((c) => c.harnessId))].sort();
   const s = profiles.priorStrength;

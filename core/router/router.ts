@@ -37,6 +37,8 @@ export interface RouteRequest {
   siblings: ReadonlyArray<{ id: string; direction: string; description: string }>;
   group: DeadGroup;
   k: number;
+  /** G: `all` sends the group to at most G siblings, one rollout each. */
+  groupSize: number;
   /** The run's seed and step: the random strategy draws from them, reproducibly. */
   seed: number;
   step: number;
@@ -75,7 +77,8 @@ export async function routeDeadGroup(request: RouteRequest): Promise<RoutingDeci
     case 'random':
       return decided(sampleTasks(ids, k, hashSeed('router-random', request.seed, group.taskId), request.step));
     case 'all':
-      return decided([...ids]);
+      // More siblings than rollouts: the G best by the validation rule, so every chosen sibling runs.
+      return decided(ids.length <= request.groupSize ? [...ids] : validation.ranked.slice(0, request.groupSize));
     case 'vote': {
       const context: VoteContext = { taskId: group.taskId, kind: group.kind, taskText: request.taskText, group, siblings: [...request.siblings], profiles, k };
       const votes = await collectVotes(request.voters, context, { signal: request.signal });

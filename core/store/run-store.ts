@@ -241,7 +241,7 @@ export class RunStore {
     await this.pool.query(
       `INSERT INTO profiles (run_id, version, policy_version, cells) VALUES ($1, $2, $3, $4)
        ON CONFLICT (run_id, version) DO NOTHING`,
-      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, cells: profiles.cells, kindCells: profiles.kindCells })],
+      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, baseHarnessId: profiles.baseHarnessId, cells: profiles.cells, kindCells: profiles.kindCells })],
     );
   }
 
@@ -249,8 +249,11 @@ export class RunStore {
     const { rows } = await this.pool.query('SELECT * FROM profiles WHERE run_id = $1 AND version = $2', [runId, version]);
     if (rows.length === 0) return null;
     const r = rows[0];
-    const stored = r.cells as { priorStrength: number; cells: ProfileCell[]; kindCells?: KindCell[] };
-    return { version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength, cells: stored.cells, kindCells: stored.kindCells ?? [] };
+    const stored = r.cells as { priorStrength: number; baseHarnessId?: string; cells: ProfileCell[]; kindCells?: KindCell[] };
+    return {
+      version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength,
+      baseHarnessId: stored.baseHarnessId ?? null, cells: stored.cells, kindCells: stored.kindCells ?? [],
+    };
   }
 
   /** Every profile version of a run, oldest first. */

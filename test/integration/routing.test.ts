@@ -8,7 +8,13 @@ import type { StepSummary } from '../../core/rl/step-summary';
 import { routeByValidation } from '../../core/router/validation';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { startVoterServer, type VoterServer } from './scripted-voter-server';
-import { startTestStack, uniqueRunId, type TestStack } from './stack';
+import { startTestStack, silentLogger, uniqueRunId, type TestStack } from './stack';
+import { CancelledFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../../activities';
+import { parseRunConfig } from '../../core/config';
+import { createEnvironment } from '../../core/envs/registry';
+import { buildProfiles } from '../../core/router/profiles';
 
 const SIBLINGS = ['ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
 let stack: TestStack;
@@ -21,6 +27,7 @@ beforeAll(async () => {
     'prefers-format': { content: 'Sure: {"ranking": ["ar-format", "ps-recipe"]}' },
     down: { status: 503, error: 'voter is down' },
     rambling: { content: 'The schema harness looks best to me.' },
+    slow: { content: '{"ranking": ["tr-budget", "ar-format"]}', delayMs: 5000 },
   });
 });
 afterAll(async () => {
@@ -132,4 +139,19 @@ test('when no voter answers usably, the validation rule decides and the decision
     expect(d.votes.map((v) => !v.ok && v.reason)).toEqual(['HTTP 503: voter is down', 'no JSON object in the answer']);
     expect(d.chosen).toEqual(routeByValidation(profiles!, SIBLINGS, { taskId: d.taskId, kind: d.kind, failureCounts: d.failureCounts }, 2).chosen);
   }
+});
+
+test('a vote cut short by cancellation (a worker shutting down) is not recorded, so the retry asks the voters again', async () => {
+  const runId = uniqueRunId('route-vote-cancel');
+  const config = parseRunConfig(stack.config({ router: { strategy: 'vote', voters: [{ baseUrl: voters.baseUrl, model: 'slow' }] } }));
+  await stack.store.registerRun({ runId, name: config.name, env: 'sim', config, incarnation: 'test', takeOver: false });
+  await stack.store.saveProfiles(runId, buildProfiles([], { version: 1, policyVersion: 'sim-policy-base', priorStrength: 2 }));
+  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env) });
+  const env = new MockActivityEnvironment();
+  const routing = env.run(activities.chooseRescueHarnesses, {
+    runId, step: 0, profileVersion: 1, group: { taskId: 'lookup-000', kind: 'lookup', failureCounts: { wrong_answer: 4 } },
+  });
+  setTimeout(() => env.cancel(), 200);
+  await expect(routing).rejects.toBeInstanceOf(CancelledFailure);
+  expect(await stack.store.routingDecisions(runId)).toEqual([]);
 });

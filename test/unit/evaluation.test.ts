@@ -1,5 +1,5 @@
 import { summarizeEvaluation, type EvaluatedTask } from '../../core/rl/evaluation';
-import { meanFigures } from '../../cli/compare';
+import { meanFigures, planCompare } from '../../cli/compare';
 import { picksByProfileVersion } from '../../cli/profiles';
 import type { StoredRoutingDecision } from '../../core/store/run-store';
 
@@ -54,4 +54,17 @@ test('router picks are counted per profile version and task kind, with the picks
     },
     2: { lookup: { budget: { chosen: 1, rescued: 1 }, recipe: { chosen: 1, rescued: 0 } } },
   });
+});
+
+test('compare refuses a seed or arm given twice, before anything starts', () => {
+  expect(() => planCompare({}, ['policy-only', 'harness-s'], [1, 1])).toThrow(/each arm and seed once; repeated: 1/);
+  expect(() => planCompare({}, ['harness-s', 'harness-s'], [1])).toThrow(/repeated: harness-s/);
+});
+
+test('compare arms change only what they name and always evaluate', () => {
+  const plan = planCompare({ name: 'x', rescue: { k: 4 }, eval: { enabled: false, rollouts: 2 } }, ['policy-only', 'random-k'], [3]);
+  expect(plan.map((p) => [p.arm, p.config.rescue.enabled, p.config.rescue.k, p.config.router.strategy, p.config.eval.enabled, p.config.eval.rollouts, p.config.seed])).toEqual([
+    ['policy-only', false, 4, 'validation', true, 2, 3],
+    ['random-k', true, 4, 'random', true, 2, 3],
+  ]);
 });

@@ -106,3 +106,19 @@ test('a sibling attempt on a task the base failed in two ways counts once in the
   expect(twoWays.cells.filter((c) => c.harnessId === 'recipe').map((c) => [c.failureType, c.attempts])).toEqual([['turn_limit', 4], ['wrong_answer', 4]]);
   expect(profileMatrix(twoWays).cells.recipe.multi).toMatchObject({ attempts: 4, successes: 3, rescueRate: 0.75 });
 });
+
+test('Rank-1 judges a kind on the fixed probe sample only: recent dead groups probed for rescue evidence do not skew it', () => {
+  const outcome = (taskId: string, fixedSample: boolean, baseOk: boolean, hardOk: boolean) => ({
+    taskId, kind: 'k', baseHarnessId: 'base', fixedSample,
+    base: [{ success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 }, { success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 }],
+    siblings: { hard: attempts(hardOk ? 2 : 0, hardOk ? 0 : 2) },
+  });
+  // On the fixed sample the base solves everything and `hard` nothing; on dead groups only `hard` rescues.
+  const measured = buildProfiles(
+    [outcome('f1', true, true, false), outcome('f2', true, true, false), outcome('d1', false, false, true), outcome('d2', false, false, true), outcome('d3', false, false, true)],
+    { version: 2, policyVersion: 'p', priorStrength: 2 },
+  );
+  expect(rank1Harness(measured, ['base', 'hard'], 'base', 'k')).toBe('base');
+  // The dead groups still count as rescue evidence.
+  expect(profileMatrix(measured).cells.hard.k).toMatchObject({ attempts: 6, successes: 6 });
+});
