@@ -4,7 +4,8 @@
  * was measured with, and which siblings the router picked under each version
  * and how often they rescued.
  */
-import { profileMatrix, type ProfileMatrix } from '../core/router/profiles';
+import { profileMatrix, type BehaviorProfiles, type ProfileMatrix } from '../core/router/profiles';
+import { kindSuccessRate, rank1Harness } from '../core/router/rank1';
 import type { RunStore, StoredRoutingDecision } from '../core/store/run-store';
 import { UserError } from './runs';
 
@@ -20,6 +21,8 @@ export interface ProfilesView {
   policyVersion: string;
   priorStrength: number;
   matrix: ProfileMatrix;
+  /** Task kind -> the harness Rank-1 evaluation routes it to by this version, with its smoothed success on the kind. */
+  rank1: Record<string, { harnessId: string; successRate: number }>;
   versions: Array<{ version: number; policyVersion: string; createdAt: string }>;
   /** profile version -> task kind -> sibling -> how the router used it while that version was current. */
   picks: Record<string, Record<string, Record<string, PickStats>>>;
@@ -39,6 +42,19 @@ export function picksByProfileVersion(decisions: readonly StoredRoutingDecision[
   return picks;
 }
 
+function rank1Routes(profiles: BehaviorProfiles): ProfilesView['rank1'] {
+  const base = profiles.baseHarnessId;
+  if (!base) return {};
+  const pool = [...new Set(profiles.kindCells.map((c) => c.harnessId))];
+  const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
+  return Object.fromEntries(
+    kinds.map((kind) => {
+      const harnessId = rank1Harness(profiles, pool, base, kind);
+      return [kind, { harnessId, successRate: kindSuccessRate(profiles, harnessId, kind) }];
+    }),
+  );
+}
+
 export async function profilesView(store: RunStore, runId: string, version?: number): Promise<ProfilesView> {
   const versions = await store.profileVersions(runId);
   if (versions.length === 0) {
@@ -55,6 +71,7 @@ export async function profilesView(store: RunStore, runId: string, version?: num
     policyVersion: profiles.policyVersion,
     priorStrength: profiles.priorStrength,
     matrix: profileMatrix(profiles),
+    rank1: rank1Routes(profiles),
     versions: versions.map((v) => ({ version: v.version, policyVersion: v.policyVersion, createdAt: v.createdAt.toISOString() })),
     picks: picksByProfileVersion(decisions),
     decisions: decisions.length,
@@ -79,6 +96,8 @@ export function profilesText(view: ProfilesView, simulated: boolean): string {
     });
     lines.push(`  ${harnessId.padEnd(20)}${cells.join('')}`);
   }
+  const routes = Object.entries(view.rank1);
+  if (routes.length) lines.push(`Rank-1 routing by this version: ${routes.map(([kind, r]) => `${kind} -> ${r.harnessId} (${pct(r.successRate)})`).join(', ')}`);
   lines.push('', 'versions: ' + view.versions.map((v) => `v${v.version} (${v.policyVersion})`).join(', '));
   const versions = Object.keys(view.picks).sort((a, b) => Number(a) - Number(b));
   if (versions.length === 0) {

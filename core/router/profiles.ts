@@ -210,6 +210,8 @@ export interface ProfileMatrix {
  * Every probed sibling has a row, thin or empty as its evidence is.
  */
 export function profileMatrix(profiles: BehaviorProfiles): ProfileMatrix {
+  // A version stored before per-kind evidence was kept: nothing to show rather than zeros.
+  if (profiles.baseHarnessId === null) return { kinds: [], harnesses: [], cells: {} };
   const siblingCells = profiles.kindCells.filter((c) => c.harnessId !== profiles.baseHarnessId);
   const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
   const harnesses = [...new Set(siblingCells.map((c) => c.harnessId))].sort();
