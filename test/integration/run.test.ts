@@ -3,6 +3,9 @@
  * PostgreSQL: its steps, its trajectories, its search attributes, and a replay
  * of its recorded history.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import type { RunSummary } from '../../workflows/definitions';
 import { SEARCH_ATTRIBUTES, TASK_QUEUES } from '../../workflows/definitions';
@@ -96,4 +99,13 @@ test('recorded workflow histories replay without a determinism error', async () 
     const history = await stack.client.workflow.getHandle(workflowId).fetchHistory();
     await expect(Worker.runReplayHistory({ workflowBundle }, history, workflowId)).resolves.toBeUndefined();
   }
+});
+
+test('a run started before evaluatePolicy existed replays under this code: it goes on without evaluations', async () => {
+  // Recorded with the code of commit ce9f6c9 (11 steps, re-anchoring at 5 and 10, no evaluation after
+  // step 10), fetched with the client's fetchHistory() and saved with History.encode.
+  const recorded = temporal.api.history.v1.History.decode(readFileSync(path.join(__dirname, 'fixtures', 'harnessSRun-before-evaluatePolicy.pb')));
+  expect(recorded.events).toHaveLength(155);
+  const workflowBundle = await buildWorkflowBundle();
+  await expect(Worker.runReplayHistory({ workflowBundle }, recorded, 'replay-fixture-pre-eval')).resolves.toBeUndefined();
 });
