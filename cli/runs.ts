@@ -153,10 +153,11 @@ export async function recoverRun(client: Client, store: RunStore, runId: string)
   const config = parseRunConfig(run.config, `stored config of ${runId}`);
   const last = await store.lastStep(runId);
   const profileVersion = await store.latestProfileVersion(runId);
+  const lastEvaluation = (await store.evaluations(runId)).at(-1) ?? null;
   const resume: ResumePoint | undefined =
     profileVersion === null
       ? undefined
-      : { nextStep: last ? last.step + 1 : 0, policyVersion: last?.policyVersion ?? config.policy.model, profileVersion };
+      : { nextStep: last ? last.step + 1 : 0, policyVersion: last?.policyVersion ?? config.policy.model, profileVersion, lastEvaluation };
   const handle = await startRun(client, run.config, config, runId, { resume });
   return { handle, resume, previousStatus: status };
 }
@@ -173,8 +174,10 @@ export interface RunListEntry {
 
 export async function listRuns(client: Client, limit = 50): Promise<RunListEntry[]> {
   const entries: RunListEntry[] = [];
-  // One entry per run: executions that continued as new are links of a chain, not runs.
+  // One entry per run: executions that continued as new are links of a chain, not runs, and a
+  // recovered run's failed or terminated execution is its past (the newest execution is listed first).
   for await (const wf of client.workflow.list({ query: "WorkflowType = 'harnessSRun' AND ExecutionStatus != 'ContinuedAsNew'" })) {
+    if (entries.some((e) => e.runId === wf.workflowId)) continue;
     const attrs = wf.typedSearchAttributes;
     entries.push({
       runId: wf.workflowId,

@@ -5,7 +5,7 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import type { StepSummary } from '../../core/rl/step-summary';
-import { recoverRun } from '../../cli/runs';
+import { listRuns, recoverRun } from '../../cli/runs';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
@@ -33,7 +33,7 @@ test('a run terminated mid-step is recovered from its last completed step and po
   const lastBefore = before.at(-1)!;
 
   const { resume } = await recoverRun(stack.client, stack.store, runId);
-  expect(resume).toEqual({ nextStep: lastBefore.step + 1, policyVersion: lastBefore.policyVersion, profileVersion: 1 });
+  expect(resume).toEqual({ nextStep: lastBefore.step + 1, policyVersion: lastBefore.policyVersion, profileVersion: 1, lastEvaluation: null });
   const summary = await stack.client.workflow.getHandle(runId).result();
   expect(summary.stepsCompleted).toBe(STEPS);
 
@@ -46,6 +46,13 @@ test('a run terminated mid-step is recovered from its last completed step and po
   // One profile pass only: the recovered execution reused version 1.
   const { rows } = await stack.store.pool.query('SELECT count(*)::int AS n FROM profiles WHERE run_id = $1', [runId]);
   expect(rows[0].n).toBe(1);
+
+  // The run list shows the run once, as it is now: its terminated execution is history.
+  const listed = await waitFor(async () => {
+    const mine = (await listRuns(stack.client, 500)).filter((r) => r.runId === runId);
+    return mine.length === 1 && mine[0].status === 'COMPLETED' ? mine : null;
+  });
+  expect(listed).toHaveLength(1);
 });
 
 test('recovering a run that completed is refused, and so is a fresh run under its id', async () => {
@@ -78,3 +85,13 @@ test('a bad config sent straight to Temporal (UI, temporal CLI) fails the run at
   expect(Date.now() - started).toBeLessThan(15_000);
   expect(await stack.store.getRun(runId)).toBeNull();
 });
+
+/** Polls `check` until it returns a value (visibility is eventually consistent). */
+async function waitFor<T>(check: () => Promise<T | null>, timeoutMs = 10_000): Promise<T | null> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== null || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
