@@ -14,6 +14,8 @@ import type {
 import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
+import { SimClusterStore } from '../../workers/sim-cluster/checkpoints';
+import { SimTrainerServer } from '../../workers/sim-cluster/trainer-server';
 
 const world = loadSimWorld();
 const BASE = world.model.name;
@@ -428,5 +430,35 @@ describe('sim cluster restarted on the same data directory', () => {
     } finally {
       await after.close();
     }
+  });
+});
+
+describe('sim trainer whose disk write fails once', () => {
+  it('answers the failure, then runs the op again when it is retried under the same idempotency key', async () => {
+    const store = await SimClusterStore.open(tempDataDir());
+    const write = store.writeTrainingModel.bind(store);
+    let failures = 1;
+    store.writeTrainingModel = async (record) => {
+      if (failures-- > 0) throw new Error('ENOSPC: no space left on device');
+      return write(record);
+    };
+    const trainer = await SimTrainerServer.open({ world, store, logger: silent, opDelayMs: 0 });
+    const call = (op: string, body: unknown) =>
+      trainer.handle({ method: 'POST', path: `/api/v1/${op}`, headers: { 'idempotency-key': 'create-1' }, body });
+    const result = async (requestId: string) => {
+      for (;;) {
+        const reply = await trainer.handle({ method: 'POST', path: '/api/v1/retrieve_future', headers: {}, body: { request_id: requestId } });
+        if (reply.status !== 408) return reply.json as Record<string, unknown>;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+
+    const first = (await call('create_model', { base_model: BASE })).json as { request_id: string };
+    expect(await result(first.request_id)).toMatchObject({ category: 'server', error: expect.stringContaining('ENOSPC') });
+    const retried = (await call('create_model', { base_model: BASE })).json as { request_id: string; model_id: string };
+    expect(retried.request_id).not.toBe(first.request_id);
+    expect(await result(retried.request_id)).toEqual({ model_id: retried.model_id });
+    // Once it succeeded, the key answers with that success.
+    expect((await call('create_model', { base_model: BASE })).json).toEqual(retried);
   });
 });

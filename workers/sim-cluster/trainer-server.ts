@@ -334,6 +334,9 @@ export class SimTrainerServer implements SimApi {
       const user = err instanceof SimTrainerUserError || err instanceof SimPolicyInputError;
       const record = finish({ error: (err as Error).message, category: user ? 'user' : 'server' });
       this.futures.set(ref.request_id, { status: 'done', record });
+      // A server fault (a disk write failed) may pass: a retry under the same key runs the op again.
+      // A bad request would fail the same way again, so its key keeps answering with this failure.
+      if (!user && key !== undefined && this.idempotent.get(`${route} ${key}`) === ref) this.idempotent.delete(`${route} ${key}`);
       this.deps.logger.warn({ op: route, ...ref, err }, `[SIMULATED] ${route} failed`);
       await this.deps.store.writeFuture(record).catch((writeErr) => this.deps.logger.error({ err: writeErr }, 'cannot persist a failed future'));
     }
