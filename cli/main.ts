@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
 import { runConfigJsonSchema } from '../core/config';
+import { SAFE_CONFIG_FIELDS } from '../core/config-change';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { PolicyClient } from '../core/policy/client';
@@ -22,7 +23,7 @@ import { replayDbBench } from '../core/envs/dbbench/replay';
 import { doctorText, runDoctor } from './doctor';
 import { statusText, summaryText } from './report';
 import {
-  cancelRun, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, rootCauseMessage, runView, startRun, UserError, validateConfig,
+  cancelRun, changeRunConfig, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, rootCauseMessage, runView, startRun, UserError, validateConfig,
 } from './runs';
 import { watchRun } from './watch';
 import { profilesText, profilesView } from './profiles';
@@ -159,6 +160,20 @@ run.command('resume <id>').action(action(async (id: string) => {
   await resumeRun(await connectClient(), id);
   print(`resumed: ${id}`);
 }));
+
+run
+  .command('update <id> <change>')
+  .description(`change safe settings of a running run, e.g. '{"steps": 40, "eval": {"every": 5}}' (safe: ${SAFE_CONFIG_FIELDS.join(', ')})`)
+  .action(action(async (id: string, change: string) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(change);
+    } catch (err) {
+      throw new UserError(`the change must be JSON such as '{"steps": 40}': ${(err as Error).message}`);
+    }
+    const result = await changeRunConfig(await connectClient(), id, parsed);
+    print(`run ${id}: config changed from step ${result.fromStep} (steps ${result.config.steps}, re-anchoring every ${result.config.router.reanchorEvery}, eval every ${result.config.eval.every})`);
+  }));
 
 run.command('cancel <id>').action(action(async (id: string) => {
   await cancelRun(await connectClient(), id);

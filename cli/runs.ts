@@ -3,7 +3,7 @@
  * usable from SDK scripts too.
  */
 import { readFileSync } from 'node:fs';
-import { Client, Connection, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
 import { RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../infra/temporal-dev-server';
@@ -14,6 +14,8 @@ import {
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUES,
+  updateConfigUpdate,
+  type ConfigUpdateResult,
   type ResumePoint,
   type RunInput,
   type RunStatus,
@@ -130,6 +132,21 @@ export async function pauseRun(client: Client, runId: string, reason?: string): 
 export async function resumeRun(client: Client, runId: string): Promise<void> {
   await describeRun(client, runId);
   await client.workflow.getHandle(runId).signal(resumeSignal);
+}
+
+/**
+ * Changes safe settings of a running run (workflow update `updateConfig`):
+ * validated by the run itself, so the message says what may change.
+ */
+export async function changeRunConfig(client: Client, runId: string, change: unknown): Promise<ConfigUpdateResult> {
+  const description = await describeRun(client, runId);
+  if (description.status.name !== 'RUNNING') throw new UserError(`run ${runId} is ${description.status.name}; only a running run's config can change`);
+  try {
+    return await client.workflow.getHandle(runId).executeUpdate(updateConfigUpdate, { args: [change] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw new UserError(rootCauseMessage(err));
+    throw err;
+  }
 }
 
 export async function cancelRun(client: Client, runId: string): Promise<void> {

@@ -3,7 +3,7 @@
  * queries, search attributes, and the shapes that cross the Temporal boundary.
  * Imported by workflow code: no I/O here.
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { RunConfig, RunConfigInput } from '../core/config';
 import type { StepSummary } from '../core/rl/step-summary';
@@ -98,3 +98,16 @@ export interface EvaluatePolicyInput {
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');
 export const resumeSignal = defineSignal('resume');
 export const statusQuery = defineQuery<RunStatus>('status');
+
+/** What `updateConfig` answers: the run's config after the change, from which step it applies. */
+export interface ConfigUpdateResult {
+  config: RunConfig;
+  /** The first step that runs with the new config (the step in flight keeps the old one). */
+  fromStep: number;
+}
+
+/**
+ * Changes safe settings of a running run (see core/config-change.ts), e.g.
+ * `{"steps": 40, "eval": {"every": 5}}`; anything else is refused, naming it.
+ */
+export const updateConfigUpdate = defineUpdate<ConfigUpdateResult, [unknown]>('updateConfig');

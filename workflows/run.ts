@@ -5,6 +5,7 @@
  */
 import {
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   condition,
   continueAsNew,
@@ -17,6 +18,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { applyConfigChange } from '../core/config-change';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
   pauseSignal,
@@ -24,6 +26,7 @@ import {
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUES,
+  updateConfigUpdate,
   type RunInput,
   type RunStatus,
   type RunSummary,
@@ -64,7 +67,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     }
     throw err;
   });
-  const { config } = prepared;
+  let { config } = prepared;
   status.name = config.name;
   status.env = config.env.kind;
   status.steps = config.steps;
@@ -74,6 +77,37 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
     { key: SEARCH_ATTRIBUTES.step, value: status.step },
   ]);
+
+  // Safe config changes while the run goes on; registered once the config is known (earlier updates wait).
+  let changingConfig = false;
+  let stepInFlight = false;
+  let trainingOver = false;
+  setHandler(
+    updateConfigUpdate,
+    async (change) => {
+      await condition(() => !changingConfig);
+      changingConfig = true;
+      try {
+        const next = applyConfigChange(config, change, status.step);
+        await control.updateRunConfig({ runId, config: next });
+        config = next;
+        status.steps = next.steps;
+        return { config: next, fromStep: status.step + (stepInFlight ? 1 : 0) };
+      } finally {
+        changingConfig = false;
+      }
+    },
+    {
+      validator: (change) => {
+        if (trainingOver) throw ApplicationFailure.nonRetryable(`run ${runId} has run all its steps; its config no longer changes`, 'RunConfigError');
+        try {
+          applyConfigChange(config, change, status.step);
+        } catch (err) {
+          throw ApplicationFailure.nonRetryable((err as Error).message, 'RunConfigError');
+        }
+      },
+    },
+  );
 
   if (input.recover && input.resume && input.resume.nextStep > 0) {
     await control.republishPolicy({ runId, step: input.resume.nextStep - 1 });
@@ -124,6 +158,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       await condition(() => !status.paused);
     }
     setCurrentDetails(`step ${status.step}/${config.steps}, policy ${status.policyVersion}`);
+    stepInFlight = true;
     const summary: StepSummary = await executeChild(trainingStep, {
       workflowId: `${runId}/step-${status.step}`,
       taskQueue: TASK_QUEUES.control,
@@ -132,6 +167,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
         profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
       }],
     });
+    stepInFlight = false;
     status.lastStep = summary;
     status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
     status.policyVersion = summary.policyVersion;
@@ -151,9 +187,9 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       await evaluate(status.step);
     }
     if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
-      await condition(() => !status.paused);
+      await condition(() => !status.paused && allHandlersFinished());
       await continueAsNew<typeof harnessSRun>({
-        config: input.config,
+        config,
         resume: {
           nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
           deadSinceReanchor: [...new Set(deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
@@ -163,6 +199,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     }
   }
 
+  trainingOver = true;
   if (evaluations()) await evaluate(config.steps);
   status.phase = 'summarizing';
   const result = await control.summarizeRun({ runId });

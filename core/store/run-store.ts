@@ -131,6 +131,12 @@ export class RunStore {
     if (rows.length === 0) throw new RunIdInUseError(run.runId);
   }
 
+  /** Replaces a run's config (a safe change made while it runs). */
+  async updateRunConfig(runId: string, config: unknown): Promise<void> {
+    const { rowCount } = await this.pool.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [runId, JSON.stringify(config)]);
+    if (rowCount === 0) throw new Error(`run ${runId} is not registered in the run store`);
+  }
+
   async getRun(runId: string): Promise<StoredRun | null> {
     const { rows } = await this.pool.query('SELECT * FROM runs WHERE run_id = $1', [runId]);
     if (rows.length === 0) return null;
