@@ -233,10 +233,10 @@ export function createActivities(deps: ActivityDeps) {
       return Object.fromEntries(kinds.map((kind) => [kind, rank1Harness(profiles, pool.map((h) => h.id), base, kind)]));
     },
 
-    /** Stores a run's changed config, so every activity after it reads the new one. */
-    async updateRunConfig(input: { runId: string; config: RunConfig }): Promise<void> {
-      await store.updateRunConfig(input.runId, input.config);
-      logger.info({ runId: input.runId }, 'run config changed');
+    /** Stores a run's changed config and from which step it applies, so every activity after it reads the new one. */
+    async updateRunConfig(input: { runId: string; fromStep: number; config: RunConfig }): Promise<void> {
+      await store.updateRunConfig(input.runId, input.fromStep, input.config);
+      logger.info({ runId: input.runId, fromStep: input.fromStep }, 'run config changed');
     },
 
     async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {

@@ -172,7 +172,7 @@ run
       throw new UserError(`the change must be JSON such as '{"steps": 40}': ${(err as Error).message}`);
     }
     const result = await changeRunConfig(await connectClient(), id, parsed);
-    print(`run ${id}: config changed from step ${result.fromStep} (steps ${result.config.steps}, re-anchoring every ${result.config.router.reanchorEvery}, eval every ${result.config.eval.every})`);
+    print(`run ${id}: config changed from step ${result.fromStep} (steps ${result.config.steps})`);
   }));
 
 run.command('cancel <id>').action(action(async (id: string) => {

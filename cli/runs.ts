@@ -145,6 +145,9 @@ export async function changeRunConfig(client: Client, runId: string, change: unk
     return await client.workflow.getHandle(runId).executeUpdate(updateConfigUpdate, { args: [change] });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) throw new UserError(rootCauseMessage(err));
+    // The run ended between the check and the update.
+    const now = await describeRun(client, runId).catch(() => null);
+    if (now && now.status.name !== 'RUNNING') throw new UserError(`run ${runId} is ${now.status.name}; only a running run's config can change`);
     throw err;
   }
 }

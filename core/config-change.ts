@@ -1,16 +1,17 @@
 /**
  * Safe config changes to a running run (the `updateConfig` workflow update):
- * only settings that neither change what has been measured nor how the next
- * steps are sampled or trained may move. Pure: the workflow validates with it.
+ * only settings that change neither how steps are sampled nor how they are
+ * trained and routed may move. Pure and deterministic: the workflow applies
+ * changes with it, so a change merges the named fields only and never fills
+ * in defaults (a replay must rebuild the same config).
  */
 import { z } from 'zod';
-import { RunConfig, RunConfigError } from './config';
+import { RunConfigError, type RunConfig } from './config';
 import { formatZodError } from './validation';
 
 export const SAFE_CONFIG_FIELDS = [
   'steps',
   'rollout.concurrency',
-  'router.reanchorEvery',
   'eval.enabled',
   'eval.every',
   'policy.requestTimeoutSeconds',
@@ -27,9 +28,8 @@ const section = <T extends z.ZodRawShape>(shape: T) => z.strictObject(shape, { e
 /** What an `updateConfig` may carry: a partial config of the safe fields only. */
 export const RunConfigChange = z.strictObject(
   {
-    steps: RunConfig.shape.steps.unwrap().optional(),
+    steps: z.number().int().min(1).optional(),
     rollout: section({ concurrency: z.number().int().min(1).optional() }),
-    router: section({ reanchorEvery: z.number().int().min(0).optional() }),
     eval: section({ enabled: z.boolean().optional(), every: z.number().int().min(0).optional() }),
     policy: section({ requestTimeoutSeconds: z.number().positive().optional() }),
     trainer: section({ pollSeconds: z.number().positive().optional() }),
@@ -38,27 +38,32 @@ export const RunConfigChange = z.strictObject(
 );
 export type RunConfigChange = z.infer<typeof RunConfigChange>;
 
-/**
- * The config after a change, validated whole. `stepsDone` steps have run: the
- * run cannot end before the step it is on.
- */
-export function applyConfigChange(config: RunConfig, raw: unknown, stepsDone: number): RunConfig {
+/** Checks a change on its own: its shape and values. */
+export function parseConfigChange(raw: unknown): RunConfigChange {
   const parsed = RunConfigChange.safeParse(raw);
-  if (!parsed.success) throw new RunConfigError(`config change is invalid:\n${formatZodError(parsed.error)}`, parsed.error.issues.map((i) => i.path.join('.')));
-  const change = parsed.data;
-  if (change.steps !== undefined && change.steps < stepsDone + 1) {
-    throw new RunConfigError(`config change is invalid:\n  - steps: ${stepsDone} steps have run; give at least ${stepsDone + 1}`, ['steps']);
+  if (!parsed.success) {
+    throw new RunConfigError(`config change is invalid:\n${formatZodError(parsed.error)}`, parsed.error.issues.map((i) => i.path.join('.')));
   }
-  const next = {
+  return parsed.data;
+}
+
+/**
+ * The config after a change. `minSteps`: the steps done, plus the one in
+ * flight; the run cannot end before them.
+ */
+export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: number): RunConfig {
+  const change = parseConfigChange(raw);
+  if (change.steps !== undefined && change.steps < minSteps) {
+    throw new RunConfigError(`config change is invalid:\n  - steps: ${minSteps} steps have run or are running; give at least ${minSteps}`, ['steps']);
+  }
+  // Only the sections the change names are rebuilt: a section the config lacks (a run older than
+  // it) stays absent, and nothing is filled in from defaults.
+  return {
     ...config,
     steps: change.steps ?? config.steps,
-    rollout: { ...config.rollout, ...change.rollout },
-    router: { ...config.router, ...change.router },
-    eval: { ...config.eval, ...change.eval },
-    policy: { ...config.policy, ...change.policy },
-    trainer: { ...config.trainer, ...change.trainer },
+    ...(change.rollout && { rollout: { ...config.rollout, ...change.rollout } }),
+    ...(change.eval && { eval: { ...config.eval, ...change.eval } }),
+    ...(change.policy && { policy: { ...config.policy, ...change.policy } }),
+    ...(change.trainer && { trainer: { ...config.trainer, ...change.trainer } }),
   };
-  const checked = RunConfig.safeParse(next);
-  if (!checked.success) throw new RunConfigError(`config change is invalid:\n${formatZodError(checked.error)}`, checked.error.issues.map((i) => i.path.join('.')));
-  return checked.data;
 }

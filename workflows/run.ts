@@ -18,7 +18,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { applyConfigChange } from '../core/config-change';
+import type { RunConfig } from '../core/config';
+import { applyConfigChange, parseConfigChange } from '../core/config-change';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
   pauseSignal,
@@ -56,6 +57,45 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     status.pauseReason = null;
   });
 
+  // Safe config changes while the run goes on (core/config-change.ts). Applied at once in the
+  // workflow, so the loop reads the new config from its next check; stored before the next step's
+  // activities start (`persistConfig`), so the step in flight keeps the config it started with.
+  let config!: RunConfig; // set once prepareRun has validated it
+  let configKnown = false;
+  let configDirty = false;
+  let stepInFlight = false;
+  let trainingOver = false;
+  /** The config after `change`, or why not (an ApplicationFailure: the update fails, the run goes on). Before the config is known, the change's shape only. */
+  const checkChange = (change: unknown): RunConfig | null => {
+    if (trainingOver) throw ApplicationFailure.nonRetryable(`run ${runId} has run all its steps; its config no longer changes`, 'RunConfigError');
+    try {
+      if (!configKnown) {
+        parseConfigChange(change);
+        return null;
+      }
+      return applyConfigChange(config, change, status.step + (stepInFlight ? 1 : 0));
+    } catch (err) {
+      throw ApplicationFailure.nonRetryable((err as Error).message, 'RunConfigError');
+    }
+  };
+  setHandler(
+    updateConfigUpdate,
+    async (change) => {
+      await condition(() => configKnown); // an update sent while the run prepares waits for its config
+      config = checkChange(change)!;
+      configDirty = true;
+      status.steps = config.steps;
+      return { config, fromStep: status.step + (stepInFlight ? 1 : 0) };
+    },
+    { validator: (change) => void checkChange(change) },
+  );
+  /** Stores a changed config, so activities from here on read it. */
+  const persistConfig = async () => {
+    if (!configDirty) return;
+    configDirty = false;
+    await control.updateRunConfig({ runId, fromStep: status.step, config });
+  };
+
   const prepared = await control.prepareRun({
     runId, config: input.config,
     incarnation: workflowInfo().firstExecutionRunId,
@@ -67,7 +107,8 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     }
     throw err;
   });
-  let { config } = prepared;
+  config = prepared.config;
+  configKnown = true;
   status.name = config.name;
   status.env = config.env.kind;
   status.steps = config.steps;
@@ -77,37 +118,6 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
     { key: SEARCH_ATTRIBUTES.step, value: status.step },
   ]);
-
-  // Safe config changes while the run goes on; registered once the config is known (earlier updates wait).
-  let changingConfig = false;
-  let stepInFlight = false;
-  let trainingOver = false;
-  setHandler(
-    updateConfigUpdate,
-    async (change) => {
-      await condition(() => !changingConfig);
-      changingConfig = true;
-      try {
-        const next = applyConfigChange(config, change, status.step);
-        await control.updateRunConfig({ runId, config: next });
-        config = next;
-        status.steps = next.steps;
-        return { config: next, fromStep: status.step + (stepInFlight ? 1 : 0) };
-      } finally {
-        changingConfig = false;
-      }
-    },
-    {
-      validator: (change) => {
-        if (trainingOver) throw ApplicationFailure.nonRetryable(`run ${runId} has run all its steps; its config no longer changes`, 'RunConfigError');
-        try {
-          applyConfigChange(config, change, status.step);
-        } catch (err) {
-          throw ApplicationFailure.nonRetryable((err as Error).message, 'RunConfigError');
-        }
-      },
-    },
-  );
 
   if (input.recover && input.resume && input.resume.nextStep > 0) {
     await control.republishPolicy({ runId, step: input.resume.nextStep - 1 });
@@ -156,9 +166,11 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     if (status.paused) {
       setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
       await condition(() => !status.paused);
+      if (status.step >= config.steps) break; // a change while paused may have ended the run here
     }
+    stepInFlight = true; // from here a change applies from the next step
+    await persistConfig();
     setCurrentDetails(`step ${status.step}/${config.steps}, policy ${status.policyVersion}`);
-    stepInFlight = true;
     const summary: StepSummary = await executeChild(trainingStep, {
       workflowId: `${runId}/step-${status.step}`,
       taskQueue: TASK_QUEUES.control,
@@ -176,6 +188,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     const { reanchorEvery } = config.router;
     if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < config.steps) {
       // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
+      await persistConfig();
       await measureProfiles(status.profileVersion! + 1, [...new Set(deadSinceReanchor)]);
       deadSinceReanchor.length = 0;
     }
@@ -184,6 +197,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
       { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
     ]);
     if (evaluations() && config.eval.every > 0 && status.step % config.eval.every === 0 && status.step < config.steps) {
+      await persistConfig();
       await evaluate(status.step);
     }
     if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
@@ -200,9 +214,11 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   }
 
   trainingOver = true;
+  await persistConfig();
   if (evaluations()) await evaluate(config.steps);
   status.phase = 'summarizing';
   const result = await control.summarizeRun({ runId });
+  await condition(allHandlersFinished);
   status.phase = 'done';
   setCurrentDetails(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
   return result;

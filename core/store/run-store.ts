@@ -131,10 +131,34 @@ export class RunStore {
     if (rows.length === 0) throw new RunIdInUseError(run.runId);
   }
 
-  /** Replaces a run's config (a safe change made while it runs). */
-  async updateRunConfig(runId: string, config: unknown): Promise<void> {
-    const { rowCount } = await this.pool.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [runId, JSON.stringify(config)]);
-    if (rowCount === 0) throw new Error(`run ${runId} is not registered in the run store`);
+  /**
+   * Replaces a run's config (a safe change made while it runs) and keeps, per
+   * step, the config that step started with after a change.
+   */
+  async updateRunConfig(runId: string, fromStep: number, config: unknown): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rowCount } = await client.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [runId, JSON.stringify(config)]);
+      if (rowCount === 0) throw new Error(`run ${runId} is not registered in the run store`);
+      await client.query(
+        `INSERT INTO run_config_changes (run_id, from_step, config) VALUES ($1, $2, $3)
+         ON CONFLICT (run_id, from_step) DO UPDATE SET config = EXCLUDED.config, created_at = now()`,
+        [runId, fromStep, JSON.stringify(config)],
+      );
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK');
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The config changes of a run: from which step each config applied. */
+  async configChanges(runId: string): Promise<Array<{ fromStep: number; config: unknown }>> {
+    const { rows } = await this.pool.query('SELECT from_step, config FROM run_config_changes WHERE run_id = $1 ORDER BY from_step', [runId]);
+    return rows.map((r) => ({ fromStep: r.from_step, config: r.config }));
   }
 
   async getRun(runId: string): Promise<StoredRun | null> {

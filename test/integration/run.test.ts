@@ -101,7 +101,7 @@ test('recorded workflow histories replay without a determinism error', async () 
   }
 });
 
-test('a run started before evaluatePolicy existed replays under this code: it goes on without evaluations', async () => {
+test('a run recorded before evaluatePolicy existed replays under this code without a determinism error', async () => {
   // Recorded with the code of commit ce9f6c9 (11 steps, re-anchoring at 5 and 10, no evaluation after
   // step 10), fetched with the client's fetchHistory() and saved with History.encode.
   const recorded = temporal.api.history.v1.History.decode(readFileSync(path.join(__dirname, 'fixtures', 'harnessSRun-before-evaluatePolicy.pb')));

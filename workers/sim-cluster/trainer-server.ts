@@ -11,7 +11,9 @@
  *
  * Idempotency: an `Idempotency-Key` header makes a repeat of the same route
  * and key answer the first response without doing the work again, also
- * after a restart (see checkpoints.ts for how that commits atomically).
+ * after a restart (see checkpoints.ts for how that commits atomically);
+ * except after a server fault (category `server`), when a repeat runs the op
+ * again.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
