@@ -37,6 +37,11 @@ export interface ActivityDeps {
   environmentFor(config: RunConfig): Environment;
 }
 
+/** Stored configs are complete (parsed with defaults), so `eval` is absent only from runs stored before it existed. */
+function isFromBeforeEvaluation(storedConfig: unknown): boolean {
+  return typeof storedConfig === 'object' && storedConfig !== null && !('eval' in storedConfig);
+}
+
 /** Errors a user must fix: retrying cannot help, so the workflow fails at once with the message. */
 function asNonRetryable(err: unknown): never {
   if (
@@ -60,6 +65,8 @@ export function createActivities(deps: ActivityDeps) {
     if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
     try {
       const config = parseRunConfig(run.config, `stored config of run ${runId}`);
+      // A run begun before evaluation existed keeps training on every task and does not evaluate.
+      if (isFromBeforeEvaluation(run.config)) config.eval = { ...config.eval, enabled: false, heldOut: 0 };
       return { config, env: deps.environmentFor(config) };
     } catch (err) {
       return asNonRetryable(err);
@@ -93,6 +100,10 @@ export function createActivities(deps: ActivityDeps) {
     async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
       try {
         const config = parseRunConfig(input.config);
+        if (input.continuing && isFromBeforeEvaluation((await store.getRun(input.runId))?.config)) {
+          // Continuing a run begun before evaluation existed: it keeps what it began with, for good.
+          config.eval = { ...config.eval, enabled: false, heldOut: 0 };
+        }
         const env = deps.environmentFor(config);
         const pool = harnessPool(config, env);
         const base = pool.filter((h) => h.direction === 'base');

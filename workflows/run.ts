@@ -202,6 +202,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
     }
     if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
       await condition(() => !status.paused && allHandlersFinished());
+      await persistConfig();
       await continueAsNew<typeof harnessSRun>({
         config,
         resume: {

@@ -5,7 +5,12 @@
  */
 import { rank1Harness } from '../../core/router/rank1';
 import { statusQuery, TASK_QUEUES, type RunSummary } from '../../workflows/definitions';
-import { startTestStack, uniqueRunId, type TestStack } from './stack';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../../activities';
+import { parseRunConfig, type RunConfig } from '../../core/config';
+import { createEnvironment } from '../../core/envs/registry';
+import { sampleTasks, splitTasks } from '../../core/rl/task-sampling';
+import { startTestStack, silentLogger, uniqueRunId, type TestStack } from './stack';
 
 let stack: TestStack;
 beforeAll(async () => {
@@ -69,4 +74,26 @@ test('with evaluation off, a run has no evaluation and its summary says so', asy
   const summary: RunSummary = await handle.result();
   expect(await stack.store.evaluations(runId)).toEqual([]);
   expect(summary).toMatchObject({ evaluations: [], baseEvalEnd: null, rank1EvalEnd: null });
+});
+
+test('a run begun before evaluation existed keeps training on every task, also once it continues as new, and does not evaluate', async () => {
+  const runId = uniqueRunId('eval-legacy');
+  const { eval: _added, ...older } = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
+  await stack.store.registerRun({ runId, name: older.name, env: 'sim', config: older, incarnation: 'test', takeOver: false });
+  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env) });
+  const env = new MockActivityEnvironment();
+  const all = createEnvironment({ kind: 'sim' }).listTasks();
+  for (const step of [0, 1, 2]) {
+    expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })).toEqual(sampleTasks(all, 40, older.seed, step));
+  }
+  const newer = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
+  const heldOut = new Set(splitTasks(all, newer.eval.heldOut).eval.map((t) => t.taskId));
+  const drawn = await Promise.all([0, 1, 2].map((step) => env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })));
+  expect(drawn.flat().some((t) => heldOut.has((t as { taskId: string }).taskId))).toBe(true);
+
+  // Continuing as new (or recovering) under this code: the run's config says so from then on.
+  const prepared = await env.run(activities.prepareRun, { runId, config: older, incarnation: 'test', continuing: true });
+  expect((prepared as { config: RunConfig }).config.eval).toMatchObject({ enabled: false, heldOut: 0 });
+  expect(((await stack.store.getRun(runId))!.config as { eval: { heldOut: number } }).eval.heldOut).toBe(0);
+  expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step: 1 })).toEqual(sampleTasks(all, 40, older.seed, 1));
 });
