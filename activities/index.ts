@@ -17,7 +17,7 @@ import { hashSeed } from '../core/random';
 import { sampleTasks as drawTasks, splitTasks } from '../core/rl/task-sampling';
 import type { EvaluationSummary } from '../core/rl/evaluation';
 import { buildProfiles, profileShift, type ProbeOutcome } from '../core/router/profiles';
-import { rank1Harness } from '../core/router/rank1';
+import { rank1Routes } from '../core/router/rank1';
 import { routeDeadGroup, type RoutingDecision } from '../core/router/router';
 import type { DeadGroup } from '../core/router/validation';
 import { RunIdInUseError, type RunStore } from '../core/store/run-store';
@@ -241,7 +241,7 @@ export function createActivities(deps: ActivityDeps) {
       const pool = harnessPool(config, env);
       const base = pool.find((h) => h.direction === 'base')!.id;
       const kinds = [...new Set(env.listTasks().map((t) => t.kind))].sort();
-      return Object.fromEntries(kinds.map((kind) => [kind, rank1Harness(profiles, pool.map((h) => h.id), base, kind)]));
+      return rank1Routes(profiles, pool.map((h) => h.id), base, kinds);
     },
 
     /** Stores a run's changed config and from which step it applies, so every activity after it reads the new one. */

@@ -5,7 +5,7 @@
  * and how often they rescued.
  */
 import { profileMatrix, type BehaviorProfiles, type ProfileMatrix } from '../core/router/profiles';
-import { kindSuccessRate, rank1Harness } from '../core/router/rank1';
+import { kindSuccessRate, rank1Routes } from '../core/router/rank1';
 import type { RunStore, StoredRoutingDecision } from '../core/store/run-store';
 import { UserError } from './runs';
 
@@ -42,17 +42,13 @@ export function picksByProfileVersion(decisions: readonly StoredRoutingDecision[
   return picks;
 }
 
-function rank1Routes(profiles: BehaviorProfiles): ProfilesView['rank1'] {
+function rank1View(profiles: BehaviorProfiles): ProfilesView['rank1'] {
   const base = profiles.baseHarnessId;
   if (!base) return {};
   const pool = [...new Set(profiles.kindCells.map((c) => c.harnessId))];
   const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
-  return Object.fromEntries(
-    kinds.map((kind) => {
-      const harnessId = rank1Harness(profiles, pool, base, kind);
-      return [kind, { harnessId, successRate: kindSuccessRate(profiles, harnessId, kind) }];
-    }),
-  );
+  const routes = rank1Routes(profiles, pool, base, kinds);
+  return Object.fromEntries(Object.entries(routes).map(([kind, harnessId]) => [kind, { harnessId, successRate: kindSuccessRate(profiles, harnessId, kind) }]));
 }
 
 export async function profilesView(store: RunStore, runId: string, version?: number): Promise<ProfilesView> {
@@ -71,7 +67,7 @@ export async function profilesView(store: RunStore, runId: string, version?: num
     policyVersion: profiles.policyVersion,
     priorStrength: profiles.priorStrength,
     matrix: profileMatrix(profiles),
-    rank1: rank1Routes(profiles),
+    rank1: rank1View(profiles),
     versions: versions.map((v) => ({ version: v.version, policyVersion: v.policyVersion, createdAt: v.createdAt.toISOString() })),
     picks: picksByProfileVersion(decisions),
     decisions: decisions.length,

@@ -20,6 +20,11 @@ export function kindSuccessRate(profiles: BehaviorProfiles, harnessId: string, k
   return (cell.successes + s * prior) / (cell.attempts + s);
 }
 
+/** Rank-1 routing of every kind: kind -> its Rank-1 harness. */
+export function rank1Routes(profiles: BehaviorProfiles, harnessIds: readonly string[], baseHarnessId: string, kinds: readonly string[]): Record<string, string> {
+  return Object.fromEntries(kinds.map((kind) => [kind, rank1Harness(profiles, harnessIds, baseHarnessId, kind)]));
+}
+
 /**
  * The Rank-1 harness of a kind: highest smoothed success; on a tie the base
  * harness (no evidence to leave it), then fewer mean turns, then id.
