@@ -10,7 +10,9 @@ import type { Environment, TaskRef } from '../core/envs/environment';
 import { SimWorldError } from '../core/envs/sim/world';
 import { runEpisode } from '../core/harness/runtime';
 import { PolicyClient, PolicyResponseError } from '../core/policy/client';
-import { publishLoraAdapter } from '../core/policy/publisher';
+import { publishAdapter, PublishError, type PublishResult } from '../core/policy/publisher';
+import { adapterDirFromEnv, resolveSamplerWeights, SamplerWeightsError } from '../core/policy/sampler-weights';
+import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import type { GroupSummary } from '../core/rl/groups';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { hashSeed } from '../core/random';
@@ -25,7 +27,7 @@ import { APIError } from 'openai';
 import { HarnessSpecError } from '../core/harness/spec';
 import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
 import { mapWithConcurrency } from './concurrency';
-import { createTrainStep } from './train-step';
+import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 
 /** How often a rollout group tells Temporal it is alive (its heartbeat timeout is 15 s). */
 const HEARTBEAT_INTERVAL_MS = 5000;
@@ -35,6 +37,10 @@ export interface ActivityDeps {
   logger: Logger;
   /** The environment a run's config names (callers cache as they see fit). */
   environmentFor(config: RunConfig): Environment;
+  /** This worker process's Tinker sessions, kept alive while it lives. */
+  trainerSessions: TrainerSessions;
+  /** Where sampler weights are unpacked for the inference servers (they must see it at the same path). */
+  adapterDir?: string;
 }
 
 /** Stored configs are complete (parsed with defaults), so `eval` is absent only from runs stored before it existed. */
@@ -73,10 +79,37 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
-  async function publishEverywhere(runId: string, policyVersion: string, samplerPath: string): Promise<void> {
+  /**
+   * Makes a trainer step's weights servable on every inference server: its sampler weights unpacked
+   * to a local directory, loaded as LoRA adapter `policyVersion`, checked against the trainer's probe.
+   */
+  async function publishEverywhere(runId: string, step: number, policyVersion: string, samplerPath: string): Promise<PublishSummary> {
     const { config } = await loadRun(runId);
     const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
-    for (const server of servers) await publishLoraAdapter(server, config.policy.apiKey, policyVersion, samplerPath);
+    const signal = Context.current().cancellationSignal;
+    const probe = (await store.trainerStep(runId, step))?.probe ?? null;
+    try {
+      const adapterDir = await resolveSamplerWeights({
+        samplerPath,
+        trainer: trainerClient(config, signal),
+        checkpointsDir: config.trainer.checkpointsDir,
+        adapterDir: deps.adapterDir ?? adapterDirFromEnv(),
+      });
+      const results: PublishResult[] = [];
+      for (const server of servers) {
+        Context.current().heartbeat({ server });
+        results.push(
+          await publishAdapter({ server, apiKey: config.policy.apiKey, adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
+        );
+      }
+      const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
+      logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
+      return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
+    } catch (err) {
+      if (err instanceof PublishError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
+      if (err instanceof SamplerWeightsError) throw ApplicationFailure.nonRetryable(err.message, err.name);
+      return asTrainerFailure(err);
+    }
   }
 
   function harnessPool(config: RunConfig, env: Environment) {
@@ -185,7 +218,7 @@ export function createActivities(deps: ActivityDeps) {
           if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
           const trajectory = await runEpisode({
             env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
-            maxTurns: config.rollout.maxTurns, temperature: config.policy.temperature,
+            maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
             seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
           });
           await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
@@ -292,17 +325,17 @@ export function createActivities(deps: ActivityDeps) {
       return { version: profiles.version, cells: profiles.cells.length, shift: previous ? profileShift(previous, profiles) : null };
     },
 
-    trainStep: createTrainStep({ store, logger, loadRun }),
+    trainStep: createTrainStep({ store, logger, loadRun, trainerSessions: deps.trainerSessions }),
 
-    /** Makes a policy version servable on every inference server (vLLM runtime LoRA loading). */
-    async publishPolicy(input: { runId: string; policyVersion: string; samplerPath: string }): Promise<void> {
-      await publishEverywhere(input.runId, input.policyVersion, input.samplerPath);
+    /** Makes a policy version servable on every inference server (vLLM runtime LoRA loading), checked by the probe. */
+    async publishPolicy(input: { runId: string; step: number; policyVersion: string; samplerPath: string }): Promise<PublishSummary> {
+      return publishEverywhere(input.runId, input.step, input.policyVersion, input.samplerPath);
     },
 
     /** On resume: inference servers may have restarted and lost their runtime LoRA adapters; load the current one again. */
     async republishPolicy(input: { runId: string; step: number }): Promise<void> {
       const trained = await store.trainerStep(input.runId, input.step);
-      if (trained) await publishEverywhere(input.runId, trained.policyVersion, trained.samplerPath);
+      if (trained) await publishEverywhere(input.runId, input.step, trained.policyVersion, trained.samplerPath);
     },
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
@@ -324,3 +357,12 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** What publishing a policy version did, small enough for the step summary. */
+export interface PublishSummary {
+  servers: number;
+  /** The largest mean |Δ| log-prob between a server's answer to the probe and the trainer's; null without a probe. */
+  probeMeanAbsDiff: number | null;
+  /** Servers that had the adapter name with other weights and loaded the step's in place. */
+  reloaded: number;
+}

@@ -43,6 +43,12 @@ export const PolicyConfig = z.object({
   inferenceServers: z.array(Url).default([]),
   /** Seconds one chat completion may take before it is retried. */
   requestTimeoutSeconds: z.number().positive().default(60),
+  /**
+   * After a policy version is published, each inference server's log-probs of a probe sequence must be
+   * within this mean |Δ| of the trainer's, or the publish fails (a stale adapter is never served silently).
+   * float32 engines agree to ~1e-5; bf16 GPUs need more room (0.1).
+   */
+  probeTolerance: z.number().positive().default(0.05),
 });
 
 export const AdamParams = z.object({
@@ -50,6 +56,19 @@ export const AdamParams = z.object({
   beta1: z.number().min(0).max(1).default(0.9),
   beta2: z.number().min(0).max(1).default(0.999),
   eps: z.number().positive().default(1e-8),
+  /** Decoupled weight decay (AdamW). */
+  weightDecay: z.number().min(0).default(0),
+  /** Clip the global gradient norm to this (0: no clipping). */
+  gradClipNorm: z.number().min(0).default(0),
+});
+
+/** Which layers get LoRA adapters (Tinker's lora_config). */
+export const LoraTargets = z.object({
+  trainAttn: z.boolean().default(true),
+  trainMlp: z.boolean().default(true),
+  trainUnembed: z.boolean().default(false),
+  /** Seed of the adapters' initialisation; the trainer picks one when absent. */
+  seed: z.number().int().min(0).optional(),
 });
 
 export const TrainerConfig = z.object({
@@ -57,9 +76,15 @@ export const TrainerConfig = z.object({
   baseUrl: Url.default(SIM_CLUSTER_URL),
   apiKey: z.string().default('EMPTY'),
   loraRank: z.number().int().positive().default(32),
+  lora: LoraTargets.prefault({}),
   adam: AdamParams.prefault({}),
   /** Seconds between retrieve_future polls. */
   pollSeconds: z.number().positive().default(0.2),
+  /**
+   * The trainer's checkpoints folder as the worker sees it (SkyRL's --checkpoints-base), to unpack sampler
+   * weights from; without it they are downloaded through the Tinker API's checkpoint archive.
+   */
+  checkpointsDir: z.string().min(1).optional(),
 });
 
 export const RolloutConfig = z.object({
@@ -68,6 +93,8 @@ export const RolloutConfig = z.object({
   /** G: rollouts per task group. */
   groupSize: z.number().int().min(2, 'GRPO compares rollouts within a group: use at least 2').default(8),
   maxTurns: z.number().int().min(1).default(5),
+  /** Tokens the policy may generate per assistant turn (max_tokens); the server's limit when absent. */
+  maxTokens: z.number().int().min(1).optional(),
   /** Rollouts run at once inside one group activity. */
   concurrency: z.number().int().min(1).default(8),
 });

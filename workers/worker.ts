@@ -11,6 +11,7 @@ import { createActivities } from '../activities';
 import type { RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
 import { createEnvironment } from '../core/envs/registry';
+import { TrainerSessions } from '../core/rl/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import { TASK_QUEUES } from '../workflows/definitions';
 
@@ -51,6 +52,8 @@ export interface WorkerOptions {
   store: RunStore;
   logger: Logger;
   queues?: QueueName[];
+  /** Where sampler weights are unpacked for the inference servers; $HARNESS_S_ADAPTER_DIR or .data/adapters when absent. */
+  adapterDir?: string;
 }
 
 export interface WorkerGroup {
@@ -61,7 +64,14 @@ export interface WorkerGroup {
 
 export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup> {
   const environments = new EnvironmentCache();
-  const activities = createActivities({ store: options.store, logger: options.logger, environmentFor: (config) => environments.get(config) });
+  const trainerSessions = new TrainerSessions(options.logger);
+  const activities = createActivities({
+    store: options.store,
+    logger: options.logger,
+    environmentFor: (config) => environments.get(config),
+    trainerSessions,
+    adapterDir: options.adapterDir,
+  });
   const queues = options.queues ?? ALL_QUEUES;
   const workflowBundle = queues.includes('control') ? await buildWorkflowBundle() : undefined;
   const workers = await Promise.all(
@@ -86,6 +96,7 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
       try {
         await Promise.all(workers.map((w) => w.run()));
       } finally {
+        trainerSessions.close();
         await environments.closeAll();
       }
     },

@@ -61,11 +61,14 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     })),
   });
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
-  await control.publishPolicy({ runId, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
+  const published = await control.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
   const summary = summarizeStep({
     step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
     baseGroups, rescueGroups, trainingGroups,
     datums: trained.datums, trainerMetrics: trained.metrics,
+    // Both absent from histories recorded before they existed.
+    logprobMismatch: trained.logprobMismatch ?? null,
+    publishProbeMeanAbsDiff: published?.probeMeanAbsDiff ?? null,
     durationSeconds: (Date.now() - started) / 1000,
   });
   await control.recordStep({ runId, summary });

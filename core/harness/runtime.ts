@@ -17,6 +17,8 @@ export interface EpisodeRequest {
   taskId: string;
   sample: number;
   maxTurns: number;
+  /** Tokens per assistant turn; the server's limit when absent. */
+  maxTokens?: number;
   temperature: number;
   /** Seeds each turn's sampling, so a rollout is reproducible from (seed, turn). */
   seed: number;
@@ -52,6 +54,7 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
         messages,
         temperature: request.temperature,
         seed: hashSeed(request.seed, turns.length),
+        maxTokens: request.maxTokens,
       });
       turns.push(reply);
       messages.push({ role: 'assistant', content: reply.content });

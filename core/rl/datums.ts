@@ -41,3 +41,8 @@ export function buildDatum(sample: TokenSample, advantage: number, normaliser: n
     },
   };
 }
+
+/** Per target position of the sample's Datum: 1 where the model produced the target token (aligned with target_tokens). */
+export function datumTargetMask(sample: TokenSample): number[] {
+  return [...sample.promptIds.map(() => 0), ...sample.responseMask].slice(1);
+}

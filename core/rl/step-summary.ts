@@ -4,6 +4,7 @@
  */
 import { groupIsDead, type GroupSummary, type TrainingGroup } from './groups';
 import type { EvaluationSummary } from './evaluation';
+import type { LogprobMismatch } from './logprob-mismatch';
 
 export interface SiblingStepStats {
   groupsChosen: number;
@@ -21,6 +22,9 @@ export interface StepSummary {
   baseRollouts: number;
   rescueRollouts: number;
   baseSuccessRate: number;
+  /** Mean reward of the base rollouts, and its standard error over them. */
+  baseMeanReward: number;
+  baseRewardStdErr: number;
   deadGroups: number;
   /** The tasks whose base group was dead: the next re-anchoring probes them. */
   deadTaskIds: string[];
@@ -31,7 +35,20 @@ export interface StepSummary {
   siblings: Record<string, Record<string, SiblingStepStats>>;
   datums: number;
   trainerMetrics: Record<string, number>;
+  /** The trainer's log-probs of the trained tokens against the sampler's; null when nothing was trained. */
+  logprobMismatch: LogprobMismatch | null;
+  /** After publishing: the largest mean |Δ| between an inference server's log-probs of the probe and the trainer's. */
+  publishProbeMeanAbsDiff: number | null;
   durationSeconds: number;
+}
+
+/** Mean and standard error of the mean (unbiased std / sqrt(n)); 0 and 0 for no values, error 0 for one. */
+export function meanAndStdErr(values: readonly number[]): { mean: number; stdErr: number } {
+  if (values.length === 0) return { mean: 0, stdErr: 0 };
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  if (values.length === 1) return { mean, stdErr: 0 };
+  const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1);
+  return { mean, stdErr: Math.sqrt(variance / values.length) };
 }
 
 export function summarizeStep(args: {
@@ -44,6 +61,8 @@ export function summarizeStep(args: {
   trainingGroups: readonly TrainingGroup[];
   datums: number;
   trainerMetrics: Record<string, number>;
+  logprobMismatch?: LogprobMismatch | null;
+  publishProbeMeanAbsDiff?: number | null;
   durationSeconds: number;
 }): StepSummary {
   const baseRollouts = args.baseGroups.flatMap((g) => g.rollouts);
@@ -62,6 +81,7 @@ export function summarizeStep(args: {
     }
   }
   const live = args.trainingGroups.filter((g) => g.rollouts.some((r) => r.advantage !== 0)).length;
+  const reward = meanAndStdErr(baseRollouts.map((r) => r.reward));
   return {
     step: args.step,
     policyVersionBefore: args.policyVersionBefore,
@@ -71,6 +91,8 @@ export function summarizeStep(args: {
     baseRollouts: baseRollouts.length,
     rescueRollouts: args.rescueGroups.reduce((n, g) => n + g.rollouts.length, 0),
     baseSuccessRate: baseRollouts.length ? baseRollouts.filter((r) => r.success).length / baseRollouts.length : 0,
+    baseMeanReward: reward.mean,
+    baseRewardStdErr: reward.stdErr,
     deadGroups: args.baseGroups.filter(groupIsDead).length,
     deadTaskIds: args.baseGroups.filter(groupIsDead).map((g) => g.taskId),
     rescuedGroups: args.rescueGroups.filter((g) => !groupIsDead(g)).length,
@@ -78,6 +100,8 @@ export function summarizeStep(args: {
     siblings,
     datums: args.datums,
     trainerMetrics: args.trainerMetrics,
+    logprobMismatch: args.logprobMismatch ?? null,
+    publishProbeMeanAbsDiff: args.publishProbeMeanAbsDiff ?? null,
     durationSeconds: args.durationSeconds,
   };
 }
@@ -97,6 +121,13 @@ export interface RunSummary {
   policyVersion: string;
   baseSuccessStart: number | null;
   baseSuccessEnd: number | null;
+  /** Mean base-rollout reward of the first and of the last step, each with its standard error. */
+  rewardStart: number | null;
+  rewardStartStdErr: number | null;
+  rewardEnd: number | null;
+  rewardEndStdErr: number | null;
+  /** Mean |trainer - sampler| log-prob of the trained tokens over the run (token-weighted); null when nothing was trained or measured. */
+  logprobMismatch: number | null;
   deadGroups: number;
   rescuedGroups: number;
   rescueRollouts: number;
@@ -138,6 +169,10 @@ export function summarizeRunSteps(
     }
   });
   const last = steps.at(-1);
+  const measured = steps.flatMap((s) => (s.logprobMismatch ? [s.logprobMismatch] : []));
+  const mismatchTokens = measured.reduce((n, m) => n + m.tokens, 0);
+  // Steps recorded before rewards were summarised have none.
+  const rewardOf = (s: StepSummary | undefined) => (s && typeof s.baseMeanReward === 'number' ? s : undefined);
   return {
     runId: run.runId,
     name: run.name,
@@ -146,6 +181,11 @@ export function summarizeRunSteps(
     policyVersion: last?.policyVersion ?? run.basePolicy,
     baseSuccessStart: steps[0]?.baseSuccessRate ?? null,
     baseSuccessEnd: last?.baseSuccessRate ?? null,
+    rewardStart: rewardOf(steps[0])?.baseMeanReward ?? null,
+    rewardStartStdErr: rewardOf(steps[0])?.baseRewardStdErr ?? null,
+    rewardEnd: rewardOf(last)?.baseMeanReward ?? null,
+    rewardEndStdErr: rewardOf(last)?.baseRewardStdErr ?? null,
+    logprobMismatch: mismatchTokens > 0 ? measured.reduce((sum, m) => sum + m.meanAbsDiff * m.tokens, 0) / mismatchTokens : null,
     deadGroups: steps.reduce((n, s) => n + s.deadGroups, 0),
     rescuedGroups: steps.reduce((n, s) => n + s.rescuedGroups, 0),
     rescueRollouts: steps.reduce((n, s) => n + s.rescueRollouts, 0),

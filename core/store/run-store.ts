@@ -3,8 +3,9 @@
  * ON CONFLICT DO NOTHING), so any activity may run twice and nothing doubles.
  */
 import path from 'node:path';
-import { Client, Pool } from 'pg';
+import { Client, Pool, type QueryResultRow } from 'pg';
 import { runner } from 'node-pg-migrate';
+import type { AdapterProbe } from '../policy/adapter-probe';
 import type { Trajectory } from '../policy/trajectory';
 import type { RolloutSummary } from '../rl/groups';
 import type { BehaviorProfiles, KindCell, ProfileCell } from '../router/profiles';
@@ -59,6 +60,8 @@ export interface StoredRun {
   env: string;
   config: unknown;
   trainerModelId: string | null;
+  /** The Tinker session that owns the trainer model. */
+  trainerSessionId: string | null;
   createdAt: Date;
 }
 
@@ -79,6 +82,10 @@ export interface TrainerStepRecord {
   datums: number;
   responseTokens: number;
   metrics: Record<string, number>;
+  /** The last seq_id the step used on its model; null for steps recorded before seq_ids. */
+  seqIdEnd: number | null;
+  /** The publish probe: a token sequence and the trainer's log-probs of it under this step's weights. */
+  probe: AdapterProbe | null;
 }
 
 export interface TrajectoryKey {
@@ -165,18 +172,22 @@ export class RunStore {
     const { rows } = await this.pool.query('SELECT * FROM runs WHERE run_id = $1', [runId]);
     if (rows.length === 0) return null;
     const r = rows[0];
-    return { runId: r.run_id, name: r.name, env: r.env, config: r.config, trainerModelId: r.trainer_model_id, createdAt: r.created_at };
+    return {
+      runId: r.run_id, name: r.name, env: r.env, config: r.config,
+      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, createdAt: r.created_at,
+    };
   }
 
-  /** Records the trainer's model id once; returns whichever id was stored first. */
-  async claimTrainerModelId(runId: string, modelId: string): Promise<string> {
+  /** Records the trainer's model id (and the session owning it) once; returns whichever was stored first. */
+  async claimTrainerModel(runId: string, modelId: string, sessionId: string): Promise<{ modelId: string; sessionId: string | null }> {
     const { rows } = await this.pool.query(
-      `UPDATE runs SET trainer_model_id = COALESCE(trainer_model_id, $2), updated_at = now()
-       WHERE run_id = $1 RETURNING trainer_model_id`,
-      [runId, modelId],
+      `UPDATE runs SET trainer_session_id = CASE WHEN trainer_model_id IS NULL THEN $3 ELSE trainer_session_id END,
+                       trainer_model_id = COALESCE(trainer_model_id, $2), updated_at = now()
+       WHERE run_id = $1 RETURNING trainer_model_id, trainer_session_id`,
+      [runId, modelId, sessionId],
     );
     if (rows.length === 0) throw new Error(`run ${runId} is not registered in the run store`);
-    return rows[0].trainer_model_id;
+    return { modelId: rows[0].trainer_model_id, sessionId: rows[0].trainer_session_id };
   }
 
   async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<void> {
@@ -251,20 +262,24 @@ export class RunStore {
 
   async recordTrainerStep(record: TrainerStepRecord): Promise<void> {
     await this.pool.query(
-      `INSERT INTO trainer_steps (run_id, step, model_id, sampler_path, policy_version, datums, response_tokens, metrics)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, step) DO NOTHING`,
-      [record.runId, record.step, record.modelId, record.samplerPath, record.policyVersion, record.datums, record.responseTokens, JSON.stringify(record.metrics)],
+      `INSERT INTO trainer_steps (run_id, step, model_id, sampler_path, policy_version, datums, response_tokens, metrics, seq_id_end, probe)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (run_id, step) DO NOTHING`,
+      [
+        record.runId, record.step, record.modelId, record.samplerPath, record.policyVersion, record.datums, record.responseTokens,
+        JSON.stringify(record.metrics), record.seqIdEnd, record.probe === null ? null : JSON.stringify(record.probe),
+      ],
     );
+  }
+
+  /** The run's last trainer step before `step` (the one whose seq_ids the step continues), or null. */
+  async previousTrainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
+    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step < $2 ORDER BY step DESC LIMIT 1', [runId, step]);
+    return rows.length === 0 ? null : trainerStepRecord(rows[0]);
   }
 
   async trainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
     const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2', [runId, step]);
-    if (rows.length === 0) return null;
-    const r = rows[0];
-    return {
-      runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
-      datums: r.datums, responseTokens: r.response_tokens, metrics: r.metrics,
-    };
+    return rows.length === 0 ? null : trainerStepRecord(rows[0]);
   }
 
   async saveProfiles(runId: string, profiles: BehaviorProfiles): Promise<void> {
@@ -369,5 +384,12 @@ function routingDecisionFromRow(r: Record<string, unknown>): StoredRoutingDecisi
     chosen: r.chosen as string[],
     scores: r.scores as Record<string, number>,
     outcome: r.outcome as StoredRoutingDecision['outcome'],
+  };
+}
+
+function trainerStepRecord(r: QueryResultRow): TrainerStepRecord {
+  return {
+    runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
+    datums: r.datums, responseTokens: r.response_tokens, metrics: r.metrics, seqIdEnd: r.seq_id_end ?? null, probe: r.probe ?? null,
   };
 }

@@ -11,6 +11,7 @@ import { parseRunConfig, type RunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
 import { sampleTasks, splitTasks } from '../../core/rl/task-sampling';
 import { startTestStack, silentLogger, uniqueRunId, type TestStack } from './stack';
+import { TrainerSessions } from '../../core/rl/tinker/sessions';
 
 let stack: TestStack;
 beforeAll(async () => {
@@ -30,7 +31,7 @@ test('evaluations run every N steps and at the end, on held-out tasks, with equa
 
   const evaluations = await stack.store.evaluations(runId);
   expect(evaluations.map((e) => e.afterSteps)).toEqual([2, 3]);
-  expect(evaluations.map((e) => e.policyVersion)).toEqual([`${runId}-step-1`, `${runId}-step-2`]);
+  expect(evaluations.map((e) => e.policyVersion)).toEqual([(await stack.store.trainerStep(runId, 1))!.policyVersion, (await stack.store.trainerStep(runId, 2))!.policyVersion]);
   const profiles = await stack.store.profiles(runId, 1);
   const pool = ['base', 'ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
   for (const e of evaluations) {
@@ -80,7 +81,7 @@ test('a run begun before evaluation existed keeps training on every task, also o
   const runId = uniqueRunId('eval-legacy');
   const { eval: _added, ...older } = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
   await stack.store.registerRun({ runId, name: older.name, env: 'sim', config: older, incarnation: 'test', takeOver: false });
-  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env) });
+  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger) });
   const env = new MockActivityEnvironment();
   const all = createEnvironment({ kind: 'sim' }).listTasks();
   for (const step of [0, 1, 2]) {

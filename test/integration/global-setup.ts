@@ -22,5 +22,7 @@ export default async function globalSetup(): Promise<void> {
   (globalThis as Record<string, unknown>).__temporalDevServer = server;
   process.env.TEMPORAL_ADDRESS = TEST_TEMPORAL_ADDRESS;
   process.env.DATABASE_URL = TEST_DATABASE_URL;
+  // Workers unpack sampler weights here for the inference servers, not into the project's .data.
+  process.env.HARNESS_S_ADAPTER_DIR = path.join(dir, 'adapters');
   await migrate(TEST_DATABASE_URL);
 }

@@ -23,7 +23,7 @@ test('profiles are re-measured every M steps with the then-current policy, probi
   // v1 at the start with the base policy; v2 after step 1 with that step's policy; none after the last step.
   expect(versions.map((v) => v.version)).toEqual([1, 2]);
   expect(versions[0].policy_version).toBe('sim-policy-base');
-  expect(versions[1].policy_version).toBe(`${runId}-step-1`);
+  expect(versions[1].policy_version).toBe((await stack.store.trainerStep(runId, 1))!.policyVersion);
 
   const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
   expect(steps.map((s) => s.profileVersion)).toEqual([1, 1, 2, 2]);

@@ -15,6 +15,7 @@ import { createActivities } from '../../activities';
 import { parseRunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
 import { buildProfiles } from '../../core/router/profiles';
+import { TrainerSessions } from '../../core/rl/tinker/sessions';
 
 const SIBLINGS = ['ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
 let stack: TestStack;
@@ -146,7 +147,7 @@ test('a vote cut short by cancellation (a worker shutting down) is not recorded,
   const config = parseRunConfig(stack.config({ router: { strategy: 'vote', voters: [{ baseUrl: voters.baseUrl, model: 'slow' }] } }));
   await stack.store.registerRun({ runId, name: config.name, env: 'sim', config, incarnation: 'test', takeOver: false });
   await stack.store.saveProfiles(runId, buildProfiles([], { version: 1, policyVersion: 'sim-policy-base', priorStrength: 2 }));
-  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env) });
+  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger) });
   const env = new MockActivityEnvironment();
   const routing = env.run(activities.chooseRescueHarnesses, {
     runId, step: 0, profileVersion: 1, group: { taskId: 'lookup-000', kind: 'lookup', failureCounts: { wrong_answer: 4 } },

@@ -35,13 +35,25 @@ afterAll(async () => {
   await stack?.close();
 });
 
-test('the run completes with exactly the configured number of steps, one policy version each', async () => {
+test('the run completes with exactly the configured number of steps, one policy version each, named by run, trainer model and step', async () => {
   const steps = await stack.store.steps(runId);
+  const modelId = (await stack.store.getRun(runId))!.trainerModelId;
   expect(steps.map((s) => s.step)).toEqual([0, 1, 2]);
-  expect(steps.map((s) => s.policyVersion)).toEqual([0, 1, 2].map((n) => `${runId}-step-${n}`));
+  expect(steps.map((s) => s.policyVersion)).toEqual([0, 1, 2].map((n) => `${runId}-${modelId}-step-${n}`));
   expect(summary.stepsCompleted).toBe(STEPS);
-  expect(summary.policyVersion).toBe(`${runId}-step-2`);
+  expect(summary.policyVersion).toBe(`${runId}-${modelId}-step-2`);
   expect(summary.simulated).toBe(true);
+});
+
+test('each step records its mean reward, the trainer/sampler log-prob mismatch (none for the sim) and the publish probe', async () => {
+  for (const s of (await stack.store.steps(runId)).map((r) => r.summary as StepSummary)) {
+    expect(s.baseMeanReward).toBeGreaterThanOrEqual(0);
+    expect(s.publishProbeMeanAbsDiff).toBeLessThan(1e-6); // float32 on the wire
+    if (s.datums > 0) expect(s.logprobMismatch).toMatchObject({ meanAbsDiff: expect.any(Number), ratioMean: expect.any(Number) });
+    if (s.logprobMismatch) expect(s.logprobMismatch.meanAbsDiff).toBeLessThan(1e-6);
+  }
+  expect(summary.rewardStart).toEqual(expect.any(Number));
+  expect(summary.rewardEnd).toEqual(expect.any(Number));
 });
 
 test('each step stores B x G base trajectories plus G for every rescued dead group, and nothing else', async () => {
@@ -75,7 +87,12 @@ test('the trainer received a step for every training step and the policy was pub
     expect(record?.samplerPath).toMatch(/^tinker:\/\//);
   }
   const models = (await (await fetch(`${stack.sim.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
-  expect(models.data.map((m) => m.id)).toContain(`${runId}-step-2`);
+  expect(models.data.map((m) => m.id)).toContain(summary.policyVersion);
+  // One optimizer step per training step: seq_ids made every trainer op exactly-once.
+  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: (await stack.store.getRun(runId))!.trainerModelId }),
+  })).json()) as { optim_steps: number };
+  expect(info.optim_steps).toBe(STEPS);
 });
 
 test('the run shows in the workflow list with its search attributes', async () => {

@@ -4,12 +4,17 @@
  * logprobs), with a byte-level chat template whose prompts extend turn by turn.
  * For tests of the harness runtime and of training on the exact tokens.
  */
+import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 
 export type Script = (messages: Array<{ role: string; content: string }>, model: string) => string;
 
 const SPECIAL = { system: 256, user: 257, assistant: 258, end: 259 } as const;
+
+/** The log-prob this server gives every prompt token (prompt_logprobs), as the recording trainer's forward pass does. */
+export const SCRIPTED_LOGPROB = -1;
 
 export function encodeText(text: string): number[] {
   return [...Buffer.from(text, 'utf8')];
@@ -50,9 +55,21 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
       const json = body ? JSON.parse(body) : {};
       if (req.url === '/v1/models') return send(200, { object: 'list', data: [baseModel, ...loadedAdapters].map((id) => ({ id, object: 'model' })) });
       if (req.url === '/v1/load_lora_adapter') {
-        if (loadedAdapters.includes(json.lora_name)) return send(400, `The lora adapter '${json.lora_name}' has already been loaded.`);
-        loadedAdapters.push(json.lora_name);
+        if (!existsSync(path.join(String(json.lora_path), 'adapter_config.json'))) {
+          return send(404, { error: { message: `Loading lora ${json.lora_name} failed: No adapter found for ${json.lora_path}`, type: 'NotFoundError', code: 404 } });
+        }
+        if (loadedAdapters.includes(json.lora_name) && !json.load_inplace) {
+          return send(400, { error: { message: `The lora adapter '${json.lora_name}' has already been loaded.`, type: 'InvalidUserInput', code: 400 } });
+        }
+        if (!loadedAdapters.includes(json.lora_name)) loadedAdapters.push(json.lora_name);
         return send(200, `Success: LoRA adapter '${json.lora_name}' added successfully.`);
+      }
+      if (req.url === '/v1/completions') {
+        const prompt = json.prompt as number[];
+        return send(200, {
+          object: 'text_completion', model: json.model,
+          choices: [{ index: 0, text: '', finish_reason: 'length', prompt_logprobs: prompt.map((id, i) => (i === 0 ? null : { [id]: { logprob: SCRIPTED_LOGPROB } })) }],
+        });
       }
       if (req.url === '/v1/chat/completions') {
         if (json.model !== baseModel && !loadedAdapters.includes(json.model)) {

@@ -1,8 +1,12 @@
 /**
  * The SIMULATED cluster, in-process on a free port, spoken to through the
- * real `openai` client (vLLM subset) and plain fetch (Tinker subset).
+ * real `openai` client (vLLM subset), the project's Tinker client (the same
+ * protocol it uses against SkyRL and hosted Tinker) and plain fetch for the
+ * protocol's edges.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI, { BadRequestError, NotFoundError } from 'openai';
@@ -13,6 +17,9 @@ import type {
 } from 'openai/resources/chat/completions';
 import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
+import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
+import { TinkerClient, TrainerError } from '../../core/rl/tinker/client';
+import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/rl/tinker/wire';
 import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
 import { SimClusterStore } from '../../workers/sim-cluster/checkpoints';
 import { SimTrainerServer } from '../../workers/sim-cluster/trainer-server';
@@ -26,16 +33,15 @@ type VllmCompletion = ChatCompletion & {
   choices: Array<ChatCompletion.Choice & { token_ids?: number[] }>;
 };
 
-const taskMessages: ChatMessageList = [
+const taskMessages: ChatCompletionMessageParam[] = [
   { role: 'system', content: 'You are a SIMULATED agent. Answer with one action per turn.' },
   { role: 'user', content: '[SIMULATED] Task lookup-1 kind lookup: find one value in a table' },
 ];
-type ChatMessageList = ChatCompletionMessageParam[];
 
-const ADAM = { learning_rate: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8 };
+const ADAM: AdamParams = { learning_rate: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0, grad_clip_norm: 0 };
 
 const tempDirs: string[] = [];
-function tempDataDir(): string {
+function tempDir(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'sim-cluster-test-'));
   tempDirs.push(dir);
   return dir;
@@ -46,127 +52,88 @@ function openai(cluster: SimCluster): OpenAI {
   return new OpenAI({ baseURL: `${cluster.url}/v1`, apiKey: 'sim', maxRetries: 0 });
 }
 
-async function complete(cluster: SimCluster, model: string, messages: ChatMessageList, seed = 3): Promise<VllmCompletion> {
+function tinker(cluster: SimCluster): TinkerClient {
+  return new TinkerClient({ baseUrl: cluster.url, apiKey: 'sim', pollSeconds: 0.01 });
+}
+
+async function complete(cluster: SimCluster, model: string, messages: ChatCompletionMessageParam[], seed = 3): Promise<VllmCompletion> {
   const params: ChatCompletionCreateParamsNonStreaming & { return_token_ids: boolean } = {
-    model,
-    messages,
-    seed,
-    logprobs: true,
-    top_logprobs: 20,
-    return_token_ids: true,
+    model, messages, seed, logprobs: true, top_logprobs: 20, return_token_ids: true,
   };
   return (await openai(cluster).chat.completions.create(params)) as VllmCompletion;
 }
 
 /** The log-prob of `behaviour` in the behaviour slot (the second completion token) of a response. */
 function behaviourLogprob(completion: VllmCompletion, behaviour: string): number {
-  const alternatives = completion.choices[0].logprobs!.content![1].top_logprobs;
-  const entry = alternatives.find((alt) => alt.token === behaviour);
+  const entry = completion.choices[0].logprobs!.content![1].top_logprobs.find((alt) => alt.token === behaviour);
   if (!entry) throw new Error(`'${behaviour}' is not among the behaviour slot's alternatives`);
   return entry.logprob;
 }
 
-/** The fields the tests read from a sim cluster JSON reply (vLLM errors, Tinker futures and errors). */
-interface Reply {
-  request_id: string;
-  model_id: string;
-  type: string;
-  detail: string;
-  optim_steps: number;
-  error: { message: string; type: string; code: number };
-}
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
 
-/** The fields the tests read from a finished future. */
-interface FutureResult {
-  model_id: string;
-  path: string;
-  error?: string;
-  category?: string;
-  metrics: Record<string, number>;
-  loss_fn_outputs: Array<{ logprobs: { data: number[] } }>;
-}
-
-async function post(cluster: SimCluster, route: string, body: unknown, headers: Record<string, string> = {}) {
+async function post(cluster: SimCluster, route: string, body: unknown, contentType = 'application/json') {
   const response = await fetch(`${cluster.url}${route}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    headers: { 'content-type': contentType },
+    body: body instanceof Uint8Array || typeof body === 'string' ? body : JSON.stringify(body),
   });
-  const text = await response.text();
-  const json = (response.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(text) : undefined) as Reply;
-  return { status: response.status, json, text };
-}
-
-/** Polls retrieve_future until the op is done, as a Tinker client does. */
-async function awaitFuture(cluster: SimCluster, requestId: string): Promise<FutureResult> {
-  for (;;) {
-    const { status, json } = await post(cluster, '/api/v1/retrieve_future', { request_id: requestId });
-    if (status !== 408) {
-      expect(status).toBe(200);
-      return json as unknown as FutureResult;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
-/** Submits a Tinker op, checks it was accepted, and returns its result. */
-async function trainerOp(cluster: SimCluster, op: string, body: unknown, idempotencyKey?: string) {
-  const headers: Record<string, string> = idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {};
-  const submitted = await post(cluster, `/api/v1/${op}`, body, headers);
-  expect(submitted.status).toBe(200);
-  const result = await awaitFuture(cluster, submitted.json.request_id);
-  expect(result.error).toBeUndefined();
-  return { ref: { request_id: submitted.json.request_id, model_id: submitted.json.model_id }, result };
-}
-
-async function createModel(cluster: SimCluster): Promise<string> {
-  return (await trainerOp(cluster, 'create_model', { base_model: BASE, lora_config: { rank: 8 } })).result.model_id;
+  const type = response.headers.get('content-type') ?? '';
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const json: Json = type.startsWith('application/json') ? JSON.parse(bytes.toString('utf8')) : undefined;
+  return { status: response.status, json, text: bytes.toString('utf8'), bytes, contentType: type };
 }
 
 /**
  * A Datum for one sampled turn (model_input = tokens[:-1], targets =
  * tokens[1:]), with advantage +1 on the behaviour token only.
  */
-function behaviourDatum(completion: VllmCompletion) {
+function behaviourDatum(completion: VllmCompletion): WireDatum {
   const prompt = completion.prompt_token_ids!;
   const generated = completion.choices[0].token_ids!;
   const sampled = completion.choices[0].logprobs!.content!.map((entry) => entry.logprob);
   const tokens = [...prompt, ...generated];
-  const n = tokens.length - 1;
   const logprobs = tokens.slice(1).map((_, j) => (j + 1 >= prompt.length ? sampled[j + 1 - prompt.length] : 0));
   const advantages = tokens.slice(1).map((_, j) => (j + 1 === prompt.length + 1 ? 1 : 0));
-  const tensor = (data: number[], dtype: 'int64' | 'float32') => ({ data, dtype, shape: [n] });
   return {
     model_input: { chunks: [{ type: 'encoded_text', tokens: tokens.slice(0, -1) }] },
     loss_fn_inputs: {
-      target_tokens: tensor(tokens.slice(1), 'int64'),
-      logprobs: tensor(logprobs, 'float32'),
-      advantages: tensor(advantages, 'float32'),
+      target_tokens: { data: tokens.slice(1), dtype: 'int64' },
+      logprobs: { data: logprobs, dtype: 'float32' },
+      advantages: { data: advantages, dtype: 'float32' },
     },
   };
 }
 
-function forwardBackwardBody(modelId: string, data: unknown[]) {
-  return { model_id: modelId, forward_backward_input: { data, loss_fn: 'importance_sampling' } };
+async function createModel(cluster: SimCluster, rank = 8): Promise<string> {
+  const client = tinker(cluster);
+  return client.createModel({ sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: BASE, lora: { rank, train_attn: true, train_mlp: true, train_unembed: false } });
 }
 
-/** create_model -> forward_backward -> optim_step -> save_weights_for_sampler -> load_lora_adapter. */
+async function loadAdapter(cluster: SimCluster, name: string, samplerPath: string) {
+  const dir = await resolveSamplerWeights({ samplerPath, trainer: tinker(cluster), adapterDir: tempDir() });
+  return post(cluster, '/v1/load_lora_adapter', { lora_name: name, lora_path: dir });
+}
+
+/** create_model -> forward_backward -> optim_step -> save_weights_for_sampler -> unpacked -> load_lora_adapter. */
 async function trainOneStep(cluster: SimCluster, adapterName: string) {
+  const client = tinker(cluster);
   const sampled = await complete(cluster, BASE, taskMessages);
   const behaviour = sampled.choices[0].message.content!.split(' ')[1];
   const modelId = await createModel(cluster);
-  const fb = await trainerOp(cluster, 'forward_backward', forwardBackwardBody(modelId, [behaviourDatum(sampled)]));
-  const optim = await trainerOp(cluster, 'optim_step', { model_id: modelId, adam_params: ADAM });
-  const saved = await trainerOp(cluster, 'save_weights_for_sampler', { model_id: modelId, path: 'step-1' });
-  const load = await post(cluster, '/v1/load_lora_adapter', { lora_name: adapterName, lora_path: saved.result.path });
+  const fb = await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)] });
+  const optim = await client.optimStep({ modelId, seqId: 2, adam: ADAM });
+  const samplerPath = await client.saveWeightsForSampler({ modelId, seqId: 3, name: 'step-1' });
+  const load = await loadAdapter(cluster, adapterName, samplerPath);
   expect(load).toMatchObject({ status: 200, text: `Success: LoRA adapter '${adapterName}' added successfully.` });
-  return { sampled, behaviour, modelId, fb, optim, saved };
+  return { sampled, behaviour, modelId, fb, optim, samplerPath };
 }
 
-describe('sim cluster', () => {
+describe('sim cluster: inference (vLLM subset)', () => {
   let cluster: SimCluster;
   beforeAll(async () => {
-    cluster = await startSimCluster({ world, dataDir: tempDataDir(), port: 0, logger: silent });
+    cluster = await startSimCluster({ world, dataDir: tempDir(), port: 0, logger: silent });
   });
   afterAll(() => cluster.close());
 
@@ -195,112 +162,22 @@ describe('sim cluster', () => {
     expect(b.choices[0].token_ids).toEqual(a.choices[0].token_ids);
   });
 
-  it('lists the base model and every loaded adapter under /v1/models', async () => {
-    await trainOneStep(cluster, 'listed-step-1');
-    const models = await openai(cluster).models.list();
-    const byId = new Map(models.data.map((m) => [m.id, m as unknown as Record<string, unknown>]));
-    expect(byId.get(BASE)).toMatchObject({ object: 'model', owned_by: 'sim' });
-    expect(byId.get('listed-step-1')).toMatchObject({ parent: BASE });
+  it('answers prompt_logprobs of a token-id prompt on /v1/completions, as vLLM does, matching the chat log-probs', async () => {
+    const sampled = await complete(cluster, BASE, taskMessages);
+    const tokens = [...sampled.prompt_token_ids!, ...sampled.choices[0].token_ids!];
+    const reply = await post(cluster, '/v1/completions', { model: BASE, prompt: tokens, max_tokens: 1, temperature: 0, prompt_logprobs: 0 });
+    expect(reply.status).toBe(200);
+    const perPosition = reply.json.choices[0].prompt_logprobs as Array<Record<string, { logprob: number }> | null>;
+    expect(perPosition[0]).toBeNull();
+    const generated = sampled.choices[0].logprobs!.content!.map((e) => e.logprob);
+    const start = sampled.prompt_token_ids!.length;
+    generated.forEach((lp, j) => expect(perPosition[start + j]![String(tokens[start + j])].logprob).toBeCloseTo(lp, 12));
   });
 
   it('makes the openai client throw NotFoundError (404) for a model that is neither the base nor a loaded adapter', async () => {
     const request = openai(cluster).chat.completions.create({ model: 'no-such-model', messages: taskMessages });
     await expect(request).rejects.toBeInstanceOf(NotFoundError);
     await expect(request).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no-such-model') });
-  });
-
-  it('raises the trained behaviour under the new adapter after one positive-advantage training step', async () => {
-    const { sampled, behaviour, fb, optim } = await trainOneStep(cluster, 'run-a-step-1');
-    expect(fb.result.metrics['loss:sum']).toBeCloseTo(-1, 9); // on-policy: ratio 1, advantage 1
-    expect(optim.result.metrics['optim/step']).toBe(1);
-    expect(optim.result.metrics.grad_norm).toBeGreaterThan(0);
-
-    const trained = await complete(cluster, 'run-a-step-1', taskMessages);
-    expect(behaviourLogprob(trained, behaviour)).toBeGreaterThan(behaviourLogprob(sampled, behaviour));
-    expect(behaviourLogprob(await complete(cluster, BASE, taskMessages), behaviour)).toBeCloseTo(behaviourLogprob(sampled, behaviour), 12);
-  });
-
-  it('reports the new policy log-prob of each model token from forward_backward', async () => {
-    const sampled = await complete(cluster, BASE, taskMessages);
-    const modelId = await createModel(cluster);
-    const { result } = await trainerOp(cluster, 'forward_backward', forwardBackwardBody(modelId, [behaviourDatum(sampled)]));
-    const logprobs: number[] = result.loss_fn_outputs[0].logprobs.data;
-    const promptLength = sampled.prompt_token_ids!.length;
-    const sampledLogprobs = sampled.choices[0].logprobs!.content!.map((entry) => entry.logprob);
-    expect(logprobs.slice(promptLength - 1)).toEqual(sampledLogprobs.map((lp) => expect.closeTo(lp, 12)));
-    expect(logprobs.slice(0, promptLength - 1).every((lp) => lp === 0)).toBe(true);
-  });
-
-  it('applies a forward_backward repeated with the same Idempotency-Key once', async () => {
-    const sampled = await complete(cluster, BASE, taskMessages);
-    const body = (modelId: string) => forwardBackwardBody(modelId, [behaviourDatum(sampled)]);
-
-    const once = await createModel(cluster);
-    await trainerOp(cluster, 'forward_backward', body(once), 'fb-once');
-    const onceStep = await trainerOp(cluster, 'optim_step', { model_id: once, adam_params: ADAM });
-
-    const twice = await createModel(cluster);
-    const first = await trainerOp(cluster, 'forward_backward', body(twice), 'fb-twice');
-    const repeat = await trainerOp(cluster, 'forward_backward', body(twice), 'fb-twice');
-    expect(repeat.ref).toEqual(first.ref);
-    const twiceStep = await trainerOp(cluster, 'optim_step', { model_id: twice, adam_params: ADAM });
-
-    expect(twiceStep.result.metrics.grad_norm).toBeGreaterThan(0);
-    expect(twiceStep.result.metrics.grad_norm).toBeCloseTo(onceStep.result.metrics.grad_norm, 12);
-  });
-
-  it('steps once for an optim_step repeated with the same Idempotency-Key', async () => {
-    const modelId = await createModel(cluster);
-    await trainerOp(cluster, 'optim_step', { model_id: modelId, adam_params: ADAM }, 'step-key');
-    await trainerOp(cluster, 'optim_step', { model_id: modelId, adam_params: ADAM }, 'step-key');
-    expect((await post(cluster, '/api/v1/get_info', { model_id: modelId })).json).toMatchObject({
-      model_id: modelId,
-      model_data: { model_name: BASE },
-      optim_steps: 1,
-    });
-  });
-
-  it('keeps the first weights when the same sampler-weights name is saved twice', async () => {
-    const { modelId, saved, behaviour } = await trainOneStep(cluster, 'keep-first-step-1');
-    await trainerOp(cluster, 'optim_step', { model_id: modelId, adam_params: ADAM });
-    const again = await trainerOp(cluster, 'save_weights_for_sampler', { model_id: modelId, path: 'step-1' });
-    expect(again.result.path).toBe(saved.result.path);
-    const reloaded = await post(cluster, '/v1/load_lora_adapter', { lora_name: 'keep-first-again', lora_path: again.result.path });
-    expect(reloaded.status).toBe(200);
-    const first = await complete(cluster, 'keep-first-step-1', taskMessages);
-    const second = await complete(cluster, 'keep-first-again', taskMessages);
-    expect(behaviourLogprob(second, behaviour)).toBe(behaviourLogprob(first, behaviour));
-  });
-
-  it('refuses to load an adapter name twice, and an unknown lora_path, as vLLM does', async () => {
-    const { saved } = await trainOneStep(cluster, 'twice-step-1');
-    const again = await post(cluster, '/v1/load_lora_adapter', { lora_name: 'twice-step-1', lora_path: saved.result.path });
-    expect(again.status).toBe(400);
-    expect(again.json.error.message).toContain('has already been loaded');
-    const unknown = await post(cluster, '/v1/load_lora_adapter', { lora_name: 'ghost', lora_path: 'tinker://nope/sampler_weights/step-9' });
-    expect(unknown.status).toBe(404);
-    expect(unknown.json.error.type).toBe('NotFoundError');
-  });
-
-  it('unloads an adapter, after which it is an unknown model', async () => {
-    await trainOneStep(cluster, 'unload-step-1');
-    const unload = await post(cluster, '/v1/unload_lora_adapter', { lora_name: 'unload-step-1' });
-    expect(unload).toMatchObject({ status: 200, text: "Success: LoRA adapter 'unload-step-1' removed successfully." });
-    await expect(complete(cluster, 'unload-step-1', taskMessages)).rejects.toBeInstanceOf(NotFoundError);
-  });
-
-  it('answers a future of an unknown request_id with 404', async () => {
-    expect((await post(cluster, '/api/v1/retrieve_future', { request_id: 'req-unknown' })).status).toBe(404);
-  });
-
-  it('fails a forward_backward whose advantage sits on a token the policy cannot produce, naming datum and position', async () => {
-    const sampled = await complete(cluster, BASE, taskMessages);
-    const datum = behaviourDatum(sampled);
-    datum.loss_fn_inputs.advantages.data[0] = 1; // target 1 is a prompt token
-    const modelId = await createModel(cluster);
-    const submitted = await post(cluster, '/api/v1/forward_backward', forwardBackwardBody(modelId, [datum]));
-    const result = await awaitFuture(cluster, submitted.json.request_id);
-    expect(result).toMatchObject({ category: 'user', error: expect.stringContaining('datum 0, position 0') });
   });
 
   describe('rejects bad bodies with HTTP 400 naming the field', () => {
@@ -317,10 +194,7 @@ describe('sim cluster', () => {
     });
 
     it('chat completions whose task line names no kind', async () => {
-      const response = await post(cluster, '/v1/chat/completions', {
-        model: BASE,
-        messages: [{ role: 'user', content: '[SIMULATED] Task x kind baking: bread' }],
-      });
+      const response = await post(cluster, '/v1/chat/completions', { model: BASE, messages: [{ role: 'user', content: '[SIMULATED] Task x kind baking: bread' }] });
       expect(response.status).toBe(400);
       expect(response.json.error.message).toContain('names no task kind');
     });
@@ -330,7 +204,161 @@ describe('sim cluster', () => {
       expect(response.status).toBe(400);
       expect(response.json.error.message).toContain('lora_path');
     });
+  });
+});
 
+describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
+  let cluster: SimCluster;
+  beforeAll(async () => {
+    cluster = await startSimCluster({ world, dataDir: tempDir(), port: 0, logger: silent });
+  });
+  afterAll(() => cluster.close());
+
+  it('raises the trained behaviour under the new adapter after one positive-advantage training step', async () => {
+    const { sampled, behaviour, fb, optim } = await trainOneStep(cluster, 'run-a-step-1');
+    expect(fb.metrics['loss:sum']).toBeCloseTo(-1, 6); // on-policy: ratio 1, advantage 1
+    expect(optim['optim/step']).toBe(1);
+    expect(optim.grad_norm).toBeGreaterThan(0);
+    const trained = await complete(cluster, 'run-a-step-1', taskMessages);
+    expect(behaviourLogprob(trained, behaviour)).toBeGreaterThan(behaviourLogprob(sampled, behaviour));
+    expect(behaviourLogprob(await complete(cluster, BASE, taskMessages), behaviour)).toBeCloseTo(behaviourLogprob(sampled, behaviour), 12);
+  });
+
+  it('lists the base model and every loaded adapter under /v1/models', async () => {
+    await trainOneStep(cluster, 'listed-step-1');
+    const byId = new Map((await openai(cluster).models.list()).data.map((m) => [m.id, m as unknown as Record<string, unknown>]));
+    expect(byId.get(BASE)).toMatchObject({ object: 'model', owned_by: 'sim' });
+    expect(byId.get('listed-step-1')).toMatchObject({ parent: BASE });
+  });
+
+  it('refuses create_model without a session (422 naming session_id) and with an unknown one (404)', async () => {
+    const missing = await post(cluster, '/api/v1/create_model', { base_model: BASE, lora_config: { rank: 8 } });
+    expect(missing.status).toBe(422);
+    expect(missing.json.detail).toEqual(expect.arrayContaining([expect.objectContaining({ loc: ['body', 'session_id'] })]));
+    const unknown = await post(cluster, '/api/v1/create_model', { session_id: 'session_gone', base_model: BASE, lora_config: { rank: 8 } });
+    expect(unknown).toMatchObject({ status: 404, json: { detail: 'Session not found' } });
+  });
+
+  it('fails create_model with a rank above its maximum, naming the rank', async () => {
+    await expect(createModel(cluster, 512)).rejects.toThrow(/LoRA rank 512 exceeds the maximum/);
+  });
+
+  it('takes forward_backward bodies as protobuf only (415 for JSON), and answers protobuf', async () => {
+    const modelId = await createModel(cluster);
+    const json = await post(cluster, '/api/v1/forward_backward', { model_id: modelId, forward_backward_input: { data: [], loss_fn: 'importance_sampling' } });
+    expect(json.status).toBe(415);
+    expect(json.json.detail).toContain('application/x-protobuf');
+    const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
+    const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [datum], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+    const submitted = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
+    expect(submitted.status).toBe(200);
+    let reply;
+    do reply = await post(cluster, '/api/v1/retrieve_future', { request_id: submitted.json.request_id });
+    while (reply.status === 408);
+    expect(reply.contentType).toBe(PROTOBUF_CONTENT_TYPE);
+    expect(decodeForwardBackwardResult(reply.bytes).loss_fn_outputs).toHaveLength(1);
+  });
+
+  it('reports the new policy log-prob of each model token from forward_backward, and the same from a forward pass', async () => {
+    const client = tinker(cluster);
+    const sampled = await complete(cluster, BASE, taskMessages);
+    const modelId = await createModel(cluster);
+    const fb = await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)] });
+    const logprobs = fb.loss_fn_outputs[0].logprobs.data;
+    const promptLength = sampled.prompt_token_ids!.length;
+    const sampledLogprobs = sampled.choices[0].logprobs!.content!.map((entry) => entry.logprob);
+    expect(logprobs.slice(promptLength - 1)).toEqual(sampledLogprobs.map((lp) => expect.closeTo(lp, 6)));
+    expect(logprobs.slice(0, promptLength - 1).every((lp) => lp === 0)).toBe(true);
+    const forward = await client.forwardBackward({ modelId, seqId: 2, lossFn: 'cross_entropy', forwardOnly: true, data: [behaviourDatum(sampled)] });
+    expect(forward.loss_fn_outputs[0].logprobs.data).toEqual(logprobs);
+  });
+
+  it('applies a forward_backward sent twice under one seq_id once, and refuses another body under that seq_id (409)', async () => {
+    const client = tinker(cluster);
+    const sampled = await complete(cluster, BASE, taskMessages);
+    const data = [behaviourDatum(sampled)];
+
+    const once = await createModel(cluster);
+    await client.forwardBackward({ modelId: once, seqId: 1, lossFn: 'importance_sampling', data });
+    const onceStep = await client.optimStep({ modelId: once, seqId: 2, adam: ADAM });
+
+    const twice = await createModel(cluster);
+    const body = encodeForwardBackwardRequest({ model_id: twice, seq_id: 1, data, loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+    const first = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
+    const repeat = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
+    expect(repeat.json.request_id).toBe(first.json.request_id);
+    await client.forwardBackward({ modelId: twice, seqId: 1, lossFn: 'importance_sampling', data });
+    const twiceStep = await client.optimStep({ modelId: twice, seqId: 2, adam: ADAM });
+    expect(twiceStep.grad_norm).toBeGreaterThan(0);
+    expect(twiceStep.grad_norm).toBeCloseTo(onceStep.grad_norm, 12);
+
+    const other = encodeForwardBackwardRequest({ model_id: twice, seq_id: 1, data: [], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+    expect(await post(cluster, '/api/v1/forward_backward', other, PROTOBUF_CONTENT_TYPE)).toMatchObject({ status: 409, json: { detail: 'Training request sequence number was reused' } });
+    await expect(client.optimStep({ modelId: twice, seqId: 1, adam: ADAM })).rejects.toThrow(/HTTP 409/);
+  });
+
+  it('steps once for an optim_step sent twice under one seq_id', async () => {
+    const client = tinker(cluster);
+    const modelId = await createModel(cluster);
+    await client.optimStep({ modelId, seqId: 1, adam: ADAM });
+    await client.optimStep({ modelId, seqId: 1, adam: ADAM });
+    expect((await post(cluster, '/api/v1/get_info', { model_id: modelId })).json).toMatchObject({ model_id: modelId, model_data: { model_name: BASE }, optim_steps: 1 });
+  });
+
+  it('answers 409 for a sampler checkpoint name that exists; the client takes it as saved and finds its path', async () => {
+    const client = tinker(cluster);
+    const { modelId, samplerPath } = await trainOneStep(cluster, 'keep-first-step-1');
+    const again = await post(cluster, '/api/v1/save_weights_for_sampler', { model_id: modelId, path: 'step-1' });
+    expect(again).toMatchObject({ status: 409, json: { detail: `Checkpoint 'step-1' already exists for model '${modelId}'` } });
+    const found = await client.saveWeightsForSampler({ modelId, seqId: 9, name: 'step-1' });
+    expect(found).toBe(`tinker://${modelId}/sampler_weights/step-1`);
+    expect(samplerPath).toBe(`tinker://${modelId}/step-1`);
+    expect(await client.listCheckpoints(modelId)).toEqual([expect.objectContaining({ checkpoint_id: 'step-1', checkpoint_type: 'sampler' })]);
+  });
+
+  it('serves a checkpoint archive as a 302 to its download, a tar.gz of a LoRA adapter directory', async () => {
+    const { modelId } = await trainOneStep(cluster, 'archive-step-1');
+    const archive = await fetch(`${cluster.url}/api/v1/training_runs/${modelId}/checkpoints/step-1/archive`, { redirect: 'manual' });
+    expect(archive.status).toBe(302);
+    const download = await fetch(archive.headers.get('location')!);
+    expect(download.status).toBe(200);
+    const bytes = Buffer.from(await download.arrayBuffer());
+    expect(bytes.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b])); // gzip
+    expect((await fetch(`${cluster.url}/api/v1/training_runs/${modelId}/checkpoints/step-9/archive`, { redirect: 'manual' })).status).toBe(404);
+  });
+
+  it('refuses to load an adapter name twice unless in place, and a lora_path that is no adapter directory, as vLLM does', async () => {
+    const { samplerPath } = await trainOneStep(cluster, 'twice-step-1');
+    const again = await loadAdapter(cluster, 'twice-step-1', samplerPath);
+    expect(again).toMatchObject({ status: 400, json: { error: { type: 'InvalidUserInput', message: expect.stringContaining('has already been loaded') } } });
+    const dir = await resolveSamplerWeights({ samplerPath, trainer: tinker(cluster), adapterDir: tempDir() });
+    expect((await post(cluster, '/v1/load_lora_adapter', { lora_name: 'twice-step-1', lora_path: dir, load_inplace: true })).status).toBe(200);
+    const unknown = await post(cluster, '/v1/load_lora_adapter', { lora_name: 'ghost', lora_path: samplerPath });
+    expect(unknown).toMatchObject({ status: 404, json: { error: { type: 'NotFoundError', message: `Loading lora ghost failed: No adapter found for ${samplerPath}` } } });
+  });
+
+  it('unloads an adapter, after which it is an unknown model', async () => {
+    await trainOneStep(cluster, 'unload-step-1');
+    const unload = await post(cluster, '/v1/unload_lora_adapter', { lora_name: 'unload-step-1' });
+    expect(unload).toMatchObject({ status: 200, text: "Success: LoRA adapter 'unload-step-1' removed successfully." });
+    await expect(complete(cluster, 'unload-step-1', taskMessages)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('answers a future of an unknown request_id with 404', async () => {
+    expect((await post(cluster, '/api/v1/retrieve_future', { request_id: '424242' })).status).toBe(404);
+  });
+
+  it('fails a forward_backward whose advantage sits on a token the policy cannot produce with HTTP 400, naming datum and position', async () => {
+    const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
+    datum.loss_fn_inputs.advantages.data[0] = 1; // target 1 is a prompt token
+    const modelId = await createModel(cluster);
+    await expect(tinker(cluster).forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [datum] })).rejects.toMatchObject({
+      category: 'user',
+      message: expect.stringContaining('datum 0, position 0'),
+    });
+  });
+
+  describe('rejects bad bodies with HTTP 422 naming the field (FastAPI shape)', () => {
     it('a body that is not JSON', async () => {
       const response = await post(cluster, '/api/v1/create_model', '{not json');
       expect(response.status).toBe(400);
@@ -338,7 +366,8 @@ describe('sim cluster', () => {
     });
 
     it('create_model for another base model', async () => {
-      const response = await post(cluster, '/api/v1/create_model', { base_model: 'Qwen/Qwen3-8B' });
+      const client = tinker(cluster);
+      const response = await post(cluster, '/api/v1/create_model', { session_id: await client.createSession([], {}), base_model: 'Qwen/Qwen3-8B', lora_config: { rank: 8 } });
       expect(response.status).toBe(400);
       expect(response.json.detail).toContain('base_model');
     });
@@ -346,50 +375,70 @@ describe('sim cluster', () => {
     it('forward_backward whose advantages do not match the input length', async () => {
       const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
       datum.loss_fn_inputs.advantages.data.pop();
-      datum.loss_fn_inputs.advantages.shape = [datum.loss_fn_inputs.advantages.data.length];
       const modelId = await createModel(cluster);
-      const response = await post(cluster, '/api/v1/forward_backward', forwardBackwardBody(modelId, [datum]));
-      expect(response.status).toBe(400);
-      expect(response.json.detail).toContain('data.0.loss_fn_inputs.advantages');
+      const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [datum], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+      const response = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
+      expect(response.status).toBe(422);
+      expect(response.json.detail[0].loc).toEqual(['body', 'forward_backward_input', 'data', 0, 'loss_fn_inputs', 'advantages']);
     });
 
-    it('forward_backward with a shape that does not match its data', async () => {
-      const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
-      datum.loss_fn_inputs.logprobs.shape = [2];
-      const modelId = await createModel(cluster);
-      const response = await post(cluster, '/api/v1/forward_backward', forwardBackwardBody(modelId, [datum]));
-      expect(response.status).toBe(400);
-      expect(response.json.detail).toContain('data.0.loss_fn_inputs.logprobs.shape');
+    it('forward_backward whose body is not protobuf', async () => {
+      const response = await post(cluster, '/api/v1/forward_backward', Buffer.from('definitely not protobuf'), PROTOBUF_CONTENT_TYPE);
+      expect(response.status).toBe(422);
+      expect(response.json.detail).toContain('Invalid proto forward_backward body');
     });
 
     it('forward_backward with an unsupported loss', async () => {
       const modelId = await createModel(cluster);
-      const response = await post(cluster, '/api/v1/forward_backward', {
-        model_id: modelId,
-        forward_backward_input: { data: [], loss_fn: 'cross_entropy' },
-      });
-      expect(response.status).toBe(400);
-      expect(response.json.detail).toContain("loss_fn 'cross_entropy' is not supported");
+      const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [], loss_fn: 'ppo', loss_fn_config: null, forward_only: false });
+      const response = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
+      expect(response.status).toBe(422);
+      expect(response.json.detail[0].msg).toContain("loss_fn 'ppo' is not supported");
     });
 
-    it('optim_step without a learning rate', async () => {
+    it('optim_step with a negative learning rate', async () => {
       const modelId = await createModel(cluster);
-      const response = await post(cluster, '/api/v1/optim_step', { model_id: modelId, adam_params: { beta1: 0.9 } });
-      expect(response.status).toBe(400);
-      expect(response.json.detail).toContain('adam_params.learning_rate');
+      const response = await post(cluster, '/api/v1/optim_step', { model_id: modelId, adam_params: { learning_rate: -1 } });
+      expect(response.status).toBe(422);
+      expect(response.json.detail[0].loc).toEqual(['body', 'adam_params', 'learning_rate']);
     });
   });
 });
 
-describe('sim cluster with slow training ops', () => {
-  it('answers try_again (HTTP 408) while an op is still running', async () => {
-    const cluster = await startSimCluster({ world, dataDir: tempDataDir(), logger: silent, trainerOpDelayMs: 300 });
+describe('sim trainer sessions', () => {
+  it('unloads the models of a session that stops sending heartbeats; a kept-alive one goes on training', async () => {
+    const cluster = await startSimCluster({ world, dataDir: tempDir(), logger: silent, trainerSessionTimeoutMs: 300 });
     try {
-      const submitted = await post(cluster, '/api/v1/create_model', { base_model: BASE });
+      const client = tinker(cluster);
+      const silentSession = await client.createSession([], {});
+      const liveSession = await client.createSession([], {});
+      const lora = { rank: 8, train_attn: true, train_mlp: true, train_unembed: false };
+      const abandoned = await client.createModel({ sessionId: silentSession, modelSeqId: 0, baseModel: BASE, lora });
+      const kept = await client.createModel({ sessionId: liveSession, modelSeqId: 0, baseModel: BASE, lora });
+      for (let i = 0; i < 8; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(await client.heartbeatSession(liveSession)).toBe('alive');
+      }
+      expect(await client.heartbeatSession('session_unknown')).toBe('expired');
+      await expect(client.optimStep({ modelId: abandoned, seqId: 1, adam: ADAM })).rejects.toThrow(/is not loaded \(its session expired/);
+      expect(await client.optimStep({ modelId: kept, seqId: 1, adam: ADAM })).toMatchObject({ 'optim/step': 1 });
+    } finally {
+      await cluster.close();
+    }
+  });
+});
+
+describe('sim cluster with slow training ops', () => {
+  it('holds retrieve_future for a pending op, then answers 408; the client polls until the result', async () => {
+    const cluster = await startSimCluster({ world, dataDir: tempDir(), logger: silent, trainerOpDelayMs: 400, trainerLongPollMs: 100 });
+    try {
+      const client = tinker(cluster);
+      const submitted = await post(cluster, '/api/v1/create_model', { session_id: await client.createSession([], {}), base_model: BASE, lora_config: { rank: 8 } });
+      const started = Date.now();
       const early = await post(cluster, '/api/v1/retrieve_future', { request_id: submitted.json.request_id });
-      expect(early.status).toBe(408);
-      expect(early.json).toMatchObject({ type: 'try_again', request_id: submitted.json.request_id });
-      expect(await awaitFuture(cluster, submitted.json.request_id)).toEqual({ model_id: submitted.json.model_id });
+      expect(early).toMatchObject({ status: 408, json: { detail: 'Timeout waiting for result' } });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+      expect(await client.optimStep({ modelId: submitted.json.model_id, seqId: 1, adam: ADAM })).toMatchObject({ 'optim/step': 1 });
     } finally {
       await cluster.close();
     }
@@ -397,36 +446,35 @@ describe('sim cluster with slow training ops', () => {
 });
 
 describe('sim cluster restarted on the same data directory', () => {
-  it('still serves the loaded adapter and continues the training model', async () => {
-    const dataDir = tempDataDir();
+  it('still serves the loaded adapter, continues the training model, and answers a seq_id sent before the restart with its first future', async () => {
+    const dataDir = tempDir();
     const before = await startSimCluster({ world, dataDir, logger: silent });
     let trainedLogprob: number;
     let step: Awaited<ReturnType<typeof trainOneStep>>;
+    let fbBefore: string;
+    const body = (modelId: string, data: WireDatum[]) =>
+      encodeForwardBackwardRequest({ model_id: modelId, seq_id: 4, data, loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
     try {
       step = await trainOneStep(before, 'restart-step-1');
       trainedLogprob = behaviourLogprob(await complete(before, 'restart-step-1', taskMessages), step.behaviour);
-      await post(before, '/api/v1/forward_backward', forwardBackwardBody(step.modelId, [behaviourDatum(step.sampled)]), {
-        'Idempotency-Key': 'fb-before-restart',
-      });
+      fbBefore = (await post(before, '/api/v1/forward_backward', body(step.modelId, [behaviourDatum(step.sampled)]), PROTOBUF_CONTENT_TYPE)).json.request_id;
     } finally {
       await before.close();
     }
 
     const after = await startSimCluster({ world, dataDir, logger: silent });
     try {
+      const client = tinker(after);
       expect((await openai(after).models.list()).data.map((m) => m.id)).toContain('restart-step-1');
-      const served = await complete(after, 'restart-step-1', taskMessages);
-      expect(behaviourLogprob(served, step.behaviour)).toBe(trainedLogprob);
-
-      expect(await awaitFuture(after, step.optim.ref.request_id)).toEqual(step.optim.result);
+      expect(behaviourLogprob(await complete(after, 'restart-step-1', taskMessages), step.behaviour)).toBe(trainedLogprob);
       expect((await post(after, '/api/v1/get_info', { model_id: step.modelId })).json.optim_steps).toBe(1);
 
-      // The gradient accumulated before the restart is still there; its retry is not applied again.
-      const retry = await trainerOp(after, 'forward_backward', forwardBackwardBody(step.modelId, []), 'fb-before-restart');
-      expect(retry.result.loss_fn_outputs).toHaveLength(1);
-      const next = await trainerOp(after, 'optim_step', { model_id: step.modelId, adam_params: ADAM });
-      expect(next.result.metrics['optim/step']).toBe(2);
-      expect(next.result.metrics.grad_norm).toBeGreaterThan(0);
+      // The gradient accumulated before the restart is still there; its op sent again is not applied again.
+      const again = await post(after, '/api/v1/forward_backward', body(step.modelId, [behaviourDatum(step.sampled)]), PROTOBUF_CONTENT_TYPE);
+      expect(again.json.request_id).toBe(fbBefore);
+      const next = await client.optimStep({ modelId: step.modelId, seqId: 5, adam: ADAM });
+      expect(next['optim/step']).toBe(2);
+      expect(next.grad_norm).toBeGreaterThan(0);
     } finally {
       await after.close();
     }
@@ -434,31 +482,47 @@ describe('sim cluster restarted on the same data directory', () => {
 });
 
 describe('sim trainer whose disk write fails once', () => {
-  it('answers the failure, then runs the op again when it is retried under the same idempotency key', async () => {
-    const store = await SimClusterStore.open(tempDataDir());
+  it('answers the failure as a server fault, then runs the op again when it is sent again under its seq_id', async () => {
+    const store = await SimClusterStore.open(tempDir());
     const write = store.writeTrainingModel.bind(store);
+    const trainer = await SimTrainerServer.open({ world, store, logger: silent, opDelayMs: 0 });
+    const call = (op: string, body: unknown) =>
+      trainer.handle({ method: 'POST', path: `/api/v1/${op}`, headers: {}, body, raw: Buffer.from(JSON.stringify(body)), contentType: 'application/json' });
+    const result = async (requestId: string) => {
+      for (;;) {
+        const reply = await call('retrieve_future', { request_id: requestId });
+        if (reply.status !== 408) return reply;
+      }
+    };
+    const session = ((await call('create_session', { tags: [], sdk_version: '0.25.0' })).json as { session_id: string }).session_id;
+    const created = (await call('create_model', { session_id: session, base_model: BASE, lora_config: { rank: 8 } })).json as { request_id: string; model_id: string };
+    expect((await result(created.request_id)).status).toBe(200);
+
     let failures = 1;
     store.writeTrainingModel = async (record) => {
       if (failures-- > 0) throw new Error('ENOSPC: no space left on device');
       return write(record);
     };
-    const trainer = await SimTrainerServer.open({ world, store, logger: silent, opDelayMs: 0 });
-    const call = (op: string, body: unknown) =>
-      trainer.handle({ method: 'POST', path: `/api/v1/${op}`, headers: { 'idempotency-key': 'create-1' }, body });
-    const result = async (requestId: string) => {
-      for (;;) {
-        const reply = await trainer.handle({ method: 'POST', path: '/api/v1/retrieve_future', headers: {}, body: { request_id: requestId } });
-        if (reply.status !== 408) return reply.json as Record<string, unknown>;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    };
-
-    const first = (await call('create_model', { base_model: BASE })).json as { request_id: string };
-    expect(await result(first.request_id)).toMatchObject({ category: 'server', error: expect.stringContaining('ENOSPC') });
-    const retried = (await call('create_model', { base_model: BASE })).json as { request_id: string; model_id: string };
+    const step = { model_id: created.model_id, adam_params: ADAM, seq_id: 1 };
+    const first = (await call('optim_step', step)).json as { request_id: string };
+    expect(await result(first.request_id)).toMatchObject({ status: 200, json: { category: 'server', error: expect.stringContaining('ENOSPC') } });
+    const retried = (await call('optim_step', step)).json as { request_id: string };
     expect(retried.request_id).not.toBe(first.request_id);
-    expect(await result(retried.request_id)).toEqual({ model_id: retried.model_id });
-    // Once it succeeded, the key answers with that success.
-    expect((await call('create_model', { base_model: BASE })).json).toEqual(retried);
+    expect(await result(retried.request_id)).toMatchObject({ status: 200, json: { metrics: { 'optim/step': 1 } } });
+    // Once it succeeded, the seq_id answers with that success.
+    expect(((await call('optim_step', step)).json as { request_id: string }).request_id).toBe(retried.request_id);
+    await trainer.drain();
   });
+});
+
+test('the Tinker client names an unreachable trainer in one message', async () => {
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise((resolve) => closed.close(resolve));
+  const client = new TinkerClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'x', pollSeconds: 0.001, connectionRetrySeconds: 0.001 });
+  const error = await client.createSession([], {}).catch((err: unknown) => err);
+  expect(error).toBeInstanceOf(TrainerError);
+  expect((error as TrainerError).category).toBe('server');
+  expect((error as Error).message).toBe(`trainer http://127.0.0.1:${port} is unreachable (create_session): ECONNREFUSED (connect ECONNREFUSED 127.0.0.1:${port})`);
 });

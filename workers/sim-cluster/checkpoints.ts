@@ -3,43 +3,57 @@
  * exactly where it stopped. Every file is written atomically (temp file,
  * fsync, rename): a crash leaves either the old or the new version.
  *
- * Layout under the data directory:
- *   trainer/models/<model_id>.json                 training state + its idempotency keys
- *   trainer/futures/<request_id>.json              finished future results (the newest FUTURE_RETENTION)
- *   trainer/sampler_weights/<model_id>/<name>.json weights saved for sampling (never overwritten)
- *   inference/adapters.json                        LoRA adapters loaded in the inference server
+ * Layout under the data directory (the checkpoints folder is SkyRL's):
+ *   trainer/models/<model_id>.json                       training state + the ops applied to it (by seq_id)
+ *   trainer/sessions.json                                client sessions and when they last sent a heartbeat
+ *   trainer/futures/<request_id>.json                    finished future results (the newest FUTURE_RETENTION)
+ *   trainer/sampler_weights/<model_id>/<name>.json       weights saved for sampling (never overwritten)
+ *   trainer/checkpoints/<model_id>/sampler_weights/<name>.tar.gz  the same, as the archive clients download
+ *   inference/adapters.json                              LoRA adapters loaded in the inference server
  *
  * A training op first writes its future's result, then commits by rewriting
- * its model file, which lists the ops applied to it with their idempotency
- * keys: state and "this op and key were applied" change in one rename, so a
- * retried op is applied exactly once. A successful future whose op is not in
- * its model's applied list never committed (a crash came in between) and is
- * treated as unknown.
+ * its model file, which lists the ops applied to it with their seq_id and a
+ * hash of their body: state and "this op was applied" change in one rename,
+ * so an op sent again under its seq_id is applied exactly once. A successful
+ * future whose op is not in its model's applied list never committed (a
+ * crash came in between) and is treated as unknown.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { create as createTar } from 'tar';
 import { z } from 'zod';
 import { PolicyParams } from '../../core/envs/sim/policy-model';
 import { formatZodError } from '../../core/validation';
 
-/** Finished futures kept on disk; older ones are deleted (their retries get 404). */
+/** Finished futures kept on disk; older ones are deleted (their retries get 404 and are sent again). */
 export const FUTURE_RETENTION = 1000;
-/** Committed ops (and so idempotency keys) remembered per training model; a retry comes soon after its first try. */
+/** Committed ops (and so seq_ids) remembered per training model; a retry comes soon after its first try. */
 export const APPLIED_RETENTION = 1000;
 
 /** Model ids and weight names become file names: no separators, no leading dot. */
 export const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-/** One op committed to a training model; `key` is its Idempotency-Key header, if it had one. */
-export const AppliedOp = z.object({ requestId: z.string(), route: z.string(), key: z.string().nullable() });
+/** One op committed to a training model, keyed by its seq_id (null for ops without one). */
+export const AppliedOp = z.object({ requestId: z.string(), route: z.string(), seqId: z.number().int().nullable(), bodyHash: z.string() });
 export type AppliedOp = z.infer<typeof AppliedOp>;
 
+export const SimLoraConfig = z.object({
+  rank: z.number().int(),
+  seed: z.number().int().nullish(),
+  train_attn: z.boolean(),
+  train_mlp: z.boolean(),
+  train_unembed: z.boolean(),
+});
+
 export const TrainingModelRecord = z.object({
-  version: z.literal(1),
+  version: z.literal(2),
   modelId: z.string(),
+  sessionId: z.string(),
   baseModel: z.string(),
-  loraRank: z.number().int(),
+  lora: SimLoraConfig,
+  /** 'unloaded' once its session expired or a client unloaded it: ops on it fail. */
+  status: z.enum(['loaded', 'unloaded']),
   createdAt: z.string(),
   params: PolicyParams,
   /** Accumulated gradient of the loss since the last optim_step. */
@@ -51,6 +65,10 @@ export const TrainingModelRecord = z.object({
   applied: z.array(AppliedOp),
 });
 export type TrainingModelRecord = z.infer<typeof TrainingModelRecord>;
+
+export const SessionRecord = z.object({ createdAt: z.string(), lastHeartbeatAt: z.string(), status: z.enum(['active', 'expired']) });
+export type SessionRecord = z.infer<typeof SessionRecord>;
+const SessionsFile = z.record(z.string(), SessionRecord);
 
 export const SamplerWeightsRecord = z.object({
   version: z.literal(1),
@@ -68,26 +86,28 @@ export const FutureRecord = z.object({
   modelId: z.string(),
   route: z.string(),
   finishedAt: z.string(),
-  /** Exactly what retrieve_future answers: the op's result or `{error, category}`. */
-  result: z.unknown(),
+  /** What the op produced: `{json}`, `{proto}` (base64 protobuf), or `{error, category}`. */
+  result: z.union([
+    z.object({ json: z.unknown() }),
+    z.object({ proto: z.string() }),
+    z.object({ error: z.string(), category: z.enum(['user', 'server']) }),
+  ]),
 });
 export type FutureRecord = z.infer<typeof FutureRecord>;
 
-/** lora_name -> lora_path */
+/** The file a sim LoRA adapter directory carries its parameters in. */
+export const SIM_ADAPTER_PARAMS_FILE = 'sim_policy_params.json';
+
+/** lora_name -> adapter directory */
 const AdapterRegistry = z.record(z.string(), z.string());
 
-const SAMPLER_PATH = /^tinker:\/\/([^/]+)\/sampler_weights\/([^/]+)$/;
-
-/** The `tinker://` path the trainer hands out for saved sampler weights. */
-export function samplerWeightsUri(modelId: string, name: string): string {
-  return `tinker://${modelId}/sampler_weights/${name}`;
+export function hashBody(value: unknown): string {
+  return createHash('sha256').update(typeof value === 'string' || value instanceof Uint8Array ? value : JSON.stringify(value)).digest('hex');
 }
 
-/** The model id and name of a sampler-weights path, or undefined when it is not one. */
-export function parseSamplerWeightsUri(uri: string): { modelId: string; name: string } | undefined {
-  const match = SAMPLER_PATH.exec(uri);
-  if (!match || !SAFE_NAME.test(match[1]) || !SAFE_NAME.test(match[2])) return undefined;
-  return { modelId: match[1], name: match[2] };
+/** The `tinker://` path the sim trainer hands out for saved sampler weights (SkyRL's two-part form). */
+export function samplerWeightsUri(modelId: string, name: string): string {
+  return `tinker://${modelId}/${name}`;
 }
 
 /** Writes JSON so that readers see the old file or the whole new one, never a torn write. */
@@ -115,15 +135,32 @@ export class SimClusterStore {
     await fs.mkdir(store.dir('trainer', 'models'), { recursive: true });
     await fs.mkdir(store.dir('trainer', 'futures'), { recursive: true });
     await fs.mkdir(store.dir('trainer', 'sampler_weights'), { recursive: true });
+    await fs.mkdir(store.dir('trainer', 'checkpoints'), { recursive: true });
     await fs.mkdir(store.dir('inference'), { recursive: true });
     store.futureIds = await store.listFuturesOldestFirst();
     return store;
   }
 
-  async listTrainingModels(): Promise<TrainingModelRecord[]> {
+  /** Training models on disk; files of an older format are skipped (`skipped` names them). */
+  async listTrainingModels(): Promise<{ models: TrainingModelRecord[]; skipped: string[] }> {
     const dir = this.dir('trainer', 'models');
     const files = (await fs.readdir(dir)).filter((f) => f.endsWith('.json')).sort();
-    return Promise.all(files.map((f) => readJson(path.join(dir, f), TrainingModelRecord)));
+    const models: TrainingModelRecord[] = [];
+    const skipped: string[] = [];
+    for (const f of files) {
+      const raw = JSON.parse(await fs.readFile(path.join(dir, f), 'utf8')) as { version?: unknown };
+      if (raw.version !== 2) skipped.push(f);
+      else models.push(await readJson(path.join(dir, f), TrainingModelRecord));
+    }
+    return { models, skipped };
+  }
+
+  async readSessions(): Promise<Record<string, SessionRecord>> {
+    return (await readJsonIfExists(path.join(this.dir('trainer'), 'sessions.json'), SessionsFile)) ?? {};
+  }
+
+  async writeSessions(sessions: Record<string, SessionRecord>): Promise<void> {
+    await writeJsonAtomic(path.join(this.dir('trainer'), 'sessions.json'), sessions);
   }
 
   async writeTrainingModel(record: TrainingModelRecord): Promise<void> {
@@ -135,12 +172,50 @@ export class SimClusterStore {
     return readJsonIfExists(this.file(['trainer', 'sampler_weights', modelId], name), SamplerWeightsRecord);
   }
 
-  /** Saves sampler weights unless that name was saved before; returns the record now on disk (the first one). */
-  async writeSamplerWeightsOnce(record: SamplerWeightsRecord): Promise<SamplerWeightsRecord> {
+  /**
+   * Saves sampler weights unless that name was saved before, as a record and
+   * as the archive clients download (a LoRA adapter directory, tar.gz):
+   * adapter_config.json (PEFT's fields, marked simulated) and the parameters.
+   */
+  async writeSamplerWeightsOnce(record: SamplerWeightsRecord, lora: z.infer<typeof SimLoraConfig>): Promise<SamplerWeightsRecord> {
     const existing = await this.readSamplerWeights(record.modelId, record.name);
-    if (existing) return existing;
+    if (existing && (await this.samplerArchive(record.modelId, record.name))) return existing;
+    const staging = await fs.mkdtemp(path.join(this.dir('trainer', 'checkpoints'), '.staging-'));
+    try {
+      await fs.writeFile(
+        path.join(staging, 'adapter_config.json'),
+        JSON.stringify({ simulated: true, peft_type: 'LORA', base_model_name_or_path: record.baseModel, r: lora.rank, lora_alpha: 32, target_modules: null }),
+      );
+      await fs.writeFile(path.join(staging, SIM_ADAPTER_PARAMS_FILE), JSON.stringify(record));
+      const archive = this.samplerArchivePath(record.modelId, record.name);
+      await fs.mkdir(path.dirname(archive), { recursive: true });
+      const temp = `${archive}.${randomBytes(4).toString('hex')}.tmp`;
+      await createTar({ gzip: true, file: temp, cwd: staging, portable: true }, ['adapter_config.json', SIM_ADAPTER_PARAMS_FILE]);
+      await fs.rename(temp, archive);
+    } finally {
+      await fs.rm(staging, { recursive: true, force: true });
+    }
     await writeJsonAtomic(this.file(['trainer', 'sampler_weights', record.modelId], record.name), record);
     return record;
+  }
+
+  /** The archive of saved sampler weights, or undefined when there is none. */
+  async samplerArchive(modelId: string, name: string): Promise<string | undefined> {
+    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return undefined;
+    const file = this.samplerArchivePath(modelId, name);
+    return (await fs.stat(file).catch(() => null)) ? file : undefined;
+  }
+
+  /** The sampler checkpoints of a model, by name. */
+  async samplerCheckpoints(modelId: string): Promise<Array<{ name: string; savedAt: Date }>> {
+    if (!SAFE_NAME.test(modelId)) return [];
+    const dir = path.join(this.dir('trainer', 'checkpoints'), modelId, 'sampler_weights');
+    const files = (await fs.readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.tar.gz'));
+    return Promise.all(files.map(async (f) => ({ name: f.slice(0, -'.tar.gz'.length), savedAt: (await fs.stat(path.join(dir, f))).mtime })));
+  }
+
+  private samplerArchivePath(modelId: string, name: string): string {
+    return path.join(this.dir('trainer', 'checkpoints'), modelId, 'sampler_weights', `${name}.tar.gz`);
   }
 
   async readFuture(requestId: string): Promise<FutureRecord | undefined> {

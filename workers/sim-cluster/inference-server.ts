@@ -1,14 +1,18 @@
 /**
  * The SIMULATED inference server: the subset of vLLM's OpenAI-compatible API
- * the project uses (chat completions with logprobs and token ids, models,
- * runtime LoRA loading), answering with the sim policy. Errors have vLLM's
- * shape, `{"error": {"message", "type", "param", "code"}}`.
+ * the project uses (chat completions with logprobs and token ids, completions
+ * of token-id prompts with prompt_logprobs, models, runtime LoRA loading),
+ * answering with the sim policy. Errors have vLLM's shape,
+ * `{"error": {"message", "type", "param", "code"}}`.
  *
- * A "LoRA adapter" here is a set of sim policy parameters saved by the sim
- * trainer's save_weights_for_sampler; loaded adapters are recorded in the
- * data directory and loaded again when the cluster restarts.
+ * A "LoRA adapter" here is a local directory, as vLLM wants: the sim
+ * trainer's sampler checkpoint unpacked (adapter_config.json and the sim
+ * policy's parameters). Loaded adapters are recorded in the data directory
+ * and loaded again when the cluster restarts.
  */
 import { randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
@@ -21,7 +25,7 @@ import {
 import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
 import type { SimWorld } from '../../core/envs/sim/world';
 import { formatZodError } from '../../core/validation';
-import { parseSamplerWeightsUri, type SimClusterStore } from './checkpoints';
+import { SamplerWeightsRecord, SIM_ADAPTER_PARAMS_FILE, type SimClusterStore } from './checkpoints';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -56,6 +60,28 @@ const ChatCompletionBody = z
     }
   });
 type ChatCompletionBody = z.infer<typeof ChatCompletionBody>;
+
+/** vLLM's /v1/completions, for token-id prompts (what the adapter probe sends). */
+const CompletionBody = z
+  .object({
+    model: z.string(),
+    prompt: z.array(z.number().int()).min(1, 'the sim server takes a non-empty token-id prompt'),
+    max_tokens: z.number().int().min(0).nullish(),
+    temperature: z.number().min(0).nullish(),
+    seed: z.number().int().nullish(),
+    prompt_logprobs: z.number().int().min(0).nullish(),
+    logprobs: z.number().int().min(0).nullish(),
+    n: z.number().int().nullish(),
+    stream: z.boolean().nullish(),
+    return_token_ids: z.boolean().nullish(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.n != null && body.n !== 1) ctx.addIssue({ code: 'custom', path: ['n'], message: 'the sim server returns one choice per request; use n=1' });
+    if (body.stream) ctx.addIssue({ code: 'custom', path: ['stream'], message: 'streaming is not supported by the sim server' });
+  });
+
+/** vLLM reports log-probs below this (impossible tokens) as this. */
+const MIN_LOGPROB = -9999;
 
 const LoadLoraBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1), load_inplace: z.boolean().nullish() });
 const UnloadLoraBody = z.object({ lora_name: z.string().min(1) });
@@ -106,6 +132,8 @@ export class SimInferenceServer implements SimApi {
         return { status: 200, json: this.listModels() };
       case 'POST /v1/chat/completions':
         return this.chatCompletion(request.body);
+      case 'POST /v1/completions':
+        return this.completion(request.body);
       case 'POST /v1/load_lora_adapter':
         return this.serialised(() => this.loadAdapter(request.body));
       case 'POST /v1/unload_lora_adapter':
@@ -162,6 +190,65 @@ export class SimInferenceServer implements SimApi {
     return { status: 200, json: this.completionResponse(body, promptIds, generated) };
   }
 
+  /** A completion of a token-id prompt; with `prompt_logprobs`, each prompt token's log-prob under the model (vLLM's form). */
+  private completion(rawBody: unknown): SimHttpReply {
+    const parsed = CompletionBody.safeParse(rawBody);
+    if (!parsed.success) return this.badRequest(invalidBody('/v1/completions', parsed.error));
+    const body = parsed.data;
+    const params = this.paramsOf(body.model);
+    if (!params) return vllmError(404, 'NotFoundError', `The model \`${body.model}\` does not exist.`);
+    const tokenizer = this.model.tokenizer;
+    const bad = body.prompt.find((id) => !tokenizer.isValidId(id));
+    if (bad !== undefined) return this.badRequest(`prompt: token id ${bad} is outside the sim vocabulary (size ${tokenizer.size})`);
+    let generated: GeneratedToken[] = [];
+    try {
+      generated = (body.max_tokens ?? 16) > 0
+        ? this.model.generate(params, body.prompt, {
+            temperature: body.temperature ?? 1,
+            maxTokens: body.max_tokens ?? 16,
+            random: body.seed != null ? seededRandom(body.seed, body.prompt.length) : Math.random,
+          })
+        : [];
+    } catch (err) {
+      if (!(err instanceof SimPolicyInputError)) throw err;
+    }
+    const promptLogprobs =
+      body.prompt_logprobs != null
+        ? body.prompt.map((id, i) => {
+            if (i === 0) return null;
+            let logprob = -Infinity;
+            try {
+              logprob = this.model.logprobAndGrad(params, body.prompt.slice(0, i), id).logprob;
+            } catch (err) {
+              if (!(err instanceof SimPolicyInputError)) throw err;
+            }
+            return { [String(id)]: { logprob: Math.max(MIN_LOGPROB, logprob), rank: null, decoded_token: tokenizer.token(id) } };
+          })
+        : null;
+    const endId = tokenizer.id(END);
+    return {
+      status: 200,
+      json: {
+        id: `cmpl-${randomUUID().replace(/-/g, '')}`,
+        object: 'text_completion',
+        created: unixSeconds(),
+        model: body.model,
+        choices: [
+          {
+            index: 0,
+            text: tokenizer.decode(generated.map((t) => t.id).filter((id) => id !== endId)),
+            finish_reason: generated.at(-1)?.id === endId ? 'stop' : 'length',
+            logprobs: body.logprobs != null ? { token_logprobs: generated.map((t) => t.logprob), tokens: generated.map((t) => tokenizer.token(t.id)) } : null,
+            token_ids: body.return_token_ids ? generated.map((t) => t.id) : null,
+            prompt_logprobs: promptLogprobs,
+            prompt_token_ids: body.return_token_ids ? body.prompt : null,
+          },
+        ],
+        usage: { prompt_tokens: body.prompt.length, completion_tokens: generated.length, total_tokens: body.prompt.length + generated.length },
+      },
+    };
+  }
+
   private completionResponse(body: ChatCompletionBody, promptIds: number[], generated: GeneratedToken[]) {
     const tokenizer = this.model.tokenizer;
     const endId = tokenizer.id(END);
@@ -205,19 +292,11 @@ export class SimInferenceServer implements SimApi {
     if (name === this.deps.world.model.name) {
       return this.badRequest(`lora_name '${name}' is the base model's name; pick another adapter name`);
     }
-    const existing = this.adapters.get(name);
-    if (existing && !inplace) {
-      const detail = existing.path === path ? '' : ` from '${existing.path}'; set load_inplace=true to replace it`;
-      return this.badRequest(`The lora adapter '${name}' has already been loaded${detail}.`);
+    if (this.adapters.has(name) && !inplace) {
+      return vllmError(400, 'InvalidUserInput', `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`);
     }
     const params = await this.readSamplerParams(path);
-    if (!params) {
-      return vllmError(
-        404,
-        'NotFoundError',
-        `No sampler weights at lora_path '${path}'; expected a tinker://<model_id>/sampler_weights/<name> path returned by the trainer's save_weights_for_sampler.`,
-      );
-    }
+    if (!params) return vllmError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
     this.adapters.set(name, { path, params, loadedAt: unixSeconds() });
     await this.persistAdapters();
     this.deps.logger.info({ lora_name: name, lora_path: path }, '[SIMULATED] LoRA adapter loaded');
@@ -238,10 +317,23 @@ export class SimInferenceServer implements SimApi {
     return modelName === this.deps.world.model.name ? this.baseParams : this.adapters.get(modelName)?.params;
   }
 
-  private async readSamplerParams(path: string): Promise<PolicyParams | undefined> {
-    const location = parseSamplerWeightsUri(path);
-    if (!location) return undefined;
-    return (await this.deps.store.readSamplerWeights(location.modelId, location.name))?.params;
+  /** The sim parameters of an adapter directory (an unpacked sampler checkpoint), or undefined when it has none. */
+  private async readSamplerParams(dir: string): Promise<PolicyParams | undefined> {
+    if (!path.isAbsolute(dir)) return undefined;
+    const text = await fs.readFile(path.join(dir, SIM_ADAPTER_PARAMS_FILE), 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    const parsed = SamplerWeightsRecord.safeParse(raw);
+    if (!parsed.success) {
+      this.deps.logger.warn({ dir, problems: formatZodError(parsed.error) }, '[SIMULATED] adapter directory holds no valid sim parameters');
+      return undefined;
+    }
+    return parsed.data.params;
   }
 
   private persistAdapters(): Promise<void> {
@@ -255,7 +347,7 @@ export class SimInferenceServer implements SimApi {
   }
 }
 
-const KNOWN_PATHS = new Set(['/health', '/v1/models', '/v1/chat/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter']);
+const KNOWN_PATHS = new Set(['/health', '/v1/models', '/v1/chat/completions', '/v1/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter']);
 
 export function vllmError(status: number, type: string, message: string): SimHttpReply {
   return { status, json: { error: { message, type, param: null, code: status } } };

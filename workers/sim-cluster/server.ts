@@ -19,15 +19,22 @@ export interface SimHttpRequest {
   /** The URL path without the query string. */
   path: string;
   headers: IncomingHttpHeaders;
-  /** The parsed JSON body; undefined when there was none. */
+  /** The parsed JSON body; undefined when there was none or it is not JSON (see `contentType`). */
   body: unknown;
+  /** The body as sent, for binary (protobuf) bodies. */
+  raw: Buffer;
+  /** The media type of the body, lower case, without parameters. */
+  contentType: string;
 }
 
 export interface SimHttpReply {
   status: number;
-  /** A JSON body, or `text` for a plain-text one. */
+  /** A JSON body, `text` for a plain-text one, or `bytes` of `contentType`. */
   json?: unknown;
   text?: string;
+  bytes?: Uint8Array;
+  contentType?: string;
+  headers?: Record<string, string>;
 }
 
 /** One API mounted on the server; it renders errors in its own protocol's style. */
@@ -45,6 +52,10 @@ export interface SimClusterOptions {
   logger?: Logger;
   /** Simulated training latency per trainer op, so clients really poll futures; 0 completes on the next tick. */
   trainerOpDelayMs?: number;
+  /** How long retrieve_future holds a request for a pending op before answering 408 (default 5 s). */
+  trainerLongPollMs?: number;
+  /** A Tinker session silent this long expires and its models are unloaded (default 300 s, as SkyRL). */
+  trainerSessionTimeoutMs?: number;
 }
 
 export interface SimCluster {
@@ -59,7 +70,12 @@ export async function startSimCluster(options: SimClusterOptions): Promise<SimCl
   const logger = simulatedLogger(options.logger ?? pino({ level: 'info' }, pino.destination(2)));
   const store = await SimClusterStore.open(dataDir);
   const inference = await SimInferenceServer.open({ world, store, logger });
-  const trainer = await SimTrainerServer.open({ world, store, logger, opDelayMs: options.trainerOpDelayMs ?? 0 });
+  const trainer = await SimTrainerServer.open({
+    world, store, logger,
+    opDelayMs: options.trainerOpDelayMs ?? 0,
+    longPollMs: options.trainerLongPollMs,
+    sessionTimeoutMs: options.trainerSessionTimeoutMs,
+  });
 
   const server = createServer((req, res) => {
     void serve(req, res, { inference, trainer, logger });
@@ -107,9 +123,9 @@ async function serve(req: IncomingMessage, res: ServerResponse, { inference, tra
     if (!api) {
       reply = { status: 404, json: { detail: 'Not Found' } };
     } else {
-      const body = await readJsonBody(req);
+      const body = await readBody(req);
       reply = body.ok
-        ? await api.handle({ method: req.method ?? 'GET', path, headers: req.headers, body: body.value })
+        ? await api.handle({ method: req.method ?? 'GET', path, headers: req.headers, body: body.value, raw: body.raw, contentType: body.contentType })
         : api.badRequest(body.message);
     }
   } catch (err) {
@@ -120,9 +136,10 @@ async function serve(req: IncomingMessage, res: ServerResponse, { inference, tra
   logger.debug({ method: req.method, path, status: reply.status, ms: Date.now() - started }, 'request');
 }
 
-type BodyResult = { ok: true; value: unknown } | { ok: false; message: string };
+type BodyResult = { ok: true; value: unknown; raw: Buffer; contentType: string } | { ok: false; message: string };
 
-async function readJsonBody(req: IncomingMessage): Promise<BodyResult> {
+/** Reads the body; a JSON (or untyped) body is parsed, any other media type is left to the route as bytes. */
+async function readBody(req: IncomingMessage): Promise<BodyResult> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -130,24 +147,31 @@ async function readJsonBody(req: IncomingMessage): Promise<BodyResult> {
     if (size > MAX_BODY_BYTES) return { ok: false, message: `request body is larger than ${MAX_BODY_BYTES} bytes` };
     chunks.push(chunk as Buffer);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text.trim() === '') return { ok: true, value: undefined };
+  const raw = Buffer.concat(chunks);
+  const contentType = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (contentType !== '' && contentType !== 'application/json') return { ok: true, value: undefined, raw, contentType };
+  const text = raw.toString('utf8');
+  if (text.trim() === '') return { ok: true, value: undefined, raw, contentType };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: JSON.parse(text), raw, contentType };
   } catch (err) {
     return { ok: false, message: `request body is not valid JSON: ${(err as Error).message}` };
   }
 }
 
 function send(res: ServerResponse, reply: SimHttpReply): void {
-  if (reply.text !== undefined) {
-    res.writeHead(reply.status, { 'content-type': 'text/plain; charset=utf-8' });
+  const headers = reply.headers ?? {};
+  if (reply.bytes !== undefined) {
+    res.writeHead(reply.status, { 'content-type': reply.contentType ?? 'application/octet-stream', ...headers });
+    res.end(reply.bytes);
+  } else if (reply.text !== undefined) {
+    res.writeHead(reply.status, { 'content-type': 'text/plain; charset=utf-8', ...headers });
     res.end(reply.text);
   } else if (reply.json !== undefined) {
-    res.writeHead(reply.status, { 'content-type': 'application/json' });
+    res.writeHead(reply.status, { 'content-type': 'application/json', ...headers });
     res.end(JSON.stringify(reply.json));
   } else {
-    res.writeHead(reply.status);
+    res.writeHead(reply.status, headers);
     res.end();
   }
 }

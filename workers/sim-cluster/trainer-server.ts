@@ -1,96 +1,113 @@
 /**
- * The SIMULATED trainer: the subset of Tinker's REST API the project uses,
- * training the sim policy's parameters with a real importance-sampling
- * policy-gradient loss and Adam.
+ * The SIMULATED trainer: the Tinker REST API as the official tinker SDK
+ * (>= 0.25) speaks it and SkyRL's Tinker server answers it, training the sim
+ * policy's parameters with a real importance-sampling policy-gradient loss
+ * and Adam (learning-rule.ts).
  *
- * Ops that Tinker runs as futures answer `{request_id, model_id}` at once and
- * do their work on a later tick; `retrieve_future` answers HTTP 408
- * `{type: "try_again"}` until then, and the op's result (or
- * `{error, category}`) after. Ops on one model run in submission order.
- * Request errors are HTTP 400 `{"detail": "..."}`.
- *
- * Idempotency: an `Idempotency-Key` header makes a repeat of the same route
- * and key answer the first response without doing the work again, also
- * after a restart (see checkpoints.ts for how that commits atomically);
- * except after a server fault (category `server`), when a repeat runs the op
- * again.
+ * - Sessions: create_session, session_heartbeat; a session silent for
+ *   `sessionTimeoutMs` expires and its models are unloaded.
+ * - create_model needs a live session_id; forward_backward takes protobuf
+ *   bodies only (HTTP 415 otherwise); forward/forward_backward and sample
+ *   results are protobuf, everything else JSON.
+ * - Exactly-once: an op with a seq_id sent again with the same body gets the
+ *   same future (also after a restart); a different body under a used seq_id
+ *   is HTTP 409. save_weights_for_sampler of a name that exists is HTTP 409.
+ * - Futures: retrieve_future holds the request up to `longPollMs`, then 408;
+ *   a failed op is HTTP 400 `{detail}` (the caller's error) or 200
+ *   `{error, category: "server"}` (a server fault; the op may be sent again).
+ * - Checkpoints: listed, and downloadable as an archive (302 to the download).
+ * Request errors are FastAPI's shapes: 422 `{detail: [{loc, msg}]}`, else `{detail}`.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { type PolicyParams, SimPolicyInputError, SimPolicyModel, addGradient } from '../../core/envs/sim/policy-model';
+import { type PolicyParams, SimPolicyInputError, SimPolicyModel, seededRandom } from '../../core/envs/sim/policy-model';
+import { END } from '../../core/envs/sim/tokenizer';
 import type { SimWorld } from '../../core/envs/sim/world';
-import { formatZodError } from '../../core/validation';
+import {
+  AdamParams,
+  CHECKPOINT_NAME,
+  CreateModelRequest,
+  CreateSessionRequest,
+  decodeForwardBackwardRequest,
+  encodeForwardBackwardResult,
+  encodeSampleResult,
+  type ForwardBackwardBody,
+  parseTinkerPath,
+  PROTOBUF_CONTENT_TYPE,
+  RetrieveFutureRequest,
+  SessionHeartbeatRequest,
+  TinkerWireError,
+  UnloadModelRequest,
+} from '../../core/rl/tinker/wire';
 import {
   APPLIED_RETENTION,
+  type AppliedOp,
   type FutureRecord,
+  hashBody,
   SAFE_NAME,
+  type SessionRecord,
   type SimClusterStore,
   type TrainingModelRecord,
   samplerWeightsUri,
 } from './checkpoints';
+import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
 
-export const SUPPORTED_LOSS = 'importance_sampling';
-const LOSS_INPUTS = ['target_tokens', 'logprobs', 'advantages'] as const;
+export { SimTrainerUserError } from './learning-rule';
 
-const TensorData = z
+/** The sim trainer's limit, as SkyRL's max_lora_rank. */
+export const SIM_MAX_LORA_RANK = 64;
+
+const OptimStepBody = z.object({
+  model_id: z.string().min(1),
+  adam_params: AdamParams,
+  seq_id: z.number().int().positive().nullish(),
+});
+
+const SaveWeightsForSamplerBody = z
   .object({
-    data: z.array(z.number()),
-    dtype: z.enum(['int64', 'float32']),
-    shape: z.array(z.number().int().min(0)).nullish(),
+    model_id: z.string().min(1),
+    path: z.string().regex(CHECKPOINT_NAME, 'use letters, digits, "_" and "-" (e.g. "step-3")').nullish(),
+    sampling_session_seq_id: z.number().int().min(0).nullish(),
+    seq_id: z.number().int().positive().nullish(),
   })
-  .superRefine((tensor, ctx) => {
-    if (tensor.shape && tensor.shape.reduce((a, b) => a * b, 1) !== tensor.data.length) {
-      ctx.addIssue({ code: 'custom', path: ['shape'], message: `shape [${tensor.shape}] does not match ${tensor.data.length} data values` });
-    }
+  .refine((b) => b.path || (b.sampling_session_seq_id != null && b.seq_id != null), {
+    message: "either 'path' or both 'sampling_session_seq_id' and 'seq_id' must be provided",
   });
 
-const Datum = z.object({
-  model_input: z.object({
-    chunks: z.array(z.object({ type: z.literal('encoded_text').default('encoded_text'), tokens: z.array(z.number().int()) })),
-  }),
-  loss_fn_inputs: z.record(z.string(), TensorData),
-});
-type Datum = z.infer<typeof Datum>;
+const ModelIdBody = z.object({ model_id: z.string().min(1) });
 
-const CreateModelBody = z.object({
-  base_model: z.string(),
-  lora_config: z.object({ rank: z.number().int().min(1).default(32) }).nullish(),
-});
+const CreateSamplingSessionBody = z
+  .object({
+    session_id: z.string().min(1),
+    sampling_session_seq_id: z.number().int().min(0),
+    base_model: z.string().nullish(),
+    model_path: z.string().nullish(),
+  })
+  .refine((b) => (b.base_model == null) !== (b.model_path == null), { message: 'exactly one of base_model or model_path must be provided' });
 
-const ForwardBackwardShape = z.object({
-  model_id: z.string(),
-  forward_backward_input: z.object({
-    data: z.array(Datum),
-    loss_fn: z.string(),
-    loss_fn_config: z.record(z.string(), z.unknown()).nullish(),
-  }),
-});
-type ForwardBackwardBody = z.infer<typeof ForwardBackwardShape>;
+const SampleBody = z
+  .object({
+    num_samples: z.number().int().min(1).default(1),
+    prompt: z.object({ chunks: z.array(z.object({ type: z.literal('encoded_text').optional(), tokens: z.array(z.number().int()) })) }),
+    sampling_params: z.object({
+      max_tokens: z.number().int().positive({ message: 'max_tokens is currently required' }),
+      seed: z.number().int().nullish(),
+      temperature: z.number().min(0).default(1),
+    }),
+    base_model: z.string().nullish(),
+    model_path: z.string().nullish(),
+    sampling_session_id: z.string().nullish(),
+    seq_id: z.number().int().nullish(),
+    prompt_logprobs: z.boolean().nullish(),
+  })
+  .refine((b) => b.sampling_session_id != null || (b.base_model == null) !== (b.model_path == null), {
+    message: "when 'sampling_session_id' is not provided, exactly one of 'base_model' or 'model_path' must be provided",
+  });
 
-/** Tinker's AdamParams, with its defaults. */
-const AdamParams = z.object({
-  learning_rate: z.number().min(0),
-  beta1: z.number().min(0).lt(1).default(0.9),
-  beta2: z.number().min(0).lt(1).default(0.95),
-  eps: z.number().positive().default(1e-12),
-  weight_decay: z.number().min(0).default(0),
-  /** 0 disables clipping. */
-  grad_clip_norm: z.number().min(0).default(0),
-});
-export type AdamParams = z.infer<typeof AdamParams>;
-
-const OptimStepBody = z.object({ model_id: z.string(), adam_params: AdamParams });
-const SaveWeightsBody = z.object({
-  model_id: z.string(),
-  path: z.string().regex(SAFE_NAME, 'use letters, digits, ".", "_" and "-" (e.g. "step-3")'),
-});
-const ModelIdBody = z.object({ model_id: z.string() });
-const RetrieveFutureBody = z.object({ request_id: z.string() });
-
-/** A failure the caller caused; its future reports category "user". */
-export class SimTrainerUserError extends Error {}
+const WeightsInfoBody = z.object({ tinker_path: z.string() });
 
 export interface SimTrainerServerDeps {
   world: SimWorld;
@@ -98,76 +115,116 @@ export interface SimTrainerServerDeps {
   logger: Logger;
   /** Simulated time an op takes before it completes. */
   opDelayMs: number;
+  /** How long retrieve_future holds a request for a pending future before answering 408. */
+  longPollMs?: number;
+  /** A session without a heartbeat for this long expires and its models are unloaded (SkyRL: 300 s). */
+  sessionTimeoutMs?: number;
 }
 
 interface TrainingModel {
   /** Undefined until its create_model op has run. */
   state?: TrainingModelRecord;
+  sessionId: string;
   /** The tail of this model's op queue. */
   queue: Promise<void>;
+  /** seq_id -> the op first sent under it; also pending ones. */
+  seqs: Map<number, { requestId: string; route: string; bodyHash: string }>;
 }
 
-interface FutureRef {
-  request_id: string;
-  model_id: string;
-}
+type FutureState = { status: 'pending'; waiters: Array<() => void> } | { status: 'done'; record: FutureRecord };
 
-type FutureState = { status: 'pending' } | { status: 'done'; record: FutureRecord };
-
-/** What an op computed: its result, and the model state to commit (every successful op commits). */
 interface OpOutcome {
-  result: unknown;
-  next: TrainingModelRecord;
+  result: FutureRecord['result'];
+  /** The model state to commit; undefined when the op changes nothing (forward, sample). */
+  next?: TrainingModelRecord;
 }
 
 export class SimTrainerServer implements SimApi {
   private readonly model: SimPolicyModel;
   private readonly models = new Map<string, TrainingModel>();
   private readonly futures = new Map<string, FutureState>();
-  /** `${route} ${key}` -> the first response to that key. */
-  private readonly idempotent = new Map<string, FutureRef>();
+  private sessions: Record<string, SessionRecord> = {};
+  private readonly samplingSessions = new Map<string, { sessionId: string; basePath: string | null }>();
+  /** (model, checkpoint name) pairs whose save is in flight: a second save of the name is 409 already. */
+  private readonly pendingCheckpoints = new Set<string>();
+  private sweeper?: NodeJS.Timeout;
+  private readonly longPollMs: number;
+  private readonly sessionTimeoutMs: number;
+  private readonly baseParams: PolicyParams;
 
   private constructor(private readonly deps: SimTrainerServerDeps) {
     this.model = new SimPolicyModel(deps.world);
+    this.baseParams = this.model.initialParams();
+    this.longPollMs = deps.longPollMs ?? 5000;
+    this.sessionTimeoutMs = deps.sessionTimeoutMs ?? 300_000;
   }
 
-  /** Builds the server over the training models (and their idempotency keys) found on disk. */
+  /** Builds the server over the sessions and training models found on disk. */
   static async open(deps: SimTrainerServerDeps): Promise<SimTrainerServer> {
     const server = new SimTrainerServer(deps);
-    for (const record of await deps.store.listTrainingModels()) {
-      server.models.set(record.modelId, { state: record, queue: Promise.resolve() });
-      for (const op of record.applied) {
-        if (op.key !== null) server.idempotent.set(`${op.route} ${op.key}`, { request_id: op.requestId, model_id: record.modelId });
-      }
+    const { models, skipped } = await deps.store.listTrainingModels();
+    for (const record of models) {
+      const seqs = new Map<number, { requestId: string; route: string; bodyHash: string }>();
+      for (const op of record.applied) if (op.seqId !== null) seqs.set(op.seqId, op);
+      server.models.set(record.modelId, { state: record, sessionId: record.sessionId, queue: Promise.resolve(), seqs });
     }
-    if (server.models.size > 0) {
-      deps.logger.info({ models: [...server.models.keys()] }, '[SIMULATED] trainer resumed training models from disk');
-    }
+    if (skipped.length > 0) deps.logger.warn({ skipped }, '[SIMULATED] trainer model files of an older format are ignored');
+    // A restart is not the clients' silence: every session gets a fresh grace period.
+    const now = new Date().toISOString();
+    server.sessions = Object.fromEntries(Object.entries(await deps.store.readSessions()).map(([id, s]) => [id, { ...s, lastHeartbeatAt: now }]));
+    if (server.models.size > 0) deps.logger.info({ models: [...server.models.keys()] }, '[SIMULATED] trainer resumed training models from disk');
+    server.sweeper = setInterval(() => void server.expireSilentSessions(), Math.min(60_000, Math.max(50, server.sessionTimeoutMs / 4)));
+    server.sweeper.unref();
     return server;
   }
 
   async handle(request: SimHttpRequest): Promise<SimHttpReply> {
-    const key = idempotencyKey(request);
-    switch (`${request.method} ${request.path}`) {
+    const route = `${request.method} ${request.path}`;
+    switch (route) {
       case 'GET /api/v1/healthz':
         return { status: 200, json: { status: 'ok' } };
+      case 'POST /api/v1/client/config':
+        return { status: 200, json: { pjwt_auth_enabled: false } };
+      case 'GET /api/v1/get_server_capabilities':
+        return { status: 200, json: { supported_models: [{ model_name: this.deps.world.model.name }] } };
+      case 'POST /api/v1/telemetry':
+        return { status: 200, json: { status: 'accepted' } };
+      case 'POST /api/v1/create_session':
+        return this.createSession(request.body);
+      case 'POST /api/v1/session_heartbeat':
+        return this.sessionHeartbeat(request.body);
       case 'POST /api/v1/create_model':
-        return this.createModel(request.body, key);
-      case 'POST /api/v1/forward_backward':
-        return this.forwardBackward(request.body, key);
-      case 'POST /api/v1/optim_step':
-        return this.optimStep(request.body, key);
-      case 'POST /api/v1/save_weights_for_sampler':
-        return this.saveWeightsForSampler(request.body, key);
+        return this.createModel(request.body);
+      case 'POST /api/v1/unload_model':
+        return this.unloadModel(request.body);
       case 'POST /api/v1/get_info':
         return this.getInfo(request.body);
+      case 'POST /api/v1/forward_backward':
+        return this.forwardBackward(request);
+      case 'POST /api/v1/optim_step':
+        return this.optimStep(request.body);
+      case 'POST /api/v1/save_weights_for_sampler':
+        return this.saveWeightsForSampler(request.body);
+      case 'POST /api/v1/create_sampling_session':
+        return this.createSamplingSession(request.body);
+      case 'POST /api/v1/asample':
+        return this.sample(request.body);
+      case 'POST /api/v1/weights_info':
+        return this.weightsInfo(request.body);
       case 'POST /api/v1/retrieve_future':
         return this.retrieveFuture(request.body);
-      default:
-        return KNOWN_PATHS.has(request.path)
-          ? { status: 405, json: { detail: 'Method Not Allowed' } }
-          : { status: 404, json: { detail: 'Not Found' } };
     }
+    if (request.method === 'GET') {
+      const checkpoints = /^\/api\/v1\/(?:training_runs|models)\/([^/]+)\/checkpoints$/.exec(request.path);
+      if (checkpoints) return this.listCheckpoints(decodeURIComponent(checkpoints[1]));
+      const archive = /^\/api\/v1\/training_runs\/([^/]+)\/checkpoints\/(.+)\/(archive|download)$/.exec(request.path);
+      if (archive) return this.checkpointArchive(request, decodeURIComponent(archive[1]), decodeURIComponent(archive[2]), archive[3] as 'archive' | 'download');
+      const sampler = /^\/api\/v1\/samplers\/([^/]+)$/.exec(request.path);
+      if (sampler) return this.getSampler(decodeURIComponent(sampler[1]));
+      const run = /^\/api\/v1\/training_runs\/([^/]+)$/.exec(request.path);
+      if (run) return this.trainingRun(decodeURIComponent(run[1]));
+    }
+    return { status: 404, json: { detail: 'Not Found' } };
   }
 
   badRequest(message: string): SimHttpReply {
@@ -176,172 +233,416 @@ export class SimTrainerServer implements SimApi {
 
   /** Resolves once every op submitted so far has finished (and been persisted). */
   async drain(): Promise<void> {
+    clearInterval(this.sweeper);
     await Promise.all([...this.models.values()].map((m) => m.queue));
   }
 
-  private createModel(rawBody: unknown, key: string | undefined): SimHttpReply {
-    const parsed = CreateModelBody.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('create_model', parsed.error));
-    const repeat = this.repeatedResponse('create_model', key);
-    if (repeat) return repeat;
-    const base = this.deps.world.model.name;
-    if (parsed.data.base_model !== base) {
-      return this.badRequest(`base_model: '${parsed.data.base_model}' is not served here; this sim trainer trains '${base}'`);
+  // ------------------------------------------------------------ sessions
+
+  private async createSession(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = CreateSessionRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const id = `session_${randomBytes(4).toString('hex')}`;
+    const now = new Date().toISOString();
+    this.sessions[id] = { createdAt: now, lastHeartbeatAt: now, status: 'active' };
+    await this.deps.store.writeSessions(this.sessions);
+    this.deps.logger.info({ session_id: id, sdk_version: parsed.data.sdk_version }, '[SIMULATED] session created');
+    return { status: 200, json: { type: 'create_session', session_id: id } };
+  }
+
+  private async sessionHeartbeat(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = SessionHeartbeatRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const session = this.sessions[parsed.data.session_id];
+    if (!session) return { status: 404, json: { detail: 'Session not found' } };
+    session.lastHeartbeatAt = new Date().toISOString();
+    return { status: 200, json: { type: 'session_heartbeat' } };
+  }
+
+  /** Sessions silent past the timeout expire; their models are unloaded (their training state is gone for clients). */
+  private async expireSilentSessions(): Promise<void> {
+    const cutoff = Date.now() - this.sessionTimeoutMs;
+    const expired = Object.entries(this.sessions).filter(([, s]) => s.status === 'active' && Date.parse(s.lastHeartbeatAt) < cutoff);
+    if (expired.length === 0) return;
+    for (const [id, session] of expired) {
+      session.status = 'expired';
+      for (const [modelId, model] of this.models) {
+        if (model.sessionId !== id || model.state?.status !== 'loaded') continue;
+        const unloaded = { ...model.state, status: 'unloaded' as const };
+        model.queue = model.queue.then(async () => {
+          await this.deps.store.writeTrainingModel(unloaded);
+          model.state = unloaded;
+        });
+        this.deps.logger.warn({ session_id: id, model_id: modelId }, '[SIMULATED] session expired without heartbeats; its model is unloaded');
+      }
     }
-    const modelId = `sim-${randomUUID()}`;
-    this.models.set(modelId, { queue: Promise.resolve() });
-    const rank = parsed.data.lora_config?.rank ?? 32;
-    return this.submit('create_model', modelId, key, async () => ({
-      result: { model_id: modelId },
-      next: this.freshModel(modelId, rank),
-    }));
+    await this.deps.store.writeSessions(this.sessions).catch((err) => this.deps.logger.error({ err }, 'cannot persist sessions'));
   }
 
-  private forwardBackward(rawBody: unknown, key: string | undefined): SimHttpReply {
-    const parsed = ForwardBackwardShape.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('forward_backward', parsed.error));
-    const problems = this.forwardBackwardProblems(parsed.data);
-    if (problems.length > 0) return this.badRequest(`invalid request body for forward_backward:\n${problems.join('\n')}`);
-    const repeat = this.repeatedResponse('forward_backward', key);
-    if (repeat) return repeat;
-    const { model_id: modelId, forward_backward_input: input } = parsed.data;
-    if (!this.models.has(modelId)) return unknownModel(modelId);
-    return this.submit('forward_backward', modelId, key, async (state) => this.accumulateGradient(state, input.data));
-  }
+  // -------------------------------------------------------------- models
 
-  private optimStep(rawBody: unknown, key: string | undefined): SimHttpReply {
-    const parsed = OptimStepBody.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('optim_step', parsed.error));
-    const repeat = this.repeatedResponse('optim_step', key);
-    if (repeat) return repeat;
-    const { model_id: modelId, adam_params: adam } = parsed.data;
-    if (!this.models.has(modelId)) return unknownModel(modelId);
-    return this.submit('optim_step', modelId, key, async (state) => this.applyAdam(state, adam));
-  }
-
-  private saveWeightsForSampler(rawBody: unknown, key: string | undefined): SimHttpReply {
-    const parsed = SaveWeightsBody.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('save_weights_for_sampler', parsed.error));
-    const repeat = this.repeatedResponse('save_weights_for_sampler', key);
-    if (repeat) return repeat;
-    const { model_id: modelId, path: name } = parsed.data;
-    if (!this.models.has(modelId)) return unknownModel(modelId);
-    return this.submit('save_weights_for_sampler', modelId, key, async (state) => {
-      // A name saved before keeps its first weights, so a retried save is harmless.
-      await this.deps.store.writeSamplerWeightsOnce({
-        version: 1,
-        modelId,
-        name,
-        baseModel: state.baseModel,
-        optimSteps: state.optimSteps,
-        savedAt: new Date().toISOString(),
-        params: state.params,
-      });
-      return { result: { path: samplerWeightsUri(modelId, name) }, next: state };
+  private createModel(rawBody: unknown): SimHttpReply {
+    const parsed = CreateModelRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const body = parsed.data;
+    if (!this.sessions[body.session_id]) return { status: 404, json: { detail: 'Session not found' } };
+    const base = this.deps.world.model.name;
+    if (body.base_model !== base) return this.badRequest(`base_model: '${body.base_model}' is not served here; this sim trainer trains '${base}'`);
+    const modelId = `model_${randomBytes(4).toString('hex')}`;
+    this.models.set(modelId, { queue: Promise.resolve(), sessionId: body.session_id, seqs: new Map() });
+    const lora = { ...body.lora_config, seed: body.lora_config.seed ?? null };
+    const reply = this.submit('create_model', modelId, null, '', async () => {
+      if (lora.rank > SIM_MAX_LORA_RANK) throw new SimTrainerUserError(`LoRA rank ${lora.rank} exceeds the maximum ${SIM_MAX_LORA_RANK}`);
+      return { result: { json: { model_id: modelId, base_model: base, lora_config: lora } }, next: this.freshModel(modelId, body.session_id, lora) };
     });
+    return { status: 200, json: { ...(reply.json as object), model_id: modelId, base_model: base, lora_config: body.lora_config, status: 'created' } };
+  }
+
+  private unloadModel(rawBody: unknown): SimHttpReply {
+    const parsed = UnloadModelRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const modelId = parsed.data.model_id;
+    if (!this.models.has(modelId)) return modelNotFound();
+    return this.submit('unload_model', modelId, null, '', async (state) => ({
+      result: { json: { model_id: modelId, status: 'unloaded', type: 'unload_model' } },
+      next: { ...state, status: 'unloaded' },
+    }));
   }
 
   private async getInfo(rawBody: unknown): Promise<SimHttpReply> {
     const parsed = ModelIdBody.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('get_info', parsed.error));
-    const modelId = parsed.data.model_id;
-    const model = this.models.get(modelId);
-    if (!model) return unknownModel(modelId);
+    if (!parsed.success) return invalid(parsed.error);
+    const model = this.models.get(parsed.data.model_id);
+    if (!model) return modelNotFound();
     await model.queue; // answer after the ops submitted before this call
-    if (!model.state) return { status: 500, json: { detail: `model '${modelId}' failed to be created` } };
+    if (!model.state) return { status: 500, json: { detail: `model '${parsed.data.model_id}' failed to be created` } };
     return {
       status: 200,
       json: {
-        model_id: modelId,
-        model_data: { arch: 'sim-policy', model_name: model.state.baseModel },
-        is_lora: true,
-        lora_rank: model.state.loraRank,
+        model_id: model.state.modelId,
+        status: model.state.status,
+        model_data: { base_model: model.state.baseModel, lora_config: { rank: model.state.lora.rank }, model_name: model.state.baseModel },
         optim_steps: model.state.optimSteps,
       },
     };
   }
 
+  private trainingRun(modelId: string): SimHttpReply {
+    const model = this.models.get(modelId);
+    if (!model?.state) return modelNotFound();
+    return {
+      status: 200,
+      json: {
+        training_run_id: modelId,
+        base_model: model.state.baseModel,
+        model_owner: 'default',
+        is_lora: true,
+        corrupted: false,
+        lora_rank: model.state.lora.rank,
+        last_request_time: model.state.createdAt,
+        last_checkpoint: null,
+        last_sampler_checkpoint: null,
+        user_metadata: null,
+      },
+    };
+  }
+
+  // ------------------------------------------------------------ training
+
+  private forwardBackward(request: SimHttpRequest): SimHttpReply {
+    if (request.contentType !== PROTOBUF_CONTENT_TYPE) {
+      return { status: 415, json: { detail: `forward_backward requires a ${PROTOBUF_CONTENT_TYPE} body (tinker SDK >= 0.25.0)` } };
+    }
+    if (request.headers['content-encoding'] && request.headers['content-encoding'] !== 'identity') {
+      return { status: 415, json: { detail: `forward_backward bodies in content-encoding '${String(request.headers['content-encoding'])}' are not supported by the sim trainer` } };
+    }
+    let body: ForwardBackwardBody;
+    try {
+      body = decodeForwardBackwardRequest(request.raw);
+    } catch (err) {
+      if (err instanceof TinkerWireError) return { status: 422, json: { detail: `Invalid proto forward_backward body: ${err.message}` } };
+      throw err;
+    }
+    const problems = this.forwardBackwardProblems(body);
+    if (problems.length > 0) return { status: 422, json: { detail: problems } };
+    const modelId = body.model_id;
+    if (!this.models.has(modelId)) return modelNotFound();
+    const route = body.forward_only ? 'forward' : 'forward_backward';
+    const { model_id: _model, seq_id: _seq, ...payload } = body;
+    return this.submit(route, modelId, body.seq_id, hashBody(payload), async (state) => {
+      if (body.forward_only) {
+        const logprobs = forwardLogprobs(this.model, state.params, body.data);
+        return { result: { proto: protoBase64(encodeForwardBackwardResult({ loss_fn_output_type: 'TensorData', metrics: {}, loss_fn_outputs: logprobs.map(floatOutput) })) } };
+      }
+      const step = importanceSamplingStep(this.model, state.params, state.grad, body.data);
+      const result = encodeForwardBackwardResult({
+        loss_fn_output_type: 'TensorData',
+        metrics: { 'loss:sum': step.lossSum },
+        loss_fn_outputs: step.logprobs.map(floatOutput),
+      });
+      return { result: { proto: protoBase64(result) }, next: { ...state, grad: step.grad } };
+    });
+  }
+
+  private optimStep(rawBody: unknown): SimHttpReply {
+    const parsed = OptimStepBody.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const { model_id: modelId, adam_params: adam, seq_id: seqId } = parsed.data;
+    if (!this.models.has(modelId)) return modelNotFound();
+    return this.submit('optim_step', modelId, seqId ?? null, hashBody(adam), async (state) => {
+      const step = state.optimSteps + 1;
+      const updated = adamStep(
+        { params: this.model.flatten(state.params), grad: this.model.flatten(state.grad), m: this.model.flatten(state.adam.m), v: this.model.flatten(state.adam.v) },
+        step,
+        adam,
+      );
+      return {
+        result: { json: { metrics: { 'optim/step': step, grad_norm: updated.gradNorm } } },
+        next: {
+          ...state,
+          params: this.model.unflatten(updated.params),
+          adam: { m: this.model.unflatten(updated.m), v: this.model.unflatten(updated.v) },
+          grad: this.model.zeroParams(),
+          optimSteps: step,
+        },
+      };
+    });
+  }
+
+  private async saveWeightsForSampler(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = SaveWeightsForSamplerBody.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const body = parsed.data;
+    const modelId = body.model_id;
+    const model = this.models.get(modelId);
+    if (!model) return modelNotFound();
+    const name = body.path ?? `ss${body.sampling_session_seq_id}_seq${body.seq_id}`;
+    const key = `${modelId}/${name}`;
+    if (this.pendingCheckpoints.has(key) || (await this.deps.store.samplerArchive(modelId, name))) {
+      return { status: 409, json: { detail: `Checkpoint '${name}' already exists for model '${modelId}'` } };
+    }
+    this.pendingCheckpoints.add(key);
+    const samplingSessionId = body.path ? null : `sampling_${randomBytes(4).toString('hex')}`;
+    if (samplingSessionId) this.samplingSessions.set(samplingSessionId, { sessionId: model.sessionId, basePath: `tinker://${modelId}/sampler_weights/${name}` });
+    return this.submit('save_weights_for_sampler', modelId, null, '', async (state) => {
+      try {
+        await this.deps.store.writeSamplerWeightsOnce(
+          { version: 1, modelId, name, baseModel: state.baseModel, optimSteps: state.optimSteps, savedAt: new Date().toISOString(), params: state.params },
+          state.lora,
+        );
+      } finally {
+        this.pendingCheckpoints.delete(key);
+      }
+      const path = samplingSessionId ? null : samplerWeightsUri(modelId, name);
+      return { result: { json: { path, type: 'save_weights_for_sampler', sampling_session_id: samplingSessionId } } };
+    });
+  }
+
+  private async listCheckpoints(modelId: string): Promise<SimHttpReply> {
+    if (!this.models.has(modelId)) return modelNotFound();
+    const saved = await this.deps.store.samplerCheckpoints(modelId);
+    return {
+      status: 200,
+      json: {
+        checkpoints: saved.map((c) => ({
+          checkpoint_id: c.name,
+          checkpoint_type: 'sampler',
+          time: c.savedAt.toISOString(),
+          tinker_path: `tinker://${modelId}/sampler_weights/${c.name}`,
+        })),
+      },
+    };
+  }
+
+  /** archive: a 302 to the download, as SkyRL answers; download: the tar.gz bytes. */
+  private async checkpointArchive(request: SimHttpRequest, modelId: string, checkpointId: string, kind: 'archive' | 'download'): Promise<SimHttpReply> {
+    const name = checkpointId.replace(/^sampler_weights\//, '');
+    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
+    if (this.pendingCheckpoints.has(`${modelId}/${name}`)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
+    const file = await this.deps.store.samplerArchive(modelId, name);
+    if (!file) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
+    if (kind === 'archive') {
+      const host = request.headers.host ?? '127.0.0.1';
+      return { status: 302, headers: { location: `http://${host}/api/v1/training_runs/${modelId}/checkpoints/${name}/download` } };
+    }
+    return {
+      status: 200,
+      bytes: await fs.readFile(file),
+      contentType: 'application/octet-stream',
+      headers: { 'content-disposition': `attachment; filename="${modelId}_${name}.tar.gz"` },
+    };
+  }
+
+  // ------------------------------------------------------------ sampling
+
+  private createSamplingSession(rawBody: unknown): SimHttpReply {
+    const parsed = CreateSamplingSessionBody.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    if (!this.sessions[parsed.data.session_id]) return { status: 404, json: { detail: 'Session not found' } };
+    const id = `sampling_${randomBytes(4).toString('hex')}`;
+    this.samplingSessions.set(id, { sessionId: parsed.data.session_id, basePath: parsed.data.model_path ?? null });
+    return { status: 200, json: { type: 'create_sampling_session', sampling_session_id: id } };
+  }
+
+  private getSampler(samplerId: string): SimHttpReply {
+    const sampler = this.samplingSessions.get(samplerId);
+    if (!sampler) return { status: 404, json: { detail: 'Sampler not found' } };
+    return { status: 200, json: { sampler_id: samplerId, base_model: this.deps.world.model.name, model_path: sampler.basePath } };
+  }
+
+  private weightsInfo(rawBody: unknown): SimHttpReply {
+    const parsed = WeightsInfoBody.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const path = parseTinkerPath(parsed.data.tinker_path);
+    const model = path && this.models.get(path.modelId)?.state;
+    if (!model) return { status: 400, json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' } };
+    return { status: 200, json: { base_model: model.baseModel, is_lora: true, lora_rank: model.lora.rank } };
+  }
+
+  /** Samples from the base policy or from saved sampler weights; the result is protobuf. */
+  private async sample(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = SampleBody.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const body = parsed.data;
+    const session = body.sampling_session_id ? this.samplingSessions.get(body.sampling_session_id) : undefined;
+    if (body.sampling_session_id && !session) return { status: 404, json: { detail: 'Sampling session not found' } };
+    const modelPath = session ? session.basePath : (body.model_path ?? null);
+    let params = this.baseParams;
+    if (modelPath) {
+      const location = parseTinkerPath(modelPath);
+      const saved = location && (await this.deps.store.readSamplerWeights(location.modelId, location.name));
+      if (!saved) return this.badRequest(`model_path '${modelPath}' names no saved sampler weights`);
+      params = saved.params;
+    } else if (body.base_model && body.base_model !== this.deps.world.model.name) {
+      return this.badRequest(`base_model: '${body.base_model}' is not served here`);
+    }
+    const requestId = `${Date.now()}${randomBytes(3).readUIntBE(0, 3)}`;
+    this.futures.set(requestId, { status: 'pending', waiters: [] });
+    const prompt = body.prompt.chunks.flatMap((c) => c.tokens);
+    setImmediate(() => {
+      let result: FutureRecord['result'];
+      try {
+        const sequences = Array.from({ length: body.num_samples }, (_, i) => {
+          const random = body.sampling_params.seed != null ? seededRandom(body.sampling_params.seed + i, prompt.length) : Math.random;
+          const generated = this.model.generate(params, prompt, { temperature: body.sampling_params.temperature, maxTokens: body.sampling_params.max_tokens, random });
+          const stopped = generated.at(-1)?.id === this.model.tokenizer.id(END);
+          return { stop_reason: stopped ? ('stop' as const) : ('length' as const), tokens: generated.map((t) => t.id), logprobs: generated.map((t) => t.logprob) };
+        });
+        const promptLogprobs = body.prompt_logprobs ? [null, ...forwardLogprobs(this.model, params, [datumOf(prompt)])[0]] : null;
+        result = { proto: protoBase64(encodeSampleResult({ sequences, prompt_logprobs: promptLogprobs })) };
+      } catch (err) {
+        result = err instanceof SimPolicyInputError ? { error: `prompt: ${err.message}`, category: 'user' } : { error: (err as Error).message, category: 'server' };
+      }
+      this.finishFuture({ requestId, modelId: '', route: 'sample', finishedAt: new Date().toISOString(), result });
+    });
+    return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending' } };
+  }
+
+  // ------------------------------------------------------------- futures
+
   private async retrieveFuture(rawBody: unknown): Promise<SimHttpReply> {
-    const parsed = RetrieveFutureBody.safeParse(rawBody);
-    if (!parsed.success) return this.badRequest(invalidBody('retrieve_future', parsed.error));
+    const parsed = RetrieveFutureRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
     const requestId = parsed.data.request_id;
-    const future = this.futures.get(requestId);
-    if (future?.status === 'pending') return { status: 408, json: { type: 'try_again', request_id: requestId, queue_state: 'active' } };
-    const record = future?.record ?? (await this.committedFutureFromDisk(requestId));
-    if (!record) return { status: 404, json: { detail: `unknown or expired request_id '${requestId}'` } };
-    return { status: 200, json: record.result };
+    let future = this.futures.get(requestId);
+    if (future?.status === 'pending') {
+      const pending = future;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.longPollMs);
+        pending.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      future = this.futures.get(requestId);
+      if (future?.status === 'pending') return { status: 408, json: { detail: 'Timeout waiting for result' } };
+    }
+    const record = future?.status === 'done' ? future.record : await this.committedFutureFromDisk(requestId);
+    if (!record) return { status: 404, json: { detail: 'Future not found' } };
+    const { result } = record;
+    if ('proto' in result) return { status: 200, bytes: Buffer.from(result.proto, 'base64'), contentType: PROTOBUF_CONTENT_TYPE };
+    if ('json' in result) return { status: 200, json: result.json ?? null };
+    return result.category === 'user' ? { status: 400, json: { detail: result.error } } : { status: 200, json: result };
   }
 
   /** A finished future from an earlier run of the cluster; a success whose op never committed does not count. */
   private async committedFutureFromDisk(requestId: string): Promise<FutureRecord | undefined> {
     const record = await this.deps.store.readFuture(requestId);
     if (!record) return undefined;
-    const failed = typeof record.result === 'object' && record.result !== null && 'error' in record.result;
+    if ('error' in record.result || record.route === 'forward' || record.route === 'sample') return record;
     const committed = this.models.get(record.modelId)?.state?.applied.some((op) => op.requestId === requestId);
-    return failed || committed ? record : undefined;
-  }
-
-  private repeatedResponse(route: string, key: string | undefined): SimHttpReply | undefined {
-    const first = key === undefined ? undefined : this.idempotent.get(`${route} ${key}`);
-    return first && { status: 200, json: first };
+    return committed ? record : undefined;
   }
 
   /**
-   * Answers with a future now and runs `op` on the model's queue later. The
-   * op's result is written before its new state commits; a failure leaves
-   * the state as it was.
+   * Answers with a future now and runs `op` on the model's queue later. An
+   * op under a seq_id the model has seen returns that op's future (same
+   * body) or 409 (another body). The op's result is written before its new
+   * state commits; a failure leaves the state as it was.
    */
   private submit(
     route: string,
     modelId: string,
-    key: string | undefined,
+    seqId: number | null,
+    bodyHash: string,
     op: (state: TrainingModelRecord) => Promise<OpOutcome>,
   ): SimHttpReply {
     const model = this.models.get(modelId)!;
-    const ref: FutureRef = { request_id: `req-${randomUUID()}`, model_id: modelId };
-    this.futures.set(ref.request_id, { status: 'pending' });
-    if (key !== undefined) this.idempotent.set(`${route} ${key}`, ref);
-    model.queue = model.queue
-      .then(() => this.simulatedLatency())
-      .then(() => this.runOp(route, model, ref, key, op));
-    return { status: 200, json: ref };
+    if (seqId !== null) {
+      const seen = model.seqs.get(seqId);
+      if (seen && (seen.route !== route || seen.bodyHash !== bodyHash)) {
+        return { status: 409, json: { detail: 'Training request sequence number was reused' } };
+      }
+      if (seen) return { status: 200, json: { future_id: seen.requestId, request_id: seen.requestId, status: 'pending', model_id: modelId } };
+    }
+    const requestId = `${Date.now()}${randomBytes(3).readUIntBE(0, 3)}`;
+    if (seqId !== null) model.seqs.set(seqId, { requestId, route, bodyHash });
+    this.futures.set(requestId, { status: 'pending', waiters: [] });
+    model.queue = model.queue.then(() => this.simulatedLatency()).then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
+    return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending', model_id: modelId } };
   }
 
-  private async runOp(
-    route: string,
-    model: TrainingModel,
-    ref: FutureRef,
-    key: string | undefined,
-    op: (state: TrainingModelRecord) => Promise<OpOutcome>,
-  ): Promise<void> {
-    const finish = (result: unknown): FutureRecord => ({
-      requestId: ref.request_id,
-      modelId: ref.model_id,
-      route,
+  private async runOp(applied: AppliedOp, modelId: string, model: TrainingModel, op: (state: TrainingModelRecord) => Promise<OpOutcome>): Promise<void> {
+    const finish = (result: FutureRecord['result']): FutureRecord => ({
+      requestId: applied.requestId,
+      modelId,
+      route: applied.route,
       finishedAt: new Date().toISOString(),
       result,
     });
     try {
-      const current = route === 'create_model' ? undefined : model.state;
-      if (route !== 'create_model' && !current) throw new Error(`model '${ref.model_id}' failed to be created`);
+      const current = applied.route === 'create_model' ? undefined : model.state;
+      if (applied.route !== 'create_model' && (!current || current.status !== 'loaded')) {
+        throw new SimTrainerUserError(
+          current ? `Model '${modelId}' is not loaded (its session expired or it was unloaded); create a new model` : `model '${modelId}' failed to be created`,
+        );
+      }
       const outcome = await op(current!);
       const record = finish(outcome.result);
       await this.deps.store.writeFuture(record);
-      const next = withAppliedOp(outcome.next, { requestId: ref.request_id, route, key: key ?? null });
-      await this.deps.store.writeTrainingModel(next);
-      model.state = next;
-      this.futures.set(ref.request_id, { status: 'done', record });
-      this.deps.logger.info({ op: route, ...ref, result: summarise(outcome.result) }, `[SIMULATED] ${route} done`);
+      if (outcome.next) {
+        const next = { ...outcome.next, applied: [...outcome.next.applied, applied].slice(-APPLIED_RETENTION) };
+        await this.deps.store.writeTrainingModel(next);
+        model.state = next;
+      }
+      this.finishFuture(record);
+      this.deps.logger.info({ op: applied.route, request_id: applied.requestId, model_id: modelId, seq_id: applied.seqId }, `[SIMULATED] ${applied.route} done`);
     } catch (err) {
       const user = err instanceof SimTrainerUserError || err instanceof SimPolicyInputError;
       const record = finish({ error: (err as Error).message, category: user ? 'user' : 'server' });
-      this.futures.set(ref.request_id, { status: 'done', record });
-      // A server fault (a disk write failed) may pass: a retry under the same key runs the op again.
-      // A bad request would fail the same way again, so its key keeps answering with this failure.
-      if (!user && key !== undefined && this.idempotent.get(`${route} ${key}`) === ref) this.idempotent.delete(`${route} ${key}`);
-      this.deps.logger.warn({ op: route, ...ref, err }, `[SIMULATED] ${route} failed`);
+      // A server fault (a disk write failed) may pass: the op sent again under its seq_id runs again.
+      // A bad request would fail the same way again, so its seq_id keeps answering with this failure.
+      if (!user && applied.seqId !== null && model.seqs.get(applied.seqId)?.requestId === applied.requestId) model.seqs.delete(applied.seqId);
+      this.finishFuture(record);
+      this.deps.logger.warn({ op: applied.route, request_id: applied.requestId, model_id: modelId, err }, `[SIMULATED] ${applied.route} failed`);
       await this.deps.store.writeFuture(record).catch((writeErr) => this.deps.logger.error({ err: writeErr }, 'cannot persist a failed future'));
     }
+  }
+
+  private finishFuture(record: FutureRecord): void {
+    const previous = this.futures.get(record.requestId);
+    this.futures.set(record.requestId, { status: 'done', record });
+    if (previous?.status === 'pending') previous.waiters.forEach((wake) => wake());
   }
 
   private simulatedLatency(): Promise<void> {
@@ -349,12 +650,14 @@ export class SimTrainerServer implements SimApi {
     return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
   }
 
-  private freshModel(modelId: string, loraRank: number): TrainingModelRecord {
+  private freshModel(modelId: string, sessionId: string, lora: TrainingModelRecord['lora']): TrainingModelRecord {
     return {
-      version: 1,
+      version: 2,
       modelId,
+      sessionId,
       baseModel: this.deps.world.model.name,
-      loraRank,
+      lora,
+      status: 'loaded',
       createdAt: new Date().toISOString(),
       params: this.model.initialParams(),
       grad: this.model.zeroParams(),
@@ -364,169 +667,47 @@ export class SimTrainerServer implements SimApi {
     };
   }
 
-  /** Checks that need the vocabulary: one message per bad field, named by its path. */
-  private forwardBackwardProblems(body: ForwardBackwardBody): string[] {
-    const problems: string[] = [];
-    const at = (path: string, message: string) => problems.push(`  - forward_backward_input.${path}: ${message}`);
-    const { loss_fn: lossFn, data } = body.forward_backward_input;
-    if (lossFn !== SUPPORTED_LOSS) at('loss_fn', `loss_fn '${lossFn}' is not supported by the sim trainer; use '${SUPPORTED_LOSS}'`);
+  /** Checks of a forward_backward body: FastAPI-style `{loc, msg}` per bad field. */
+  private forwardBackwardProblems(body: ForwardBackwardBody): Array<{ loc: Array<string | number>; msg: string }> {
+    const problems: Array<{ loc: Array<string | number>; msg: string }> = [];
+    const at = (loc: Array<string | number>, msg: string) => problems.push({ loc: ['body', 'forward_backward_input', ...loc], msg });
+    const lossFn = body.loss_fn;
+    if (!(SUPPORTED_LOSSES as readonly string[]).includes(lossFn)) at(['loss_fn'], `loss_fn '${lossFn}' is not supported by the sim trainer; use ${SUPPORTED_LOSSES.join(' or ')}`);
+    const needed = body.forward_only || lossFn === 'cross_entropy' ? ['target_tokens'] : ['target_tokens', 'logprobs', 'advantages'];
     const tokenizer = this.model.tokenizer;
-    data.forEach((datum, i) => {
-      const tokens = inputTokens(datum);
+    body.data.forEach((datum, i) => {
+      const tokens = datumTokens(datum);
       const badToken = tokens.find((id) => !tokenizer.isValidId(id));
-      if (badToken !== undefined) at(`data.${i}.model_input`, `token id ${badToken} is outside the sim vocabulary (size ${tokenizer.size})`);
-      for (const field of LOSS_INPUTS) {
+      if (badToken !== undefined) at(['data', i, 'model_input'], `token id ${badToken} is outside the sim vocabulary (size ${tokenizer.size})`);
+      for (const field of needed) {
         const tensor = datum.loss_fn_inputs[field];
-        if (!tensor) at(`data.${i}.loss_fn_inputs.${field}`, `missing; ${SUPPORTED_LOSS} needs ${LOSS_INPUTS.join(', ')}`);
-        else if (tensor.data.length !== tokens.length) {
-          at(`data.${i}.loss_fn_inputs.${field}`, `has ${tensor.data.length} values but model_input has ${tokens.length} tokens`);
-        }
+        if (!tensor) at(['data', i, 'loss_fn_inputs', field], `missing; ${body.forward_only ? 'forward' : lossFn} needs ${needed.join(', ')}`);
+        else if (tensor.data.length !== tokens.length) at(['data', i, 'loss_fn_inputs', field], `has ${tensor.data.length} values but model_input has ${tokens.length} tokens`);
       }
       const badTarget = datum.loss_fn_inputs.target_tokens?.data.find((id) => !tokenizer.isValidId(id));
-      if (badTarget !== undefined) at(`data.${i}.loss_fn_inputs.target_tokens`, `token id ${badTarget} is outside the sim vocabulary`);
+      if (badTarget !== undefined) at(['data', i, 'loss_fn_inputs', 'target_tokens'], `token id ${badTarget} is outside the sim vocabulary`);
     });
     return problems;
   }
-
-  /**
-   * Tinker's importance-sampling loss, summed over positions and datums:
-   *   loss = -sum_t exp(logp_new_t - logp_sampling_t) * A_t
-   * where logp_new_t is the log-prob of target_tokens[t] after input tokens
-   * [0..t]. Positions with A_t = 0 contribute nothing. The gradient
-   * -ratio_t * A_t * grad(logp_new_t) is added to the model's buffer.
-   */
-  private accumulateGradient(state: TrainingModelRecord, data: Datum[]): OpOutcome {
-    const grad = structuredClone(state.grad);
-    let lossSum = 0;
-    const outputs = data.map((datum, i) => {
-      const tokens = inputTokens(datum);
-      const targets = datum.loss_fn_inputs.target_tokens.data;
-      const sampling = datum.loss_fn_inputs.logprobs.data;
-      const advantages = datum.loss_fn_inputs.advantages.data;
-      const logprobs = new Array<number>(tokens.length).fill(0);
-      for (let t = 0; t < tokens.length; t++) {
-        const modelSlot = this.model.slotAt(tokens.slice(Math.max(0, t - 1), t + 1)) !== 'end';
-        if (!modelSlot && advantages[t] === 0) continue;
-        const position = this.positionLogprob(state.params, tokens.slice(0, t + 1), targets[t], advantages[t] !== 0, i, t);
-        if (!position) continue;
-        if (modelSlot) logprobs[t] = position.logprob;
-        if (advantages[t] !== 0) {
-          const ratio = Math.exp(position.logprob - sampling[t]);
-          lossSum -= ratio * advantages[t];
-          addGradient(grad, position.grad, -ratio * advantages[t]);
-        }
-      }
-      return { logprobs: { data: logprobs, dtype: 'float32', shape: [tokens.length] } };
-    });
-    return {
-      result: { loss_fn_output_type: 'TensorData', loss_fn_outputs: outputs, metrics: { 'loss:sum': lossSum } },
-      next: { ...state, grad },
-    };
-  }
-
-  /**
-   * log p(target | prefix) under the current params. A position the sim
-   * policy cannot have produced is an error only when it carries advantage;
-   * otherwise (prompt and observation tokens) it is skipped.
-   */
-  private positionLogprob(params: PolicyParams, prefix: number[], target: number, trained: boolean, datum: number, t: number) {
-    const where = `datum ${datum}, position ${t}`;
-    try {
-      const position = this.model.logprobAndGrad(params, prefix, target);
-      if (position.logprob !== -Infinity) return position;
-      if (!trained) return undefined;
-      const token = this.model.tokenizer.token(target);
-      throw new SimTrainerUserError(`${where}: target token '${token}' can never follow this prefix, yet it has a nonzero advantage`);
-    } catch (err) {
-      if (!(err instanceof SimPolicyInputError)) throw err;
-      if (!trained) return undefined;
-      throw new SimTrainerUserError(`${where}: ${err.message}`);
-    }
-  }
-
-  private applyAdam(state: TrainingModelRecord, adam: AdamParams): OpOutcome {
-    const step = state.optimSteps + 1;
-    const updated = adamStep(
-      {
-        params: this.model.flatten(state.params),
-        grad: this.model.flatten(state.grad),
-        m: this.model.flatten(state.adam.m),
-        v: this.model.flatten(state.adam.v),
-      },
-      step,
-      adam,
-    );
-    return {
-      result: { metrics: { 'optim/step': step, grad_norm: updated.gradNorm } },
-      next: {
-        ...state,
-        params: this.model.unflatten(updated.params),
-        adam: { m: this.model.unflatten(updated.m), v: this.model.unflatten(updated.v) },
-        grad: this.model.zeroParams(),
-        optimSteps: step,
-      },
-    };
-  }
 }
 
-export interface AdamVectors {
-  params: number[];
-  grad: number[];
-  m: number[];
-  v: number[];
+function invalid(error: z.ZodError): SimHttpReply {
+  return { status: 422, json: { detail: error.issues.map((issue) => ({ loc: ['body', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: issue.message })) } };
 }
 
-/**
- * One AdamW step (PyTorch's formulation, bias-corrected, decoupled weight
- * decay), t = step (1-based):
- *   g <- g * min(1, clip / ||g||)            when grad_clip_norm > 0
- *   m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
- *   p <- p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) - lr * wd * p
- * gradNorm is ||g|| before clipping.
- */
-export function adamStep(state: AdamVectors, step: number, adam: AdamParams): AdamVectors & { gradNorm: number } {
-  const gradNorm = Math.sqrt(state.grad.reduce((sum, g) => sum + g * g, 0));
-  const clip = adam.grad_clip_norm > 0 && gradNorm > adam.grad_clip_norm ? adam.grad_clip_norm / gradNorm : 1;
-  const { learning_rate: lr, beta1, beta2, eps, weight_decay: wd } = adam;
-  const m = state.m.map((mi, i) => beta1 * mi + (1 - beta1) * state.grad[i] * clip);
-  const v = state.v.map((vi, i) => beta2 * vi + (1 - beta2) * (state.grad[i] * clip) ** 2);
-  const params = state.params.map((p, i) => {
-    const mHat = m[i] / (1 - beta1 ** step);
-    const vHat = v[i] / (1 - beta2 ** step);
-    return p - lr * (mHat / (Math.sqrt(vHat) + eps)) - lr * wd * p;
-  });
-  return { params, grad: state.grad, m, v, gradNorm };
+function modelNotFound(): SimHttpReply {
+  return { status: 404, json: { detail: 'Model not found' } };
 }
 
-const KNOWN_PATHS = new Set(
-  ['healthz', 'create_model', 'forward_backward', 'optim_step', 'save_weights_for_sampler', 'get_info', 'retrieve_future'].map(
-    (op) => `/api/v1/${op}`,
-  ),
-);
-
-function inputTokens(datum: Datum): number[] {
-  return datum.model_input.chunks.flatMap((chunk) => chunk.tokens);
+function protoBase64(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('base64');
 }
 
-function withAppliedOp(state: TrainingModelRecord, op: TrainingModelRecord['applied'][number]): TrainingModelRecord {
-  return { ...state, applied: [...state.applied, op].slice(-APPLIED_RETENTION) };
+function floatOutput(logprobs: number[]) {
+  return { logprobs: { data: logprobs, dtype: 'float32' as const } };
 }
 
-function idempotencyKey(request: SimHttpRequest): string | undefined {
-  const value = request.headers['idempotency-key'];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function unknownModel(modelId: string): SimHttpReply {
-  return { status: 404, json: { detail: `unknown model_id '${modelId}'; create it with create_model` } };
-}
-
-function invalidBody(op: string, error: z.ZodError): string {
-  return `invalid request body for ${op}:\n${formatZodError(error)}`;
-}
-
-/** The small part of a result worth a log line (not per-token logprobs). */
-function summarise(result: unknown): unknown {
-  if (typeof result === 'object' && result !== null && 'metrics' in result) return (result as { metrics: unknown }).metrics;
-  return result;
+/** A prompt as a datum (model_input = prompt[:-1], targets = prompt[1:]), for its prompt log-probs. */
+function datumOf(prompt: number[]) {
+  return { model_input: { chunks: [{ tokens: prompt.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: prompt.slice(1), dtype: 'int64' as const } } };
 }

@@ -1,0 +1,466 @@
+/**
+ * A client of the Tinker REST API as the official tinker SDK (>= 0.25) speaks
+ * it, for the calls a training step makes: sessions, create_model with a LoRA
+ * config, forward_backward and forward (protobuf bodies and results),
+ * optim_step, save_weights_for_sampler, checkpoint listing and archive
+ * download. Any Tinker-compatible trainer works: hosted Tinker, SkyRL's Tinker
+ * server, the sim cluster.
+ *
+ * Futures are polled with the SDK's rules: HTTP 408 and 5xx (and a 200
+ * `{type: "try_again"}`) mean "not yet, poll again"; 410 means the future is
+ * gone and the op is sent again (its seq_id makes that safe); a failure is a
+ * 200 `{error, category}` or an HTTP 400 `{detail}`. Every reply is validated
+ * (zod for JSON, the .proto for protobuf), and every request honours the
+ * caller's AbortSignal.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { formatZodError } from '../../validation';
+import {
+  type AdamParams,
+  CheckpointArchiveUrlResponse,
+  CreateModelResponse,
+  CreateModelResult,
+  CreateSessionResponse,
+  decodeForwardBackwardResult,
+  encodeForwardBackwardRequest,
+  errorMessage,
+  type ForwardBackwardResult,
+  FutureResponse,
+  ListCheckpointsResponse,
+  type LoraConfig,
+  OptimStepResult,
+  parseTinkerPath,
+  PROTOBUF_CONTENT_TYPE,
+  RequestFailed,
+  SaveWeightsForSamplerResult,
+  TINKER_SDK_WIRE_VERSION,
+  TinkerWireError,
+  TryAgain,
+  type WireDatum,
+} from './wire';
+
+export class TrainerError extends Error {
+  override name = 'TrainerError';
+  constructor(
+    message: string,
+    /** 'user': the request (or the config behind it) is wrong and retrying will not help; 'server': a retry may. */
+    readonly category: 'user' | 'server',
+  ) {
+    super(message);
+  }
+}
+
+export interface TinkerClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** Seconds between polls of a future the server says is not done. */
+  pollSeconds: number;
+  /** Aborts every request in flight (the activity's cancellation). */
+  signal?: AbortSignal;
+  /** First wait, in seconds, before a request to an unreachable server is tried again (doubling up to 30 s). */
+  connectionRetrySeconds?: number;
+  /** Seconds one HTTP request may take; a long poll past it is simply polled again. */
+  requestTimeoutSeconds?: number;
+}
+
+interface HttpReply {
+  status: number;
+  contentType: string;
+  body: Buffer;
+  headers: Headers;
+}
+
+/** Consecutive connection failures before an op gives up (about two minutes of backoff). */
+const MAX_CONNECTION_FAILURES = 8;
+/** Bare 400s tolerated on retrieve_future before it counts as the op's failure (a proxy may inject one). */
+const MAX_BAD_REQUEST_POLLS = 3;
+/** Times a vanished future (404, 410) is sent again before the op fails. */
+const MAX_RESUBMITS = 3;
+
+export class TinkerClient {
+  private readonly base: string;
+
+  constructor(private readonly options: TinkerClientOptions) {
+    this.base = options.baseUrl.replace(/\/+$/, '');
+  }
+
+  get baseUrl(): string {
+    return this.base;
+  }
+
+  // ------------------------------------------------------------- sessions
+
+  async createSession(tags: string[], userMetadata: Record<string, string>): Promise<string> {
+    const reply = await this.request('POST', 'create_session', {
+      tags,
+      user_metadata: userMetadata,
+      sdk_version: TINKER_SDK_WIRE_VERSION,
+      type: 'create_session',
+    });
+    return this.parseJson('create_session', CreateSessionResponse, this.expectOk('create_session', reply)).session_id;
+  }
+
+  /** 'expired' when the server no longer knows the session (its models are unloaded with it). */
+  async heartbeatSession(sessionId: string): Promise<'alive' | 'expired'> {
+    let reply: HttpReply;
+    try {
+      reply = await this.send('POST', 'session_heartbeat', { session_id: sessionId, type: 'session_heartbeat' });
+    } catch (err) {
+      if (err instanceof UnreachableError) throw new TrainerError(`trainer ${this.base} is unreachable (session_heartbeat): ${err.message}`, 'server');
+      throw err;
+    }
+    if (reply.status === 404) return 'expired';
+    this.expectOk('session_heartbeat', reply);
+    return 'alive';
+  }
+
+  // --------------------------------------------------------------- models
+
+  /** Creates a LoRA training model and waits until the trainer has it. */
+  async createModel(args: {
+    sessionId: string;
+    modelSeqId: number;
+    baseModel: string;
+    lora: LoraConfig;
+    userMetadata?: Record<string, string>;
+  }): Promise<string> {
+    const body = {
+      session_id: args.sessionId,
+      model_seq_id: args.modelSeqId,
+      base_model: args.baseModel,
+      lora_config: args.lora,
+      user_metadata: args.userMetadata ?? {},
+      type: 'create_model',
+    };
+    let modelId = '';
+    const result = await this.runFuture('create_model', async () => {
+      const created = this.parseJson('create_model', CreateModelResponse, this.expectOk('create_model', await this.request('POST', 'create_model', body)));
+      modelId = created.model_id;
+      return created;
+    });
+    // SkyRL answers the creation future with the model; a server that answers nothing more is fine too.
+    const parsed = CreateModelResult.safeParse(result.json ?? {});
+    return parsed.success ? parsed.data.model_id : modelId;
+  }
+
+  /** Frees a model on the trainer (e.g. one created twice by a retried activity). */
+  async unloadModel(modelId: string): Promise<void> {
+    await this.runFuture('unload_model', async () =>
+      this.parseJson('unload_model', FutureResponse, this.expectOk('unload_model', await this.request('POST', 'unload_model', { model_id: modelId, type: 'unload_model' }))),
+    );
+  }
+
+  // -------------------------------------------------------------- training
+
+  /**
+   * forward_backward (or, with forwardOnly, a forward pass) over the datums,
+   * as protobuf. `seqId` is the model's sequence number for this op: sent
+   * again with the same body, the server returns the same future.
+   */
+  async forwardBackward(args: {
+    modelId: string;
+    seqId: number;
+    data: WireDatum[];
+    lossFn: string;
+    forwardOnly?: boolean;
+  }): Promise<ForwardBackwardResult> {
+    const op = args.forwardOnly ? 'forward' : 'forward_backward';
+    const body = encodeForwardBackwardRequest({
+      model_id: args.modelId,
+      seq_id: args.seqId,
+      data: args.data,
+      loss_fn: args.lossFn,
+      loss_fn_config: null,
+      forward_only: args.forwardOnly ?? false,
+    });
+    const result = await this.runFuture(op, async () => {
+      const reply = await this.request('POST', 'forward_backward', body);
+      if (reply.status === 415) {
+        throw new TrainerError(
+          `trainer ${this.base}: forward_backward refused the protobuf body (HTTP 415: ${this.detail(reply)}); ` +
+            'this client speaks the Tinker API of SDK >= 0.25 (protobuf forward_backward); the server speaks an older one',
+          'user',
+        );
+      }
+      return this.parseJson(op, FutureResponse, this.expectOk(op, reply));
+    });
+    if (!result.proto) {
+      throw new TrainerError(
+        `trainer ${this.base}: the ${op} result came back as ${result.json === undefined ? 'an empty body' : 'JSON'}, not protobuf; ` +
+          'this client speaks the Tinker API of SDK >= 0.25, where forward and forward_backward results are protobuf',
+        'user',
+      );
+    }
+    try {
+      return decodeForwardBackwardResult(result.proto);
+    } catch (err) {
+      if (err instanceof TinkerWireError) throw new TrainerError(`trainer ${this.base}: ${op} result: ${err.message}`, 'user');
+      throw err;
+    }
+  }
+
+  async optimStep(args: { modelId: string; seqId: number; adam: AdamParams }): Promise<Record<string, number>> {
+    const body = { model_id: args.modelId, adam_params: args.adam, seq_id: args.seqId, type: 'optim_step' };
+    const result = await this.runFuture('optim_step', async () =>
+      this.parseJson('optim_step', FutureResponse, this.expectOk('optim_step', await this.request('POST', 'optim_step', body))),
+    );
+    const metrics = this.parseJson('optim_step result', OptimStepResult, result.json ?? {}).metrics ?? {};
+    return Object.fromEntries(Object.entries(metrics).filter((e): e is [string, number] => e[1] !== null));
+  }
+
+  /**
+   * Saves the model's weights for sampling under `name`; returns their
+   * tinker:// path. A checkpoint of that name that already exists (a retried
+   * step saved it before) is the same step's weights: it is found and returned.
+   */
+  async saveWeightsForSampler(args: { modelId: string; seqId: number; name: string; waitSeconds?: number }): Promise<string> {
+    const body = { model_id: args.modelId, path: args.name, seq_id: args.seqId, type: 'save_weights_for_sampler' };
+    let exists = false;
+    const result = await this.runFuture('save_weights_for_sampler', async () => {
+      const reply = await this.request('POST', 'save_weights_for_sampler', body);
+      if (reply.status === 409) {
+        exists = true;
+        return null;
+      }
+      return this.parseJson('save_weights_for_sampler', FutureResponse, this.expectOk('save_weights_for_sampler', reply));
+    });
+    if (exists) return this.awaitCheckpoint(args.modelId, args.name, args.waitSeconds ?? 600);
+    return this.parseJson('save_weights_for_sampler result', SaveWeightsForSamplerResult, result.json ?? {}).path;
+  }
+
+  async listCheckpoints(modelId: string): Promise<z.infer<typeof ListCheckpointsResponse>['checkpoints']> {
+    const reply = await this.request('GET', `training_runs/${encodeURIComponent(modelId)}/checkpoints`);
+    return this.parseJson('list checkpoints', ListCheckpointsResponse, this.expectOk('list checkpoints', reply)).checkpoints;
+  }
+
+  /**
+   * The bytes of a sampler checkpoint's archive (a .tar.gz), through the
+   * archive endpoint: a 302 to the download (SkyRL, the sim) or a JSON
+   * `{url}` (hosted Tinker). A checkpoint still being written (425) is waited for.
+   */
+  async downloadCheckpointArchive(tinkerPath: string, waitSeconds = 600): Promise<Buffer> {
+    const parsed = parseTinkerPath(tinkerPath);
+    if (!parsed) throw new TrainerError(`'${tinkerPath}' is not a tinker:// checkpoint path`, 'user');
+    // Hosted Tinker names the checkpoint '<kind>/<name>'; SkyRL's route takes the bare name.
+    const ids = parsed.kind ? [`${parsed.kind}/${parsed.name}`, parsed.name] : [parsed.name];
+    const deadline = Date.now() + waitSeconds * 1000;
+    for (let i = 0; ; ) {
+      const id = ids[i];
+      const path = `training_runs/${encodeURIComponent(parsed.modelId)}/checkpoints/${id.split('/').map(encodeURIComponent).join('/')}/archive`;
+      const reply = await this.request('GET', path, undefined, { redirect: 'manual' });
+      if (reply.status === 404 && i + 1 < ids.length) {
+        i += 1;
+        continue;
+      }
+      if (reply.status === 425 && Date.now() < deadline) {
+        await this.pause(this.options.pollSeconds);
+        continue;
+      }
+      let url: string;
+      if (reply.status >= 300 && reply.status < 400 && reply.headers.get('location')) {
+        url = new URL(reply.headers.get('location')!, `${this.base}/`).toString();
+      } else {
+        url = this.parseJson('checkpoint archive', CheckpointArchiveUrlResponse, this.expectOk('checkpoint archive', reply)).url;
+      }
+      const download = await this.fetchUrl(url);
+      if (download.status !== 200) {
+        throw new TrainerError(`trainer ${this.base}: downloading ${tinkerPath} from ${url}: HTTP ${download.status}: ${this.detail(download)}`, 'server');
+      }
+      return download.body;
+    }
+  }
+
+  // ----------------------------------------------------------- internals
+
+  /** Waits until a checkpoint that already exists is listed as complete; returns its path. */
+  private async awaitCheckpoint(modelId: string, name: string, waitSeconds: number): Promise<string> {
+    const deadline = Date.now() + waitSeconds * 1000;
+    for (;;) {
+      const found = (await this.listCheckpoints(modelId)).find((c) => c.checkpoint_type === 'sampler' && c.checkpoint_id === name);
+      if (found) return found.tinker_path;
+      if (Date.now() > deadline) {
+        throw new TrainerError(`trainer ${this.base}: checkpoint '${name}' of model ${modelId} exists but did not complete within ${waitSeconds} s`, 'server');
+      }
+      await this.pause(this.options.pollSeconds);
+    }
+  }
+
+  /**
+   * Sends an op (again, when its future is gone) and polls its future until
+   * it resolves. `submit` returns null when the op needs no future (see
+   * save_weights_for_sampler's 409).
+   */
+  private async runFuture(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
+    let future = await submit();
+    if (future === null) return {};
+    let resubmits = 0;
+    let badRequests = 0;
+    for (;;) {
+      const reply = await this.withConnectionRetries(op, () => this.retrieve(future!.request_id));
+      if (reply === 'poll-again') continue;
+      const { status } = reply;
+      if (status === 200 && reply.contentType.startsWith(PROTOBUF_CONTENT_TYPE)) return { proto: reply.body };
+      if (status === 200) {
+        const json = this.parseBody(op, reply);
+        if (TryAgain.safeParse(json).success) {
+          await this.pause(this.options.pollSeconds);
+          continue;
+        }
+        const failed = RequestFailed.safeParse(json);
+        if (failed.success) {
+          throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server');
+        }
+        return { json };
+      }
+      if (status === 408 || status >= 500) {
+        if (status >= 500) await this.pause(this.options.pollSeconds);
+        continue;
+      }
+      if (status === 429) {
+        await this.pause(Math.max(1, this.options.pollSeconds));
+        continue;
+      }
+      if (status === 410 || status === 404) {
+        // The future is gone (the server restarted, or expired it): send the op again; its seq_id makes that exactly-once.
+        if (++resubmits > MAX_RESUBMITS) throw new TrainerError(`trainer ${this.base}: ${op}: its future vanished ${resubmits} times (HTTP ${status})`, 'server');
+        future = await submit();
+        if (future === null) return {};
+        continue;
+      }
+      if (status === 400 && ++badRequests <= MAX_BAD_REQUEST_POLLS) continue;
+      throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server');
+    }
+  }
+
+  /** Retries `attempt` while the server cannot be reached, with backoff; an unreachable server ends in one clear error. */
+  private async withConnectionRetries<T>(op: string, attempt: () => Promise<T>): Promise<T> {
+    for (let failures = 0; ; failures++) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!(err instanceof UnreachableError)) throw err;
+        if (failures + 1 >= MAX_CONNECTION_FAILURES) {
+          throw new TrainerError(`trainer ${this.base} is unreachable (${op}): ${err.message}`, 'server');
+        }
+        await this.pause(Math.min(30, (this.options.connectionRetrySeconds ?? 1) * 2 ** failures));
+      }
+    }
+  }
+
+  /** A request, sent again with backoff while the server cannot be reached. */
+  private request(method: 'GET' | 'POST', op: string, body?: unknown, options: { redirect?: 'follow' | 'manual' } = {}): Promise<HttpReply> {
+    return this.withConnectionRetries(op, () => this.send(method, op, body, options));
+  }
+
+  /** One retrieve_future request; 'poll-again' when our own timeout ended a long poll (the server may hold it for minutes). */
+  private async retrieve(requestId: string): Promise<HttpReply | 'poll-again'> {
+    try {
+      return await this.send('POST', 'retrieve_future', { request_id: requestId }, { longPoll: true });
+    } catch (err) {
+      if (err instanceof PollTimeout) return 'poll-again';
+      throw err;
+    }
+  }
+
+  private async send(
+    method: 'GET' | 'POST',
+    op: string,
+    body?: unknown,
+    options: { longPoll?: boolean; redirect?: 'follow' | 'manual' } = {},
+  ): Promise<HttpReply> {
+    const headers: Record<string, string> = { 'x-api-key': this.options.apiKey, authorization: `Bearer ${this.options.apiKey}` };
+    let payload: Uint8Array | string | undefined;
+    if (body instanceof Uint8Array) {
+      headers['content-type'] = PROTOBUF_CONTENT_TYPE;
+      payload = body;
+    } else if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      payload = JSON.stringify(body);
+    }
+    if (op === 'retrieve_future') headers.accept = `${PROTOBUF_CONTENT_TYPE}, application/json`;
+    const timeoutSeconds = this.options.requestTimeoutSeconds ?? (options.longPoll ? 60 : 120);
+    const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
+    const signal = this.options.signal ? AbortSignal.any([this.options.signal, timeout]) : timeout;
+    try {
+      const response = await fetch(`${this.base}/api/v1/${op}`, { method, headers, body: payload, signal, redirect: options.redirect ?? 'follow' });
+      return {
+        status: response.status,
+        contentType: (response.headers.get('content-type') ?? '').toLowerCase(),
+        headers: response.headers,
+        body: Buffer.from(await response.arrayBuffer()),
+      };
+    } catch (err) {
+      this.options.signal?.throwIfAborted();
+      if (timeout.aborted) {
+        if (options.longPoll) throw new PollTimeout();
+        throw new UnreachableError(`no answer to ${op} within ${timeoutSeconds} s`);
+      }
+      throw new UnreachableError(describeFetchError(err));
+    }
+  }
+
+  private async fetchUrl(url: string): Promise<HttpReply> {
+    const signal = this.options.signal ? AbortSignal.any([this.options.signal, AbortSignal.timeout(600_000)]) : AbortSignal.timeout(600_000);
+    try {
+      const response = await fetch(url, { signal, headers: url.startsWith(this.base) ? { 'x-api-key': this.options.apiKey } : {} });
+      return { status: response.status, contentType: response.headers.get('content-type') ?? '', headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
+    } catch (err) {
+      this.options.signal?.throwIfAborted();
+      throw new TrainerError(`trainer ${this.base}: cannot download ${url}: ${describeFetchError(err)}`, 'server');
+    }
+  }
+
+  private expectOk(op: string, reply: HttpReply): unknown {
+    if (reply.status >= 200 && reply.status < 300) return this.parseBody(op, reply);
+    const detail = this.detail(reply);
+    if (reply.status === 409) throw new TrainerError(`trainer ${this.base}: ${op}: HTTP 409: ${detail} (a retried op must be sent with the same body)`, 'user');
+    const user = reply.status >= 400 && reply.status < 500 && reply.status !== 408 && reply.status !== 429;
+    throw new TrainerError(`trainer ${this.base}: ${op}: HTTP ${reply.status}: ${detail}`, user ? 'user' : 'server');
+  }
+
+  private parseBody(op: string, reply: HttpReply): unknown {
+    if (reply.body.length === 0) return undefined;
+    try {
+      return JSON.parse(reply.body.toString('utf8'));
+    } catch {
+      throw new TrainerError(
+        `trainer ${this.base}: ${op} answered HTTP ${reply.status} with a body that is not JSON (${reply.contentType || 'no content type'}): ` +
+          `${reply.body.toString('utf8', 0, 200)}`,
+        'user',
+      );
+    }
+  }
+
+  private parseJson<S extends z.ZodType>(op: string, schema: S, value: unknown): z.infer<S> {
+    const parsed = schema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    throw new TrainerError(
+      `trainer ${this.base}: ${op} answered with a body this client does not understand ` +
+        `(is it a Tinker API server of SDK >= 0.25?):\n${formatZodError(parsed.error)}`,
+      'user',
+    );
+  }
+
+  private detail(reply: HttpReply): string {
+    const text = reply.body.toString('utf8');
+    try {
+      return errorMessage(JSON.parse(text)) ?? text.slice(0, 500);
+    } catch {
+      return text.slice(0, 500) || '(no body)';
+    }
+  }
+
+  private async pause(seconds: number): Promise<void> {
+    await sleep(seconds * 1000, undefined, this.options.signal ? { signal: this.options.signal } : undefined);
+  }
+}
+
+class UnreachableError extends Error {}
+class PollTimeout extends Error {}
+
+function describeFetchError(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if (cause?.code) return `${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
+  return cause?.message ?? (err as Error).message;
+}
