@@ -26,6 +26,7 @@ import { RunIdInUseError, type RunStore } from '../core/store/run-store';
 import { APIError } from 'openai';
 import { HarnessSpecError } from '../core/harness/spec';
 import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
+import { CharsetTaskFileError } from '../core/envs/charset/environment';
 import { mapWithConcurrency } from './concurrency';
 import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 
@@ -52,7 +53,7 @@ function isFromBeforeEvaluation(storedConfig: unknown): boolean {
 function asNonRetryable(err: unknown): never {
   if (
     err instanceof RunConfigError || err instanceof SimWorldError || err instanceof PolicyResponseError ||
-    err instanceof HarnessSpecError || err instanceof DbBenchTaskFileError || err instanceof RunIdInUseError
+    err instanceof HarnessSpecError || err instanceof DbBenchTaskFileError || err instanceof CharsetTaskFileError || err instanceof RunIdInUseError
   ) {
     throw ApplicationFailure.nonRetryable(err.message, err.name);
   }
@@ -344,14 +345,23 @@ export function createActivities(deps: ActivityDeps) {
       logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
     },
 
+    /** The run's summary; a run that has done all its steps also frees its trainer model (its sampler checkpoints stay). */
     async summarizeRun(input: { runId: string }): Promise<RunSummary> {
       const { config } = await loadRun(input.runId);
       const steps = await store.steps(input.runId);
-      return summarizeRunSteps(
+      const summary = summarizeRunSteps(
         { runId: input.runId, name: config.name, simulated: config.env.kind === 'sim', basePolicy: config.policy.model },
         steps.map((s) => s.summary as StepSummary),
         await store.evaluations(input.runId),
       );
+      const modelId = (await store.getRun(input.runId))?.trainerModelId;
+      if (modelId && summary.stepsCompleted >= config.steps) {
+        await trainerClient(config, Context.current().cancellationSignal)
+          .unloadModel(modelId)
+          .then(() => logger.info({ runId: input.runId, modelId }, 'trainer model unloaded: the run is done'))
+          .catch((err: unknown) => logger.warn({ runId: input.runId, modelId, err: (err as Error).message }, 'could not unload the trainer model'));
+      }
+      return summary;
     },
   };
 }

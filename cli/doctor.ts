@@ -5,6 +5,7 @@ import { parseRunConfig } from '../core/config';
 import { databaseUrlFromEnv } from '../core/store/run-store';
 import { findTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { temporalAddressFromEnv, uiUrlFor } from '../infra/temporal-dev-server';
+import { enginesStatus, type EnginesStatus } from '../infra/engines/servers';
 
 export interface Check {
   name: string;
@@ -20,6 +21,8 @@ export interface DoctorReport {
   uiUrl: string;
   databaseUrl: string;
   policyEndpoint: string;
+  /** The real CPU stack (optional: the embedded default needs none of it). */
+  engines: EnginesStatus;
   checks: Check[];
 }
 
@@ -99,7 +102,20 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
     });
   }
 
+  // The real CPU stack is optional: reported, never a failure of the embedded default.
+  const engines = await enginesStatus();
+  const engineFix = engines.installed ? '`npm run harness-s -- engines up` starts both servers' : '`npm run harness-s -- engines setup` installs the real CPU stack (about 10 GB)';
+  for (const [name, server] of [['trainer (SkyRL)', engines.trainer], ['inference (vLLM)', engines.inference]] as const) {
+    checks.push({
+      name,
+      ok: true,
+      detail: `${engines.installed ? 'installed' : 'not installed'}; ${server.answering ? `answers at ${server.url}` : `not running (${server.url})`} — optional, for real-engine runs`,
+      fix: server.answering ? undefined : engineFix,
+    });
+  }
+
   return {
+    engines,
     ok: checks.every((c) => c.ok),
     temporalCli: { path: cliPath, version: cliVersion, source: cliSource },
     temporalAddress,
@@ -112,6 +128,6 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
 
 export function doctorText(report: DoctorReport): string {
   return report.checks
-    .map((c) => `${c.ok ? 'ok     ' : 'MISSING'} ${c.name.padEnd(16)} ${c.detail}${c.fix ? `\n        fix: ${c.fix}` : ''}`)
+    .map((c) => `${c.ok ? 'ok     ' : 'MISSING'} ${c.name.padEnd(16)} ${c.detail}${c.fix ? `\n        ${c.ok ? 'to use it' : 'fix'}: ${c.fix}` : ''}`)
     .join('\n');
 }

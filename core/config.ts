@@ -29,7 +29,15 @@ export const DbBenchEnvConfig = z.object({
   harnessDir: z.string().min(1).optional(),
 });
 
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig]);
+export const CharsetEnvConfig = z.object({
+  kind: z.literal('charset'),
+  /** A charset task file (see core/envs/charset/tasks.json); the shipped digits tasks when absent. */
+  tasks: z.string().min(1).optional(),
+  /** A folder of harness spec files (base + siblings); the shipped charset pool when absent. */
+  harnessDir: z.string().min(1).optional(),
+});
+
+export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
 export const PolicyConfig = z.object({

@@ -1,24 +1,19 @@
 /**
  * Building an Environment from a run config's `env`, with its harness pool.
  */
-import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { EnvConfig } from '../config';
 import { specHarness } from '../harness/spec-harness';
-import { loadHarnessPool, loadHarnessSpec, type LoadedSpec } from '../harness/spec';
+import { loadHarnessPool, loadHarnessSpec, specFiles, type LoadedSpec } from '../harness/spec';
 import type { Harness } from '../harness/harness';
 import type { Environment } from './environment';
 import { SimEnvironment } from './sim/environment';
 import { DbBenchEnvironment } from './dbbench/environment';
+import { CharsetEnvironment } from './charset/environment';
 
 export const DBBENCH_POOL_DIR = path.join(__dirname, 'dbbench', 'harnesses');
 
-export function specFiles(dir: string): string[] {
-  return readdirSync(dir)
-    .filter((f) => /\.(json|ya?ml)$/i.test(f))
-    .sort()
-    .map((f) => path.join(dir, f));
-}
+export { specFiles };
 
 /** AgentBench sends its instruction as the first user turn (the env's opening), so the base harness has no system prompt. */
 export function dbBenchHarnesses(pool: readonly LoadedSpec[]): Harness[] {
@@ -29,6 +24,8 @@ export function createEnvironment(env: EnvConfig): Environment {
   switch (env.kind) {
     case 'sim':
       return SimEnvironment.fromFile(env.world);
+    case 'charset':
+      return CharsetEnvironment.fromFile(env.tasks, env.harnessDir);
     case 'dbbench': {
       const pool = loadHarnessPool(specFiles(env.harnessDir ?? DBBENCH_POOL_DIR));
       return new DbBenchEnvironment({

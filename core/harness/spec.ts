@@ -4,7 +4,7 @@
  * sees and how its text becomes an action; the env keeps its protocol.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -150,4 +150,12 @@ export function loadHarnessPool(files: readonly string[]): LoadedSpec[] {
   const bases = loaded.filter((l) => l.spec.direction === 'base');
   if (bases.length !== 1) throw new HarnessSpecError(`a harness pool needs exactly one base harness; found ${bases.length} in ${files.map((f) => path.basename(f)).join(', ')}`);
   return [...bases, ...loaded.filter((l) => l.spec.direction !== 'base')];
+}
+
+/** The spec files (.json, .yaml, .yml) of a pool folder, in name order. */
+export function specFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => /\.(json|ya?ml)$/i.test(f))
+    .sort()
+    .map((f) => path.join(dir, f));
 }

@@ -54,8 +54,8 @@ export async function resolveSamplerWeights(args: ResolveSamplerWeights): Promis
   const staging = `${target}.${randomBytes(4).toString('hex')}.partial`;
   await fs.mkdir(staging);
   try {
-    // Members are kept inside the staging folder: absolute and `..` paths are stripped by tar.
-    await pipeline(source, extract({ cwd: staging, strict: true }));
+    // Members stay inside the staging folder: tar strips absolute paths (SkyRL's archives have a '/' entry) and refuses '..'.
+    await pipeline(source, extract({ cwd: staging }));
     const adapterRoot = await findAdapterRoot(staging);
     if (!adapterRoot) throw new SamplerWeightsError(`the archive of ${args.samplerPath} has no adapter_config.json; it is not a LoRA adapter`);
     await fs.writeFile(path.join(adapterRoot, MARKER), `${args.samplerPath}\n`);

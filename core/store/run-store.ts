@@ -198,7 +198,7 @@ export class RunStore {
       values.push(
         runId, phase, step, t.taskId, t.harnessId, t.sample, role, t.taskKind, t.policyVersion,
         t.reward, t.success, t.failureType, t.turns, t.tokens, t.latencyMs,
-        JSON.stringify(t.messages), JSON.stringify(t.samples),
+        JSON.stringify(t.messages.map(storableMessage)), JSON.stringify(t.samples),
       );
       return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
     });
@@ -392,4 +392,13 @@ function trainerStepRecord(r: QueryResultRow): TrainerStepRecord {
     runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
     datums: r.datums, responseTokens: r.response_tokens, metrics: r.metrics, seqIdEnd: r.seq_id_end ?? null, probe: r.probe ?? null,
   };
+}
+
+/**
+ * PostgreSQL's jsonb cannot hold the NUL character, which a model's text may
+ * contain (a byte-level tokenizer can emit byte 0): it is stored as U+FFFD.
+ * Training never reads the text back; it uses the stored token ids.
+ */
+function storableMessage(message: Trajectory['messages'][number]): Trajectory['messages'][number] {
+  return message.content.includes('\u0000') ? { ...message, content: message.content.replace(/\u0000/g, '\ufffd') } : message;
 }

