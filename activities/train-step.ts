@@ -13,7 +13,7 @@ import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import { MissingTrajectoryError, mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import type { RunStore } from '../core/store/run-store';
 
-/** How often the trainer activity tells Temporal it is alive (its heartbeat timeout is 60 s). */
+/** How often the trainer activity tells Temporal it is alive (its heartbeat timeout is 30 s). */
 export const TRAINER_HEARTBEAT_MS = 5000;
 
 export interface TrainStepInput {

@@ -10,7 +10,11 @@ export function stepLine(s: StepSummary): string {
   return (
     `step ${String(s.step).padStart(3)}  base success ${pct(s.baseSuccessRate).padStart(6)}  ` +
     `dead ${String(s.deadGroups).padStart(2)}/${s.tasks}  rescued ${String(s.rescuedGroups).padStart(2)}  ` +
-    `live groups ${pct(s.liveGroupFraction).padStart(6)}  ${rate.toFixed(0)} rollouts/s  -> ${s.policyVersion}`
+    `live groups ${pct(s.liveGroupFraction).padStart(6)}  ` +
+    // Reward and mismatch are absent from steps recorded before they were summarised.
+    (typeof s.baseMeanReward === 'number' ? `reward ${s.baseMeanReward.toFixed(3)}  ` : '') +
+    (s.logprobMismatch ? `|Δlogp| ${s.logprobMismatch.meanAbsDiff.toExponential(1)}  ` : '') +
+    `${rate.toFixed(0)} rollouts/s  -> ${s.policyVersion}`
   );
 }
 
@@ -40,6 +44,10 @@ export function summaryText(summary: RunSummary): string {
     `  steps completed            ${summary.stepsCompleted}`,
     `  final policy version       ${summary.policyVersion}`,
     `  base-harness success       ${pct(summary.baseSuccessStart)} at the start -> ${pct(summary.baseSuccessEnd)} at the end`,
+    ...(summary.rewardStart != null && summary.rewardEnd != null
+      ? [`  mean reward (base)         ${summary.rewardStart.toFixed(3)} ± ${(summary.rewardStartStdErr ?? 0).toFixed(3)} at the start -> ${summary.rewardEnd.toFixed(3)} ± ${(summary.rewardEndStdErr ?? 0).toFixed(3)} at the end (± standard error)`]
+      : []),
+    ...(summary.logprobMismatch != null ? [`  trainer/sampler mismatch   mean |Δ log-prob| ${summary.logprobMismatch.toExponential(2)} over the trained tokens`] : []),
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,

@@ -21,10 +21,10 @@ export const rolloutActivityOptions: ActivityOptions = {
   retry,
 };
 
-/** The trainer heartbeats while it polls the trainer's futures. */
+/** The trainer activity heartbeats every 5 s on a clock, also while one trainer request is held for minutes. */
 export const trainerActivityOptions: ActivityOptions = {
   taskQueue: TASK_QUEUES.trainer,
   startToCloseTimeout: '2h',
-  heartbeatTimeout: '60s',
+  heartbeatTimeout: '30s',
   retry,
 };

@@ -13,7 +13,7 @@ import type { RunConfigInput } from '../../core/config';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { RunStore } from '../../core/store/run-store';
 import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
-import { createWorkers } from '../../workers/worker';
+import { createWorkers, type QueueName } from '../../workers/worker';
 import { installQuietTemporalRuntime } from '../../workers/runtime';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 
@@ -30,7 +30,7 @@ export interface TestStack {
 
 export const silentLogger = pino({ level: 'silent' });
 
-export async function startTestStack(options: { workers?: boolean } = {}): Promise<TestStack> {
+export async function startTestStack(options: { workers?: boolean; queues?: QueueName[] } = {}): Promise<TestStack> {
   installQuietTemporalRuntime();
   const store = RunStore.connect(TEST_DATABASE_URL);
   const sim = await startSimCluster({
@@ -61,7 +61,7 @@ export async function startTestStack(options: { workers?: boolean } = {}): Promi
     }),
     async startWorkers() {
       const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
+      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger, queues: options.queues });
       const abort = new AbortController();
       running = { abort, connection: native, done: group.run(abort.signal) };
     },

@@ -416,7 +416,10 @@ export class TinkerClient {
     const detail = this.detail(reply);
     if (reply.status === 409) throw new TrainerError(`trainer ${this.base}: ${op}: HTTP 409: ${detail} (a retried op must be sent with the same body)`, 'user');
     const user = reply.status >= 400 && reply.status < 500 && reply.status !== 408 && reply.status !== 429;
-    throw new TrainerError(`trainer ${this.base}: ${op}: HTTP ${reply.status}: ${detail}`, user ? 'user' : 'server');
+    const hint = reply.status === 404 && !/model|session|checkpoint|future|sampler/i.test(detail)
+      ? ` (no /api/v1/${op} there: is trainer.baseUrl a Tinker API server, such as SkyRL's or hosted Tinker?)`
+      : '';
+    throw new TrainerError(`trainer ${this.base}: ${op}: HTTP ${reply.status}: ${detail}${hint}`, user ? 'user' : 'server');
   }
 
   private parseBody(op: string, reply: HttpReply): unknown {
