@@ -27,6 +27,7 @@ import { APIError } from 'openai';
 import { HarnessSpecError } from '../core/harness/spec';
 import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
 import { CharsetTaskFileError } from '../core/envs/charset/environment';
+import { apiKeyOf, MissingSecretError } from '../core/secrets';
 import { mapWithConcurrency } from './concurrency';
 import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 
@@ -53,7 +54,8 @@ function isFromBeforeEvaluation(storedConfig: unknown): boolean {
 function asNonRetryable(err: unknown): never {
   if (
     err instanceof RunConfigError || err instanceof SimWorldError || err instanceof PolicyResponseError ||
-    err instanceof HarnessSpecError || err instanceof DbBenchTaskFileError || err instanceof CharsetTaskFileError || err instanceof RunIdInUseError
+    err instanceof HarnessSpecError || err instanceof DbBenchTaskFileError || err instanceof CharsetTaskFileError || err instanceof RunIdInUseError ||
+    err instanceof MissingSecretError
   ) {
     throw ApplicationFailure.nonRetryable(err.message, err.name);
   }
@@ -100,13 +102,14 @@ export function createActivities(deps: ActivityDeps) {
       for (const server of servers) {
         Context.current().heartbeat({ server });
         results.push(
-          await publishAdapter({ server, apiKey: config.policy.apiKey, adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
+          await publishAdapter({ server, apiKey: apiKeyOf(config.policy, 'policy'), adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
         );
       }
       const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
       logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
       return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
     } catch (err) {
+      if (err instanceof MissingSecretError) throw ApplicationFailure.nonRetryable(err.message, err.name);
       if (err instanceof PublishError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
       if (err instanceof SamplerWeightsError) throw ApplicationFailure.nonRetryable(err.message, err.name);
       return asTrainerFailure(err);
@@ -205,7 +208,12 @@ export function createActivities(deps: ActivityDeps) {
       const todo = input.plan.flatMap((p) =>
         Array.from({ length: p.samples }, (_, sample) => ({ harnessId: p.harnessId, sample })).filter((r) => !have.has(`${r.harnessId}/${r.sample}`)),
       );
-      const policy = new PolicyClient(config.policy);
+      let policy: PolicyClient;
+      try {
+        policy = new PolicyClient({ ...config.policy, apiKey: apiKeyOf(config.policy, 'policy') });
+      } catch (err) {
+        return asNonRetryable(err);
+      }
       const task = env.listTasks().find((t) => t.taskId === input.taskId);
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
       let completed = stored.length;

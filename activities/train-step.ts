@@ -12,6 +12,7 @@ import { TinkerClient, TrainerError } from '../core/rl/tinker/client';
 import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import { MissingTrajectoryError, mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import type { RunStore } from '../core/store/run-store';
+import { apiKeyOf, MissingSecretError } from '../core/secrets';
 
 /** How often the trainer activity tells Temporal it is alive (its heartbeat timeout is 30 s). */
 export const TRAINER_HEARTBEAT_MS = 5000;
@@ -34,13 +35,13 @@ export interface TrainStepResult {
 
 /** A TinkerClient for a run's trainer, cancelled with the current activity. */
 export function trainerClient(config: RunConfig, signal?: AbortSignal): TinkerClient {
-  return new TinkerClient({ baseUrl: config.trainer.baseUrl, apiKey: config.trainer.apiKey, pollSeconds: config.trainer.pollSeconds, signal });
+  return new TinkerClient({ baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal });
 }
 
 /** Trainer errors a user must fix fail the run at once; the rest are retried. */
 export function asTrainerFailure(err: unknown): never {
   if (err instanceof TrainerError && err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
-  if (err instanceof MissingTrajectoryError) throw ApplicationFailure.nonRetryable(err.message, err.name);
+  if (err instanceof MissingTrajectoryError || err instanceof MissingSecretError) throw ApplicationFailure.nonRetryable(err.message, err.name);
   throw err;
 }
 
@@ -53,13 +54,15 @@ export function createTrainStep(deps: {
   return async function trainStep(input: TrainStepInput): Promise<TrainStepResult> {
     const { config } = await deps.loadRun(input.runId);
     const context = Context.current();
+    // Before the clock starts: a missing secret fails at once.
+    trainerClient(config);
     let phase = 'starting';
     const beat = setInterval(() => context.heartbeat({ step: input.step, phase }), TRAINER_HEARTBEAT_MS);
     try {
       const record = await runTrainerStep(
         {
           trainer: trainerClient(config, context.cancellationSignal),
-          sessions: deps.trainerSessions.for(config.trainer.baseUrl, config.trainer.apiKey),
+          sessions: deps.trainerSessions.for(config.trainer.baseUrl, apiKeyOf(config.trainer, 'trainer')),
           store: deps.store,
           logger: deps.logger,
           onProgress: (what) => {

@@ -46,6 +46,8 @@ export const PolicyConfig = z.object({
   /** The base model id the endpoint serves; step 0 rolls out with it. */
   model: z.string().min(1).default('sim-policy-base'),
   apiKey: z.string().default('EMPTY'),
+  /** The name of an environment variable holding the key, read by the workers (the key stays out of histories); used instead of apiKey. */
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').optional(),
   temperature: z.number().min(0).max(2).default(1),
   /** Where new policy versions are published (/v1/load_lora_adapter); baseUrl when empty. */
   inferenceServers: z.array(Url).default([]),
@@ -83,6 +85,8 @@ export const TrainerConfig = z.object({
   /** A Tinker-compatible REST service (SkyRL's Tinker server, verl behind one, the sim cluster). */
   baseUrl: Url.default(SIM_CLUSTER_URL),
   apiKey: z.string().default('EMPTY'),
+  /** The name of an environment variable holding the key, read by the workers (the key stays out of histories); used instead of apiKey. */
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').optional(),
   loraRank: z.number().int().positive().default(32),
   lora: LoraTargets.prefault({}),
   adam: AdamParams.prefault({}),

@@ -1,4 +1,5 @@
 import { parseRunConfig, RunConfigError, runConfigJsonSchema } from '../../core/config';
+import { apiKeyOf } from '../../core/secrets';
 import sample from '../../examples/sim-quickstart.json';
 import dbbench from '../../examples/dbbench.json';
 
@@ -56,4 +57,17 @@ test('the vote strategy needs at least one voter, each with an absolute URL and 
 
 test('an unknown router strategy is refused with the ones there are', () => {
   expect(() => parseRunConfig({ router: { strategy: 'oracle' } })).toThrow(/router\.strategy: .*"validation"\|"vote"\|"random"\|"all"/);
+});
+
+test('an endpoint key named by apiKeyEnv is read from the worker environment; a missing variable is named in the error', () => {
+  const config = parseRunConfig({ trainer: { apiKeyEnv: 'HARNESS_S_TEST_TINKER_KEY' } });
+  process.env.HARNESS_S_TEST_TINKER_KEY = 'tml-secret';
+  try {
+    expect(apiKeyOf(config.trainer, 'trainer')).toBe('tml-secret');
+  } finally {
+    delete process.env.HARNESS_S_TEST_TINKER_KEY;
+  }
+  expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow("trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_KEY, which is not set in this worker's environment");
+  expect(apiKeyOf(parseRunConfig({}).trainer, 'trainer')).toBe('EMPTY');
+  expect(() => parseRunConfig({ policy: { apiKeyEnv: 'not a name' } })).toThrow(/policy\.apiKeyEnv/);
 });
