@@ -6,7 +6,7 @@
  * publishing is checked against them, then Harness-S runs train the model
  * through Temporal, one of them through a trainer worker killed mid-step.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,9 +29,9 @@ import { installedEngines } from '../../infra/engines/install';
 import { type EnginesStatus, startEngines, stopEngines } from '../../infra/engines/servers';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { rootCauseMessage } from '../../cli/runs';
-import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 import { startFaultProxy, type FaultProxy } from './fault-proxy';
 import { silentLogger, startTestStack, uniqueRunId, type TestStack } from './stack';
+import { killWorkerProcess, startWorkerProcess, stopWorkerProcesses } from './worker-process';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const stateDir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-engines-'));
@@ -90,19 +90,10 @@ async function skyrlCount(requestType: string, modelId: string, completed = true
   return Number(stdout.trim());
 }
 
-function startTrainerWorker(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queues', 'trainer'], {
-    cwd: ROOT,
-    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  trainerWorkers.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`trainer worker exited early with code ${code}`)));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('"ready":true')) resolve(child);
-    });
-  });
+async function startTrainerWorker(): Promise<ChildProcess> {
+  const worker = await startWorkerProcess(['trainer']);
+  trainerWorkers.push(worker);
+  return worker;
 }
 
 /** examples/real-cpu.json, pointed at this file's engines. */
@@ -125,15 +116,7 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  await Promise.all(
-    trainerWorkers.map(async (w) => {
-      w.stdout?.destroy();
-      if (w.exitCode !== null || w.signalCode !== null) return;
-      const exited = new Promise((resolve) => w.once('exit', resolve));
-      w.kill('SIGTERM');
-      await exited;
-    }),
-  );
+  await stopWorkerProcesses(trainerWorkers);
   await stack?.close();
   await stopEngines({ stateDir });
 }, 120_000);
@@ -353,9 +336,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     expect(await stack.store.trainerStep(runId, 6)).toBeNull();
-    const victim = trainerWorkers.at(-1)!;
-    victim.kill('SIGKILL');
-    await new Promise((resolve) => victim.once('exit', resolve));
+    await killWorkerProcess(trainerWorkers.at(-1)!);
     await startTrainerWorker();
 
     const summary = await handle.result();

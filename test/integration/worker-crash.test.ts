@@ -3,46 +3,26 @@
  * restarted: the run finishes, every (step, task, harness, sample) trajectory
  * is stored exactly once, and the trainer applied exactly one update per step.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import type { StepSummary } from '../../core/rl/step-summary';
 import { TASK_QUEUES } from '../../workflows/definitions';
-import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { killWorkerProcess, startWorkerProcess as startWorker, stopWorkerProcesses } from './worker-process';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
-const ROOT = path.resolve(__dirname, '..', '..');
 let stack: TestStack;
 const workers: ChildProcess[] = [];
 
-function startWorkerProcess(): Promise<ChildProcess> {
-  // node itself runs the worker (tsx as a loader, not a wrapper process), so SIGKILL hits the worker.
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  workers.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('"ready":true')) resolve(child);
-    });
-  });
+async function startWorkerProcess(): Promise<ChildProcess> {
+  const worker = await startWorker();
+  workers.push(worker);
+  return worker;
 }
 
 beforeAll(async () => {
   stack = await startTestStack({ workers: false });
 });
 afterAll(async () => {
-  await Promise.all(
-    workers.map(async (w) => {
-      w.stdout?.destroy();
-      if (w.exitCode !== null || w.signalCode !== null) return;
-      const exited = new Promise((resolve) => w.once('exit', resolve));
-      w.kill('SIGTERM');
-      await exited;
-    }),
-  );
+  await stopWorkerProcesses(workers);
   await stack?.close();
 });
 
@@ -68,8 +48,7 @@ test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish
     if (recorded > 1 || Date.now() > deadline) throw new Error('never caught the run in the middle of step 1');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  first.kill('SIGKILL');
-  await new Promise((resolve) => first.once('exit', resolve));
+  await killWorkerProcess(first);
   expect((await stack.store.steps(runId)).length).toBe(1);
 
   await startWorkerProcess();

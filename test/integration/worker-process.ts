@@ -1,0 +1,45 @@
+/**
+ * A worker in its own process (`node --import tsx workers/main.ts`), as an
+ * operator runs it, so tests can kill it with SIGKILL mid-step.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+
+/** Starts a worker process on `queues` (all when absent) and resolves once it is serving them. */
+export function startWorkerProcess(queues?: string[]): Promise<ChildProcess> {
+  // node itself runs the worker (tsx as a loader, not a wrapper process), so SIGKILL hits the worker.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', ...(queues ? ['--queues', queues.join(',')] : [])], {
+    cwd: ROOT,
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('"ready":true')) resolve(child);
+    });
+  });
+}
+
+/** Stops the workers still running (SIGTERM: a graceful shutdown) and waits for them. */
+export async function stopWorkerProcesses(workers: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    workers.map(async (w) => {
+      w.stdout?.destroy();
+      if (w.exitCode !== null || w.signalCode !== null) return;
+      const exited = new Promise((resolve) => w.once('exit', resolve));
+      w.kill('SIGTERM');
+      await exited;
+    }),
+  );
+}
+
+/** Kills a worker with SIGKILL (no shutdown of any kind) and waits until it is gone. */
+export async function killWorkerProcess(worker: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  worker.kill('SIGKILL');
+  await exited;
+}
