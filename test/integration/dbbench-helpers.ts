@@ -4,7 +4,7 @@ import type { RowDataPacket } from 'mysql2/promise';
 import { DEFAULT_DBBENCH_MYSQL_URL, type AdminQueryable } from '../../core/envs/dbbench/sandbox';
 
 export const DBBENCH_TEST_URL = process.env.DBBENCH_MYSQL_URL || DEFAULT_DBBENCH_MYSQL_URL;
-export const DEV_SPLIT = path.resolve(__dirname, '../../../shared/data/dbbench/dev.jsonl');
+export const DEV_SPLIT = path.resolve(__dirname, '../../data/dbbench/dev.jsonl');
 
 export async function databaseExists(admin: AdminQueryable, name: string): Promise<boolean> {
   const [rows] = await admin.query<RowDataPacket[]>('SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [name]);

@@ -26,7 +26,7 @@ import { startRecordingTrainer, type RecordingTrainer } from './recording-traine
 import { completionTokens, startScriptedPolicyServer, type ScriptedPolicyServer } from './scripted-policy-server';
 import { silentLogger, uniqueRunId } from './stack';
 
-const DATA = path.resolve(__dirname, '../../../shared/data/dbbench/dev.jsonl');
+const DATA = path.resolve(__dirname, '../../data/dbbench/dev.jsonl');
 const tasks = loadDbBenchTasks(DATA);
 const taskByPrompt = (messages: Array<{ role: string; content: string }>): DbBenchTask => {
   const prompt = messages.filter((m) => m.role === 'user').map((m) => m.content);

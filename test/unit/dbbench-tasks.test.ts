@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { DbBenchTaskFileError, loadDbBenchTasks, parseDbBenchTasks } from '../../core/envs/dbbench/tasks';
 
-const DEV_FILE = path.resolve(__dirname, '../../../shared/data/dbbench/dev.jsonl');
+const DEV_FILE = path.resolve(__dirname, '../../data/dbbench/dev.jsonl');
 
 const query = {
   description: 'How many games?',
