@@ -29,10 +29,12 @@ import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
 import { CharsetTaskFileError } from '../core/envs/charset/environment';
 import { apiKeyOf, MissingSecretError } from '../core/secrets';
 import { mapWithConcurrency } from './concurrency';
+import { withHeartbeatClock } from './heartbeat';
 import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 
 /** How often a rollout group tells Temporal it is alive (its heartbeat timeout is 15 s). */
-const HEARTBEAT_INTERVAL_MS = 5000;
+/** How long a finished run waits for its trainer model to be unloaded. */
+const UNLOAD_TIMEOUT_MS = 20_000;
 
 export interface ActivityDeps {
   store: RunStore;
@@ -83,6 +85,21 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   /**
+   * Frees a finished run's trainer model, best effort and briefly: the run is
+   * done whatever the trainer answers, so no failure or slow trainer fails
+   * the summary; a model left behind is logged.
+   */
+  async function unloadTrainerModel(config: RunConfig, runId: string, modelId: string): Promise<void> {
+    try {
+      const signal = AbortSignal.any([Context.current().cancellationSignal, AbortSignal.timeout(UNLOAD_TIMEOUT_MS)]);
+      await trainerClient(config, signal).unloadModel(modelId);
+      logger.info({ runId, modelId }, 'trainer model unloaded: the run is done');
+    } catch (err) {
+      logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload the trainer model; the run is done either way');
+    }
+  }
+
+  /**
    * Makes a trainer step's weights servable on every inference server: its sampler weights unpacked
    * to a local directory, loaded as LoRA adapter `policyVersion`, checked against the trainer's probe.
    */
@@ -91,27 +108,32 @@ export function createActivities(deps: ActivityDeps) {
     const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
     const signal = Context.current().cancellationSignal;
     const probe = (await store.trainerStep(runId, step))?.probe ?? null;
+    let phase = 'unpacking the sampler weights';
     try {
-      const adapterDir = await resolveSamplerWeights({
-        samplerPath,
-        trainer: trainerClient(config, signal),
-        checkpointsDir: config.trainer.checkpointsDir,
-        adapterDir: deps.adapterDir ?? adapterDirFromEnv(),
-      });
-      const results: PublishResult[] = [];
-      for (const server of servers) {
-        Context.current().heartbeat({ server });
-        results.push(
-          await publishAdapter({ server, apiKey: apiKeyOf(config.policy, 'policy'), adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
-        );
-      }
-      const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
-      logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
-      return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
+      return await withHeartbeatClock(
+        () => ({ step, phase }),
+        async () => {
+          const adapterDir = await resolveSamplerWeights({
+            samplerPath,
+            trainer: trainerClient(config, signal),
+            checkpointsDir: config.trainer.checkpointsDir,
+            adapterDir: deps.adapterDir ?? adapterDirFromEnv(),
+          });
+          const results: PublishResult[] = [];
+          for (const server of servers) {
+            phase = `loading on ${server}`;
+            results.push(
+              await publishAdapter({ server, apiKey: apiKeyOf(config.policy, 'policy'), adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
+            );
+          }
+          const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
+          logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
+          return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
+        },
+      );
     } catch (err) {
       if (err instanceof MissingSecretError) throw ApplicationFailure.nonRetryable(err.message, err.name);
-      if (err instanceof PublishError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
-      if (err instanceof SamplerWeightsError) throw ApplicationFailure.nonRetryable(err.message, err.name);
+      if ((err instanceof PublishError || err instanceof SamplerWeightsError) && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
       return asTrainerFailure(err);
     }
   }
@@ -220,24 +242,25 @@ export function createActivities(deps: ActivityDeps) {
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const context = Context.current();
-      const beat = setInterval(() => context.heartbeat({ completed }), HEARTBEAT_INTERVAL_MS);
       try {
-        await mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
-          const harness = pool.find((h) => h.id === harnessId);
-          if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
-          const trajectory = await runEpisode({
-            env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
-            maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
-            seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
-          });
-          await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
-          completed += 1;
-          context.heartbeat({ completed });
-        }, context.cancellationSignal);
+        await withHeartbeatClock(
+          () => ({ completed }),
+          () =>
+            mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
+              const harness = pool.find((h) => h.id === harnessId);
+              if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
+              const trajectory = await runEpisode({
+                env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
+                maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
+                seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
+              });
+              await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+              completed += 1;
+              context.heartbeat({ completed });
+            }, context.cancellationSignal),
+        );
       } catch (err) {
         return asNonRetryable(err);
-      } finally {
-        clearInterval(beat);
       }
       const rollouts = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
       log.debug({ rollouts: rollouts.length, reused: stored.length }, 'rollout group done');
@@ -363,12 +386,7 @@ export function createActivities(deps: ActivityDeps) {
         await store.evaluations(input.runId),
       );
       const modelId = (await store.getRun(input.runId))?.trainerModelId;
-      if (modelId && summary.stepsCompleted >= config.steps) {
-        await trainerClient(config, Context.current().cancellationSignal)
-          .unloadModel(modelId)
-          .then(() => logger.info({ runId: input.runId, modelId }, 'trainer model unloaded: the run is done'))
-          .catch((err: unknown) => logger.warn({ runId: input.runId, modelId, err: (err as Error).message }, 'could not unload the trainer model'));
-      }
+      if (modelId && summary.stepsCompleted >= config.steps) await unloadTrainerModel(config, input.runId, modelId);
       return summary;
     },
   };

@@ -13,9 +13,8 @@ import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import { MissingTrajectoryError, mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import type { RunStore } from '../core/store/run-store';
 import { apiKeyOf, MissingSecretError } from '../core/secrets';
+import { withHeartbeatClock } from './heartbeat';
 
-/** How often the trainer activity tells Temporal it is alive (its heartbeat timeout is 30 s). */
-export const TRAINER_HEARTBEAT_MS = 5000;
 
 export interface TrainStepInput {
   runId: string;
@@ -57,27 +56,28 @@ export function createTrainStep(deps: {
     // Before the clock starts: a missing secret fails at once.
     trainerClient(config);
     let phase = 'starting';
-    const beat = setInterval(() => context.heartbeat({ step: input.step, phase }), TRAINER_HEARTBEAT_MS);
     try {
-      const record = await runTrainerStep(
-        {
-          trainer: trainerClient(config, context.cancellationSignal),
-          sessions: deps.trainerSessions.for(config.trainer.baseUrl, apiKeyOf(config.trainer, 'trainer')),
-          store: deps.store,
-          logger: deps.logger,
-          onProgress: (what) => {
-            phase = what;
-            context.heartbeat({ step: input.step, phase });
-          },
-        },
-        { ...input, config },
+      const record = await withHeartbeatClock(
+        () => ({ step: input.step, phase }),
+        () =>
+          runTrainerStep(
+            {
+              trainer: trainerClient(config, context.cancellationSignal),
+              sessions: deps.trainerSessions.for(config.trainer.baseUrl, apiKeyOf(config.trainer, 'trainer')),
+              store: deps.store,
+              logger: deps.logger,
+              onProgress: (what) => {
+                phase = what;
+                context.heartbeat({ step: input.step, phase });
+              },
+            },
+            { ...input, config },
+          ),
       );
       const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
       return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
     } catch (err) {
       return asTrainerFailure(err);
-    } finally {
-      clearInterval(beat);
     }
   };
 }

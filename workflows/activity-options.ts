@@ -28,3 +28,14 @@ export const trainerActivityOptions: ActivityOptions = {
   heartbeatTimeout: '30s',
   retry,
 };
+
+/**
+ * Publishing downloads and unpacks a step's weights and loads them on every
+ * inference server: minutes on a big adapter, with a heartbeat clock.
+ */
+export const publishActivityOptions: ActivityOptions = {
+  taskQueue: TASK_QUEUES.control,
+  startToCloseTimeout: '30m',
+  heartbeatTimeout: '30s',
+  retry,
+};

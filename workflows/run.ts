@@ -32,12 +32,13 @@ import {
   type RunStatus,
   type RunSummary,
 } from './definitions';
-import { controlActivityOptions } from './activity-options';
+import { controlActivityOptions, publishActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './profiles';
 import { evaluatePolicy } from './evaluation';
 
 const control = proxyActivities<Activities>(controlActivityOptions);
+const publish = proxyActivities<Activities>(publishActivityOptions);
 const RECENT_STEPS = 10;
 
 export async function harnessSRun(input: RunInput): Promise<RunSummary> {
@@ -120,7 +121,7 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   ]);
 
   if (input.recover && input.resume && input.resume.nextStep > 0) {
-    await control.republishPolicy({ runId, step: input.resume.nextStep - 1 });
+    await publish.republishPolicy({ runId, step: input.resume.nextStep - 1 });
   }
 
   /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */

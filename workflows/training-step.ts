@@ -8,9 +8,10 @@ import type { Activities } from '../activities';
 import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup, type GroupSummary } from '../core/rl/groups';
 import { summarizeStep, type StepSummary } from '../core/rl/step-summary';
 import { TASK_QUEUES, type TrainingStepInput } from './definitions';
-import { controlActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
+import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
 
 const control = proxyActivities<Activities>(controlActivityOptions);
+const publish = proxyActivities<Activities>(publishActivityOptions);
 const rollout = proxyActivities<Activities>(rolloutActivityOptions);
 const trainer = proxyActivities<Activities>(trainerActivityOptions);
 
@@ -61,7 +62,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     })),
   });
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
-  const published = await control.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
+  const published = await publish.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
   const summary = summarizeStep({
     step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
     baseGroups, rescueGroups, trainingGroups,

@@ -39,6 +39,10 @@ const PromptLogprobs = z.object({
     .min(1),
 });
 
+/** What vLLM says of an adapter it can never load: load_lora_adapter answers these with HTTP 500. */
+const ADAPTER_REFUSED =
+  /greater than max_lora_rank|must be a positive integer|vLLM does not (yet )?support|Unsupported modules_to_save|Adapter bias is not supported|Missing required configuration fields|doesn't contain tensors|is missing weight|LoRAAdapterNotFoundError|Loading lora .* failed: No adapter found/i;
+
 export async function publishAdapter(args: {
   server: string;
   apiKey: string;
@@ -77,8 +81,10 @@ async function loadAdapter(args: { server: string; apiKey: string; adapterName: 
   if (response.ok) return 'loaded' as const;
   const text = await response.text();
   if (response.status === 400 && /already been loaded/i.test(text)) return 'already-loaded' as const;
-  // 4xx: the server refuses this adapter (wrong base model, rank above --max-lora-rank, no LoRA support): retrying cannot help.
-  const retryable = response.status >= 500 || response.status === 408 || response.status === 429;
+  // 4xx: the server refuses this adapter (no LoRA support, a bad request): retrying cannot help. vLLM answers an
+  // adapter its engine refuses (rank above --max-lora-rank, unsupported features, missing tensors) with a 500.
+  const refused = ADAPTER_REFUSED.test(text);
+  const retryable = !refused && (response.status >= 500 || response.status === 408 || response.status === 429);
   throw new PublishError(`${url}: HTTP ${response.status}: ${text.slice(0, 500)}`, retryable);
 }
 

@@ -19,6 +19,13 @@ import { parseTinkerPath } from '../rl/tinker/wire';
 
 export class SamplerWeightsError extends Error {
   override name = 'SamplerWeightsError';
+  constructor(
+    message: string,
+    /** false: the path or the archive is wrong and retrying will not help; true: an I/O failure a retry may get past. */
+    readonly retryable: boolean,
+  ) {
+    super(message);
+  }
 }
 
 /** The worker's adapter directory: $HARNESS_S_ADAPTER_DIR, else .data/adapters under the working directory. */
@@ -26,7 +33,8 @@ export function adapterDirFromEnv(): string {
   return path.resolve(process.env.HARNESS_S_ADAPTER_DIR || path.join('.data', 'adapters'));
 }
 
-const SAFE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+/** Model ids and checkpoint names as servers make them (hosted Tinker: '<uuid>:train:0'); no '/', no leading dot. */
+const SAFE = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
 const MARKER = '.harness-s-complete';
 
 export interface ResolveSamplerWeights {
@@ -42,7 +50,7 @@ export interface ResolveSamplerWeights {
 export async function resolveSamplerWeights(args: ResolveSamplerWeights): Promise<string> {
   const parsed = parseTinkerPath(args.samplerPath);
   if (!parsed || !SAFE.test(parsed.modelId) || !SAFE.test(parsed.name)) {
-    throw new SamplerWeightsError(`'${args.samplerPath}' is not a tinker:// sampler weights path (tinker://<model>/<name> or tinker://<model>/sampler_weights/<name>)`);
+    throw new SamplerWeightsError(`'${args.samplerPath}' is not a tinker:// sampler weights path (tinker://<model>/<name> or tinker://<model>/sampler_weights/<name>)`, false);
   }
   const target = path.join(path.resolve(args.adapterDir), parsed.modelId, parsed.name);
   if (await exists(path.join(target, MARKER))) return target;
@@ -57,17 +65,35 @@ export async function resolveSamplerWeights(args: ResolveSamplerWeights): Promis
     // Members stay inside the staging folder: tar strips absolute paths (SkyRL's archives have a '/' entry) and refuses '..'.
     await pipeline(source, extract({ cwd: staging }));
     const adapterRoot = await findAdapterRoot(staging);
-    if (!adapterRoot) throw new SamplerWeightsError(`the archive of ${args.samplerPath} has no adapter_config.json; it is not a LoRA adapter`);
+    if (!adapterRoot) throw new SamplerWeightsError(`the archive of ${args.samplerPath} has no adapter_config.json; it is not a LoRA adapter`, false);
     await fs.writeFile(path.join(adapterRoot, MARKER), `${args.samplerPath}\n`);
-    await fs.rm(target, { recursive: true, force: true });
-    await fs.rename(adapterRoot, target);
+    await moveIntoPlace(adapterRoot, target);
   } catch (err) {
     if (err instanceof SamplerWeightsError) throw err;
-    throw new SamplerWeightsError(`cannot unpack the sampler weights of ${args.samplerPath}${local ? ` (${local})` : ''}: ${(err as Error).message}`);
+    throw new SamplerWeightsError(`cannot unpack the sampler weights of ${args.samplerPath}${local ? ` (${local})` : ''}: ${(err as Error).message}`, true);
   } finally {
     await fs.rm(staging, { recursive: true, force: true });
   }
   return target;
+}
+
+/**
+ * Renames the unpacked adapter to its place. Another worker may have put the
+ * same weights there first (its copy is complete: it has the marker) and is
+ * kept; an incomplete leftover of a crashed worker is replaced.
+ */
+async function moveIntoPlace(from: string, target: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await fs.rename(from, target);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || attempt > 0) throw err;
+      if (await exists(path.join(target, MARKER))) return;
+      await fs.rm(target, { recursive: true, force: true });
+    }
+  }
 }
 
 async function exists(file: string): Promise<boolean> {

@@ -1,34 +1,60 @@
 /**
- * The trainer ops of one training step and their seq_ids.
+ * The trainer ops of one training step, by name, and the rule that makes each
+ * exactly-once.
  *
  * Tinker makes a retried op exactly-once by the per-model `seq_id` in its
- * body: the same seq_id with the same body returns the same future. Seq ids
- * here are derived from (run, step, op), so a retried activity sends every op
- * under the seq_id it had the first time: the step's ops are numbered on
- * from where the run's previous step on this trainer model ended, in a fixed
- * order, with no gaps (a server may process a model's ops in seq_id order):
- *   forward_backward chunk 0..C-1, optim_step (when there is data),
- *   save_weights_for_sampler, then the forward pass of the publish probe.
+ * body: the same seq_id with the same body returns the same future. Each op
+ * of a step is given its seq_id once, in the run store's trainer_ops ledger,
+ * before it is first sent, so a retried activity (or a new worker after a
+ * crash) sends every op under the seq_id it had: the trainer answers with the
+ * op's future, never a second update. Seq ids grow per model (one past the
+ * highest the model has used). A trainer answers a used seq_id with the same
+ * future also when that future failed; so an op whose future failed (it was
+ * not applied) is marked failed in the ledger and gets a new seq_id when the
+ * step is retried, and a failed checkpoint save also a new checkpoint name.
+ *
+ * The order within a step: forward_backward chunk 0..C-1, optim_step (when
+ * there is data), save_weights_for_sampler, the forward pass of the publish
+ * probe (when there is a probe).
  */
-export interface StepOpPlan {
-  forwardBackward: number[];
-  /** null when the step has no data to train on. */
-  optimStep: number | null;
-  saveWeights: number;
-  probeForward: number;
-  /** The last seq_id the step uses; the next step starts after it. */
-  last: number;
+import type { RunStore } from '../store/run-store';
+import { TrainerError } from './tinker/client';
+
+export const STEP_OPS = {
+  forwardBackward: (chunk: number) => `forward_backward/${chunk}`,
+  optimStep: 'optim_step',
+  saveWeights: 'save_weights_for_sampler',
+  probeForward: 'forward/probe',
+} as const;
+
+/** The checkpoint name of a step's sampler weights (first attempt). */
+export function stepCheckpointName(step: number): string {
+  return `step-${step}`;
+}
+
+export interface OpLedgerDeps {
+  store: Pick<RunStore, 'trainerOpSeq' | 'failTrainerOp'>;
+  runId: string;
+  step: number;
+  modelId: string;
 }
 
 /**
- * `previousLast`: the last seq_id of the run's previous step on the same
- * trainer model (0 for a model's first step).
+ * Runs one op of the step under its ledger seq_id (and checkpoint name); an
+ * op whose future failed on the trainer is marked failed before the error
+ * goes on, so the retry sends it anew.
  */
-export function planStepOps(previousLast: number, chunks: number): StepOpPlan {
-  let next = previousLast;
-  const forwardBackward = Array.from({ length: chunks }, () => ++next);
-  const optimStep = chunks > 0 ? ++next : null;
-  const saveWeights = ++next;
-  const probeForward = ++next;
-  return { forwardBackward, optimStep, saveWeights, probeForward, last: next };
+export async function runLedgerOp<T>(
+  deps: OpLedgerDeps,
+  op: string,
+  send: (seqId: number, checkpointName: string | null) => Promise<T>,
+  checkpointName?: string,
+): Promise<T> {
+  const { seqId, checkpointName: name } = await deps.store.trainerOpSeq({ runId: deps.runId, step: deps.step, op, modelId: deps.modelId, checkpointName });
+  try {
+    return await send(seqId, name);
+  } catch (err) {
+    if (err instanceof TrainerError && err.opFailed) await deps.store.failTrainerOp(deps.modelId, seqId, err.message);
+    throw err;
+  }
 }

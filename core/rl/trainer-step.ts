@@ -9,9 +9,10 @@
  * 3. a forward pass over the publish probe, so each inference server can be
  *    checked against the trainer's log-probs under the step's weights.
  *
- * Every op carries the seq_id trainer-ops.ts derives from (run, step, op), so
- * a retried step gets the same futures and applies nothing twice; a step
- * the store already records is not redone. Along the way the trainer's
+ * Every op carries the seq_id the run store's ledger gave it (trainer-ops.ts),
+ * so a retried step gets the same futures and applies nothing twice; an op
+ * the trainer failed is sent anew; a step the store already records is not
+ * redone. Along the way the trainer's
  * log-probs of the sampled tokens are compared with the sampler's
  * (logprob-mismatch.ts).
  */
@@ -25,7 +26,7 @@ import { buildDatum, countResponseTokens, type Datum, datumTargetMask } from './
 import { logprobMismatch, type LogprobMismatch } from './logprob-mismatch';
 import { type TinkerClient, TrainerError } from './tinker/client';
 import type { TinkerSessionKeeper } from './tinker/sessions';
-import { planStepOps } from './trainer-ops';
+import { type OpLedgerDeps, runLedgerOp, STEP_OPS, stepCheckpointName } from './trainer-ops';
 
 /** Datums per forward_backward request; gradients accumulate until optim_step. */
 export const DATUMS_PER_REQUEST = 128;
@@ -40,7 +41,7 @@ export interface TrainerStepInput {
 export interface TrainerStepDeps {
   trainer: TinkerClient;
   sessions: TinkerSessionKeeper;
-  store: Pick<RunStore, 'getRun' | 'claimTrainerModel' | 'tokenSamples' | 'previousTrainerStep' | 'recordTrainerStep' | 'trainerStep'>;
+  store: Pick<RunStore, 'getRun' | 'claimTrainerModel' | 'tokenSamples' | 'trainerOpSeq' | 'failTrainerOp' | 'recordTrainerStep' | 'trainerStep'>;
   logger: Logger;
   /** Progress, for heartbeats. */
   onProgress?(what: string): void;
@@ -85,42 +86,40 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   const trained = batch.filter((b) => b.advantage !== 0).flatMap((b) => b.samples.map((sample) => ({ sample, advantage: b.advantage })));
   const datums: Datum[] = trained.map(({ sample, advantage }) => buildDatum(sample, advantage, Math.max(1, responseTokens)));
 
-  const previous = await store.previousTrainerStep(runId, step);
   const chunks = Math.ceil(datums.length / DATUMS_PER_REQUEST);
-  const plan = planStepOps(previous?.modelId === modelId ? (previous.seqIdEnd ?? 0) : 0, chunks);
+  const ledger: OpLedgerDeps = { store, runId, step, modelId };
 
   const metrics: Record<string, number> = {};
   const trainerLogprobs: number[][] = [];
   for (let c = 0; c < chunks; c++) {
     progress(`forward_backward ${c + 1}/${chunks}`);
-    const result = await trainer.forwardBackward({
-      modelId, seqId: plan.forwardBackward[c], lossFn: 'importance_sampling',
-      data: datums.slice(c * DATUMS_PER_REQUEST, (c + 1) * DATUMS_PER_REQUEST),
-    });
+    const result = await runLedgerOp(ledger, STEP_OPS.forwardBackward(c), (seqId) =>
+      trainer.forwardBackward({ modelId, seqId, lossFn: 'importance_sampling', data: datums.slice(c * DATUMS_PER_REQUEST, (c + 1) * DATUMS_PER_REQUEST) }),
+    );
     for (const [name, value] of Object.entries(result.metrics)) metrics[name] = (metrics[name] ?? 0) + value;
     trainerLogprobs.push(...result.loss_fn_outputs.map((output) => output.logprobs?.data ?? []));
   }
   const mismatch = logprobMismatch(
     trained.map(({ sample }, i) => ({ trainer: trainerLogprobs[i] ?? [], sampler: datums[i].loss_fn_inputs.logprobs.data, mask: datumTargetMask(sample) })),
   );
-  if (plan.optimStep !== null) {
+  if (chunks > 0) {
     progress('optim_step');
     const { adam } = config.trainer;
-    Object.assign(
-      metrics,
-      await trainer.optimStep({
-        modelId, seqId: plan.optimStep,
-        adam: {
-          learning_rate: adam.learningRate, beta1: adam.beta1, beta2: adam.beta2, eps: adam.eps,
-          weight_decay: adam.weightDecay, grad_clip_norm: adam.gradClipNorm,
-        },
-      }),
-    );
+    const adamParams = {
+      learning_rate: adam.learningRate, beta1: adam.beta1, beta2: adam.beta2, eps: adam.eps,
+      weight_decay: adam.weightDecay, grad_clip_norm: adam.gradClipNorm,
+    };
+    Object.assign(metrics, await runLedgerOp(ledger, STEP_OPS.optimStep, (seqId) => trainer.optimStep({ modelId, seqId, adam: adamParams })));
   }
   progress('save_weights_for_sampler');
-  const samplerPath = await trainer.saveWeightsForSampler({ modelId, seqId: plan.saveWeights, name: `step-${step}` });
+  const samplerPath = await runLedgerOp(
+    ledger,
+    STEP_OPS.saveWeights,
+    (seqId, name) => trainer.saveWeightsForSampler({ modelId, seqId, name: name ?? stepCheckpointName(step) }),
+    stepCheckpointName(step),
+  );
   progress('probe forward');
-  const probe = await probeTrainer(trainer, modelId, plan.probeForward, firstSample(input, tokenSamples));
+  const probe = await probeTrainer(trainer, ledger, firstSample(input, tokenSamples));
   if (mismatch) {
     Object.assign(metrics, {
       'logprob_mismatch/tokens': mismatch.tokens,
@@ -133,10 +132,10 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   }
   const record: TrainerStepRecord = {
     runId, step, modelId, samplerPath, policyVersion: policyVersionName(runId, modelId, step),
-    datums: datums.length, responseTokens, metrics, seqIdEnd: plan.last, probe,
+    datums: datums.length, responseTokens, metrics, probe,
   };
   await store.recordTrainerStep(record);
-  logger.info({ runId, step, modelId, datums: datums.length, responseTokens, seqIds: [plan.forwardBackward[0] ?? plan.saveWeights, plan.last], mismatch }, 'trainer step done');
+  logger.info({ runId, step, modelId, datums: datums.length, responseTokens, samplerPath, mismatch }, 'trainer step done');
   // A concurrent attempt may have recorded first: the stored record is the step's.
   return (await store.trainerStep(runId, step)) ?? record;
 }
@@ -198,14 +197,16 @@ function firstSample(input: TrainerStepInput, tokenSamples: Map<string, TokenSam
 }
 
 /** The trainer's log-probs of the probe sequence under the step's weights (a forward pass). */
-async function probeTrainer(trainer: TinkerClient, modelId: string, seqId: number, sample: TokenSample | null): Promise<AdapterProbe | null> {
+async function probeTrainer(trainer: TinkerClient, ledger: OpLedgerDeps, sample: TokenSample | null): Promise<AdapterProbe | null> {
   if (!sample) return null;
   const { tokens, positions } = probeSequence(sample);
   if (positions.length === 0 || tokens.length < 2) return null;
-  const result = await trainer.forwardBackward({
-    modelId, seqId, lossFn: 'cross_entropy', forwardOnly: true,
-    data: [{ model_input: { chunks: [{ type: 'encoded_text', tokens: tokens.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64', shape: [tokens.length - 1] } } }],
-  });
+  const result = await runLedgerOp(ledger, STEP_OPS.probeForward, (seqId) =>
+    trainer.forwardBackward({
+      modelId: ledger.modelId, seqId, lossFn: 'cross_entropy', forwardOnly: true,
+      data: [{ model_input: { chunks: [{ type: 'encoded_text', tokens: tokens.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64', shape: [tokens.length - 1] } } }],
+    }),
+  );
   const logprobs = result.loss_fn_outputs[0]?.logprobs?.data;
   if (!logprobs || logprobs.length !== tokens.length - 1) {
     throw new TrainerError(`trainer: the probe forward pass returned ${logprobs?.length ?? 0} log-probs for ${tokens.length - 1} targets`, 'server');

@@ -482,7 +482,7 @@ describe('sim cluster restarted on the same data directory', () => {
 });
 
 describe('sim trainer whose disk write fails once', () => {
-  it('answers the failure as a server fault, then runs the op again when it is sent again under its seq_id', async () => {
+  it('answers the failure as a server fault and keeps answering its seq_id with it (as SkyRL); the op sent under a new seq_id runs', async () => {
     const store = await SimClusterStore.open(tempDir());
     const write = store.writeTrainingModel.bind(store);
     const trainer = await SimTrainerServer.open({ world, store, logger: silent, opDelayMs: 0 });
@@ -506,11 +506,13 @@ describe('sim trainer whose disk write fails once', () => {
     const step = { model_id: created.model_id, adam_params: ADAM, seq_id: 1 };
     const first = (await call('optim_step', step)).json as { request_id: string };
     expect(await result(first.request_id)).toMatchObject({ status: 200, json: { category: 'server', error: expect.stringContaining('ENOSPC') } });
-    const retried = (await call('optim_step', step)).json as { request_id: string };
+    // The seq_id is spent: sent again, it answers with the same failed future, and nothing is applied.
+    expect(((await call('optim_step', step)).json as { request_id: string }).request_id).toBe(first.request_id);
+    const retried = (await call('optim_step', { ...step, seq_id: 2 })).json as { request_id: string };
     expect(retried.request_id).not.toBe(first.request_id);
     expect(await result(retried.request_id)).toMatchObject({ status: 200, json: { metrics: { 'optim/step': 1 } } });
-    // Once it succeeded, the seq_id answers with that success.
-    expect(((await call('optim_step', step)).json as { request_id: string }).request_id).toBe(retried.request_id);
+    // Once it succeeded, its seq_id answers with that success.
+    expect(((await call('optim_step', { ...step, seq_id: 2 })).json as { request_id: string }).request_id).toBe(retried.request_id);
     await trainer.drain();
   });
 });

@@ -2,16 +2,6 @@ import { probeMeanAbsDiff, probeSequence, PROBE_MAX_TOKENS } from '../../core/po
 import { policyVersionName } from '../../core/policy/publisher';
 import { logprobMismatch } from '../../core/rl/logprob-mismatch';
 import { meanAndStdErr } from '../../core/rl/step-summary';
-import { planStepOps } from '../../core/rl/trainer-ops';
-
-test("a step's trainer ops are numbered on from the previous step's last seq_id, with no gaps, in a fixed order", () => {
-  expect(planStepOps(0, 2)).toEqual({ forwardBackward: [1, 2], optimStep: 3, saveWeights: 4, probeForward: 5, last: 5 });
-  expect(planStepOps(5, 1)).toEqual({ forwardBackward: [6], optimStep: 7, saveWeights: 8, probeForward: 9, last: 9 });
-});
-
-test('a step with nothing to train on sends no forward_backward and no optim_step', () => {
-  expect(planStepOps(9, 0)).toEqual({ forwardBackward: [], optimStep: null, saveWeights: 10, probeForward: 11, last: 11 });
-});
 
 test('the log-prob mismatch counts only the model tokens, with the importance ratio exp(train - sample)', () => {
   const mismatch = logprobMismatch([

@@ -61,6 +61,8 @@ export interface SimClusterOptions {
 export interface SimCluster {
   url: string;
   port: number;
+  /** Its on-disk state (training models, futures, checkpoints): for tools and tests that inspect it or make a write fail. */
+  store: SimClusterStore;
   /** Stops accepting requests, finishes queued training ops (so their state is on disk), then closes. */
   close(): Promise<void>;
 }
@@ -91,6 +93,7 @@ export async function startSimCluster(options: SimClusterOptions): Promise<SimCl
   return {
     url,
     port: address.port,
+    store,
     close: async () => {
       const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
       server.closeIdleConnections();

@@ -11,10 +11,13 @@
  *   results are protobuf, everything else JSON.
  * - Exactly-once: an op with a seq_id sent again with the same body gets the
  *   same future (also after a restart); a different body under a used seq_id
- *   is HTTP 409. save_weights_for_sampler of a name that exists is HTTP 409.
+ *   is HTTP 409; a failed op's seq_id keeps answering with its failed future
+ *   (as SkyRL's), so a caller sends the op again under a new seq_id.
+ *   save_weights_for_sampler of a name that exists is HTTP 409, also when its
+ *   save failed (its archive then answers 500 "Checkpoint creation failed").
  * - Futures: retrieve_future holds the request up to `longPollMs`, then 408;
  *   a failed op is HTTP 400 `{detail}` (the caller's error) or 200
- *   `{error, category: "server"}` (a server fault; the op may be sent again).
+ *   `{error, category: "server"}` (a server fault; the op was not applied).
  * - Checkpoints: listed, and downloadable as an archive (302 to the download).
  * Request errors are FastAPI's shapes: 422 `{detail: [{loc, msg}]}`, else `{detail}`.
  */
@@ -147,6 +150,8 @@ export class SimTrainerServer implements SimApi {
   private readonly samplingSessions = new Map<string, { sessionId: string; basePath: string | null }>();
   /** (model, checkpoint name) pairs whose save is in flight: a second save of the name is 409 already. */
   private readonly pendingCheckpoints = new Set<string>();
+  /** Checkpoints whose save failed, with the reason (kept in memory: a restart forgets them). */
+  private readonly failedCheckpoints = new Map<string, string>();
   private sweeper?: NodeJS.Timeout;
   private readonly longPollMs: number;
   private readonly sessionTimeoutMs: number;
@@ -418,18 +423,22 @@ export class SimTrainerServer implements SimApi {
     if (!model) return modelNotFound();
     const name = body.path ?? `ss${body.sampling_session_seq_id}_seq${body.seq_id}`;
     const key = `${modelId}/${name}`;
-    if (this.pendingCheckpoints.has(key) || (await this.deps.store.samplerArchive(modelId, name))) {
+    if (this.pendingCheckpoints.has(key) || this.failedCheckpoints.has(key) || (await this.deps.store.samplerArchive(modelId, name))) {
       return { status: 409, json: { detail: `Checkpoint '${name}' already exists for model '${modelId}'` } };
     }
     this.pendingCheckpoints.add(key);
     const samplingSessionId = body.path ? null : `sampling_${randomBytes(4).toString('hex')}`;
     if (samplingSessionId) this.samplingSessions.set(samplingSessionId, { sessionId: model.sessionId, basePath: `tinker://${modelId}/sampler_weights/${name}` });
-    return this.submit('save_weights_for_sampler', modelId, null, '', async (state) => {
+    return this.submit('save_weights_for_sampler', modelId, body.seq_id ?? null, hashBody({ name }), async (state) => {
       try {
         await this.deps.store.writeSamplerWeightsOnce(
           { version: 1, modelId, name, baseModel: state.baseModel, optimSteps: state.optimSteps, savedAt: new Date().toISOString(), params: state.params },
           state.lora,
         );
+      } catch (err) {
+        // As SkyRL: a failed checkpoint keeps its name (409 on a new save of it; the archive answers 500).
+        this.failedCheckpoints.set(key, (err as Error).message);
+        throw err;
       } finally {
         this.pendingCheckpoints.delete(key);
       }
@@ -459,6 +468,8 @@ export class SimTrainerServer implements SimApi {
     const name = checkpointId.replace(/^sampler_weights\//, '');
     if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
     if (this.pendingCheckpoints.has(`${modelId}/${name}`)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
+    const failed = this.failedCheckpoints.get(`${modelId}/${name}`);
+    if (failed !== undefined) return { status: 500, json: { detail: `Checkpoint creation failed: ${failed}` } };
     const file = await this.deps.store.samplerArchive(modelId, name);
     if (!file) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
     if (kind === 'archive') {
@@ -630,9 +641,7 @@ export class SimTrainerServer implements SimApi {
     } catch (err) {
       const user = err instanceof SimTrainerUserError || err instanceof SimPolicyInputError;
       const record = finish({ error: (err as Error).message, category: user ? 'user' : 'server' });
-      // A server fault (a disk write failed) may pass: the op sent again under its seq_id runs again.
-      // A bad request would fail the same way again, so its seq_id keeps answering with this failure.
-      if (!user && applied.seqId !== null && model.seqs.get(applied.seqId)?.requestId === applied.requestId) model.seqs.delete(applied.seqId);
+      // As SkyRL: the seq_id keeps answering with this failed future; the op is sent again under a new seq_id.
       this.finishFuture(record);
       this.deps.logger.warn({ op: applied.route, request_id: applied.requestId, model_id: modelId, err }, `[SIMULATED] ${applied.route} failed`);
       await this.deps.store.writeFuture(record).catch((writeErr) => this.deps.logger.error({ err: writeErr }, 'cannot persist a failed future'));

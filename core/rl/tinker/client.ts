@@ -46,6 +46,13 @@ export class TrainerError extends Error {
     message: string,
     /** 'user': the request (or the config behind it) is wrong and retrying will not help; 'server': a retry may. */
     readonly category: 'user' | 'server',
+    /**
+     * True when the trainer answered the op's future with a failure: the op
+     * was not applied, and its seq_id keeps answering with that failure, so a
+     * retry must send it under a new seq_id. False when the outcome is unknown
+     * (unreachable, no answer): a retry sends it under the same seq_id.
+     */
+    readonly opFailed = false,
   ) {
     super(message);
   }
@@ -75,6 +82,10 @@ interface HttpReply {
 const MAX_CONNECTION_FAILURES = 8;
 /** Bare 400s tolerated on retrieve_future before it counts as the op's failure (a proxy may inject one). */
 const MAX_BAD_REQUEST_POLLS = 3;
+/** HTTP 5xx answers to retrieve_future in a row before the op fails (as a server error: the activity's retry polls the same future again). */
+const MAX_SERVER_ERROR_POLLS = 30;
+/** A failed op's error when the trainer has lost the model (SkyRL: "Model <id> not loaded"); retrying cannot help. */
+const MODEL_GONE = /\bmodel\b.*\bnot loaded\b/i;
 /** Times a vanished future (404, 410) is sent again before the op fails. */
 const MAX_RESUBMITS = 3;
 
@@ -253,9 +264,12 @@ export class TinkerClient {
         i += 1;
         continue;
       }
-      if (reply.status === 425 && Date.now() < deadline) {
-        await this.pause(this.options.pollSeconds);
-        continue;
+      if (reply.status === 425) {
+        if (Date.now() < deadline) {
+          await this.pause(this.options.pollSeconds);
+          continue;
+        }
+        throw new TrainerError(`trainer ${this.base}: checkpoint ${tinkerPath} is still being written after ${waitSeconds} s`, 'server');
       }
       let url: string;
       if (reply.status >= 300 && reply.status < 400 && reply.headers.get('location')) {
@@ -273,12 +287,24 @@ export class TinkerClient {
 
   // ----------------------------------------------------------- internals
 
-  /** Waits until a checkpoint that already exists is listed as complete; returns its path. */
+  /**
+   * Waits until a checkpoint that already exists (a 409 on save) is listed as
+   * complete; returns its path. The list shows completed checkpoints only, so
+   * the archive endpoint tells one being written (425) from one whose save
+   * failed (500 "Checkpoint creation failed"): that save was not applied.
+   */
   private async awaitCheckpoint(modelId: string, name: string, waitSeconds: number): Promise<string> {
     const deadline = Date.now() + waitSeconds * 1000;
     for (;;) {
-      const found = (await this.listCheckpoints(modelId)).find((c) => c.checkpoint_type === 'sampler' && c.checkpoint_id === name);
+      // SkyRL lists the bare name; hosted Tinker prefixes the kind ('sampler_weights/<name>').
+      const found = (await this.listCheckpoints(modelId)).find(
+        (c) => c.checkpoint_type === 'sampler' && (c.checkpoint_id === name || c.checkpoint_id === `sampler_weights/${name}`),
+      );
       if (found) return found.tinker_path;
+      const archive = await this.request('GET', `training_runs/${encodeURIComponent(modelId)}/checkpoints/${encodeURIComponent(name)}/archive`, undefined, { redirect: 'manual' });
+      if (archive.status >= 500 && /fail/i.test(this.detail(archive))) {
+        throw new TrainerError(`trainer ${this.base}: save_weights_for_sampler failed: checkpoint '${name}' of model ${modelId}: ${this.detail(archive)}`, 'server', true);
+      }
       if (Date.now() > deadline) {
         throw new TrainerError(`trainer ${this.base}: checkpoint '${name}' of model ${modelId} exists but did not complete within ${waitSeconds} s`, 'server');
       }
@@ -296,10 +322,13 @@ export class TinkerClient {
     if (future === null) return {};
     let resubmits = 0;
     let badRequests = 0;
+    let serverErrors = 0;
     for (;;) {
+      const polled = Date.now();
       const reply = await this.withConnectionRetries(op, () => this.retrieve(future!.request_id));
       if (reply === 'poll-again') continue;
       const { status } = reply;
+      if (status < 500) serverErrors = 0;
       if (status === 200 && reply.contentType.startsWith(PROTOBUF_CONTENT_TYPE)) return { proto: reply.body };
       if (status === 200) {
         const json = this.parseBody(op, reply);
@@ -309,12 +338,28 @@ export class TinkerClient {
         }
         const failed = RequestFailed.safeParse(json);
         if (failed.success) {
-          throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server');
+          if (MODEL_GONE.test(failed.data.error)) {
+            throw new TrainerError(
+              `trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has this model (it unloads the models of a ` +
+                'session silent past its timeout, and loses them when it restarts); the run cannot go on from the trainer\'s state',
+              'user',
+              true,
+            );
+          }
+          throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server', true);
         }
         return { json };
       }
-      if (status === 408 || status >= 500) {
-        if (status >= 500) await this.pause(this.options.pollSeconds);
+      if (status === 408) {
+        // A long poll that ended without a result; one answered at once (a proxy, a server without long polls) is paced.
+        if (Date.now() - polled < 1000) await this.pause(this.options.pollSeconds);
+        continue;
+      }
+      if (status >= 500) {
+        if (++serverErrors > MAX_SERVER_ERROR_POLLS) {
+          throw new TrainerError(`trainer ${this.base}: ${op}: retrieve_future failed ${serverErrors} times in a row: HTTP ${status}: ${this.detail(reply)}`, 'server');
+        }
+        await this.pause(this.options.pollSeconds);
         continue;
       }
       if (status === 429) {
@@ -329,7 +374,8 @@ export class TinkerClient {
         continue;
       }
       if (status === 400 && ++badRequests <= MAX_BAD_REQUEST_POLLS) continue;
-      throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server');
+      // A 400 {detail} on retrieve_future is the future's failure (SkyRL); other answers say nothing of the op.
+      throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server', status === 400);
     }
   }
 
@@ -414,7 +460,13 @@ export class TinkerClient {
   private expectOk(op: string, reply: HttpReply): unknown {
     if (reply.status >= 200 && reply.status < 300) return this.parseBody(op, reply);
     const detail = this.detail(reply);
-    if (reply.status === 409) throw new TrainerError(`trainer ${this.base}: ${op}: HTTP 409: ${detail} (a retried op must be sent with the same body)`, 'user');
+    if (reply.status === 409) {
+      throw new TrainerError(
+        `trainer ${this.base}: ${op}: HTTP 409: ${detail}: the model already had another request under this seq_id ` +
+          '(another client trains this model, or the run store lost its trainer_ops ledger); the run cannot go on safely on this model',
+        'user',
+      );
+    }
     const user = reply.status >= 400 && reply.status < 500 && reply.status !== 408 && reply.status !== 429;
     const hint = reply.status === 404 && !/model|session|checkpoint|future|sampler/i.test(detail)
       ? ` (no /api/v1/${op} there: is trainer.baseUrl a Tinker API server, such as SkyRL's or hosted Tinker?)`

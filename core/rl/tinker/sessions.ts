@@ -5,7 +5,14 @@
  * long as it lives, like the SDK does; it also heartbeats the sessions that
  * own the models it trains (a model created by an earlier process of this
  * worker belongs to that process's session). A session the server no longer
- * knows is dropped and a new one is opened on next use.
+ * knows (404) is dropped and a new one is opened on next use. SkyRL 0.4 keeps
+ * an expired session's record and answers its heartbeats with 200, so there
+ * an expiry shows only when an op finds the model gone ("Model ... not
+ * loaded"), which fails the run with that reason (client.ts).
+ *
+ * Sessions are kept for the life of the process: the models of a run that
+ * failed or was cancelled stay loaded on the trainer until this worker
+ * stops; a run that finishes unloads its model.
  */
 import type { Logger } from 'pino';
 import { TinkerClient } from './client';
