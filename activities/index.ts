@@ -32,7 +32,6 @@ import { mapWithConcurrency } from './concurrency';
 import { withHeartbeatClock } from './heartbeat';
 import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 
-/** How often a rollout group tells Temporal it is alive (its heartbeat timeout is 15 s). */
 /** How long a finished run waits for its trainer model to be unloaded. */
 const UNLOAD_TIMEOUT_MS = 20_000;
 
