@@ -28,7 +28,7 @@ import { HarnessSpecError } from '../core/harness/spec';
 import { DbBenchTaskFileError } from '../core/envs/dbbench/tasks';
 import { CharsetTaskFileError } from '../core/envs/charset/environment';
 import { apiKeyOf, MissingSecretError } from '../core/secrets';
-import { mapWithConcurrency } from './concurrency';
+import { mapWithConcurrency } from '../core/concurrency';
 import { withHeartbeatClock } from './heartbeat';
 import { asTrainerFailure, createTrainStep, trainerClient } from './train-step';
 

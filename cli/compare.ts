@@ -7,7 +7,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
-import { mapWithConcurrency } from '../activities/concurrency';
+import { mapWithConcurrency } from '../core/concurrency';
 import type { RunSummary } from '../workflows/definitions';
 import { newRunId, rootCauseMessage, startRun, UserError } from './runs';
 

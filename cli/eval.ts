@@ -10,7 +10,7 @@ import { PolicyClient } from '../core/policy/client';
 import type { Trajectory } from '../core/policy/trajectory';
 import { hashSeed } from '../core/random';
 import type { RunStore } from '../core/store/run-store';
-import { mapWithConcurrency } from '../activities/concurrency';
+import { mapWithConcurrency } from '../core/concurrency';
 
 export interface EvalOptions {
   evalId: string;
