@@ -1,23 +1,16 @@
 import {
   AGENTBENCH_SYSTEM_PROMPT,
-  MYSQL_TYPES,
   agentBenchAnswerItems,
   agentBenchOpening,
   agentBenchTaskPrompt,
   agentBenchTurnBudget,
-  cutObservation,
-  mysqlValueToPy,
   parseAgentBenchAction,
   parseFinalAnswer,
-  parsePythonLiteral,
-  py,
-  pyFloat,
-  pyRepr,
-  rowsObservation,
-  rowsText,
-  sqlErrorObservation,
-  type PyValue,
-} from '../../core/envs/dbbench/protocol';
+} from '../../core/envs/dbbench/agentbench-protocol';
+import { MYSQL_TYPES, mysqlValueToPy } from '../../core/envs/dbbench/mysql-values';
+import { cutObservation, rowsObservation, rowsText, sqlErrorObservation } from '../../core/envs/dbbench/observation';
+import { parsePythonLiteral } from '../../core/envs/dbbench/python-literal';
+import { py, pyFloat, pyRepr, type PyValue } from '../../core/envs/dbbench/python-values';
 
 const s = py.str;
 const f = py.float;

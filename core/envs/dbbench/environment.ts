@@ -4,9 +4,10 @@
  */
 import type { Environment, Episode, StepOutcome, TaskRef } from '../environment';
 import type { Harness } from '../../harness/harness';
-import { agentBenchOpening, agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './protocol';
-import { SandboxHost, type Sandbox, type SandboxHostOptions, type StatementResult } from './sandbox';
+import { agentBenchOpening, agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './agentbench-protocol';
+import { SandboxHost, type Sandbox, type SandboxHostOptions } from './sandbox';
 import { scoreEpisode, tableHashQuery, type AgentBenchStatus, type AnswerMatching, type EpisodeEnding } from './scoring';
+import type { StatementResult } from './statement';
 import { isDmlType, loadDbBenchTasks, type DbBenchTask } from './tasks';
 import type { FailureType } from '../../policy/trajectory';
 

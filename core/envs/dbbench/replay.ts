@@ -4,8 +4,10 @@
  * path a policy's replies take): a check that the server, the sandbox and
  * the scoring reproduce AgentBench's answers, and a throughput measure.
  */
-import { agentBenchTurnBudget, pyRepr } from './protocol';
+import { mapWithConcurrency } from '../../concurrency';
+import { agentBenchTurnBudget } from './agentbench-protocol';
 import { DbBenchEnvironment } from './environment';
+import { pyRepr } from './python-values';
 import { SandboxHost, type SandboxHostOptions } from './sandbox';
 import { labelToPy, type AnswerMatching } from './scoring';
 import { isDmlType, loadDbBenchTasks, type DbBenchTask } from './tasks';
@@ -55,33 +57,30 @@ export async function replayDbBench(options: ReplayOptions): Promise<ReplayRepor
   const env = new DbBenchEnvironment({ tasks, host, scoring: options.scoring });
   const report: ReplayReport = { total: 0, passed: 0, byType: {}, failures: [], episodesPerSecond: 0 };
   const started = process.hrtime.bigint();
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const task = tasks[next++];
-      const episode = await env.startEpisode(task.taskId, { maxTurns: agentBenchTurnBudget() });
-      try {
-        for (const reply of goldAgentReplies(task)) {
-          const outcome = await episode.step(reply);
-          if (outcome.done) break;
-        }
-      } finally {
-        await episode.close();
+  const replayTask = async (task: DbBenchTask) => {
+    const episode = await env.startEpisode(task.taskId, { maxTurns: agentBenchTurnBudget() });
+    try {
+      for (const reply of goldAgentReplies(task)) {
+        const outcome = await episode.step(reply);
+        if (outcome.done) break;
       }
-      const result = episode.result();
-      const cell = (report.byType[task.type] ??= { total: 0, passed: 0 });
-      cell.total += 1;
-      report.total += 1;
-      if (result?.correct) {
-        cell.passed += 1;
-        report.passed += 1;
-      } else {
-        report.failures.push({ taskId: task.taskId, type: task.type, failureType: result?.failureType ?? null, answer: result?.answer ?? '' });
-      }
+    } finally {
+      await episode.close();
+    }
+    const result = episode.result();
+    const cell = (report.byType[task.type] ??= { total: 0, passed: 0 });
+    cell.total += 1;
+    report.total += 1;
+    if (result?.correct) {
+      cell.passed += 1;
+      report.passed += 1;
+    } else {
+      report.failures.push({ taskId: task.taskId, type: task.type, failureType: result?.failureType ?? null, answer: result?.answer ?? '' });
     }
   };
   try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, tasks.length)) }, worker));
+    // A concurrency below 1 still replays, one episode at a time.
+    await mapWithConcurrency(tasks, Math.max(1, options.concurrency), replayTask);
   } finally {
     await host.close();
   }

@@ -3,39 +3,27 @@
  * Each episode gets its own database and its own user, granted on that
  * database only, with a random password, a connection cap and a statement
  * time limit; the agent's SQL runs as that user, never as the admin. Names
- * carry a prefix and their creation time, so a sweeper can remove what a
- * dead worker left behind.
+ * carry a prefix and their creation time, so a sweeper (sandbox-sweeper.ts)
+ * can remove what a dead worker left behind.
  *
  * Like AgentBench (which reconnects before every statement), each statement
- * runs in a fresh session: session state does not carry over between turns.
+ * runs in a fresh session (statement.ts runs it there): session state does
+ * not carry over between turns.
  */
 import { randomBytes } from 'node:crypto';
-import { createConnection, type Connection as CoreConnection, type ConnectionOptions, type FieldPacket } from 'mysql2';
+import { createConnection, type Connection as CoreConnection, type ConnectionOptions } from 'mysql2';
 import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
-import {
-  OBSERVATION_MAX_CHARS,
-  TRUNCATION_MARK,
-  cutObservation,
-  mysqlValueToPy,
-  pythonLength,
-  rowRepr,
-  sqlErrorObservation,
-  type ColumnMeta,
-} from './protocol';
+import { sqlErrorObservation } from './observation';
+import { DEFAULT_SANDBOX_PREFIX, killSessionsOf, quoteId, sandboxName, type AdminQueryable } from './sandbox-admin';
+import { sweepSandboxes, type SweepReport } from './sandbox-sweeper';
+import { runStatement, streamStatement, toErrorInfo, type SqlErrorInfo, type StatementLimits, type StatementResult } from './statement';
 import type { DbBenchTable } from './tasks';
 
 export const DEFAULT_DBBENCH_MYSQL_URL = 'mysql://root@127.0.0.1:3306';
-export const DEFAULT_SANDBOX_PREFIX = 'hsdbb_';
 
-export interface SandboxLimits {
-  /** Per-statement time limit (server-side, plus a watchdog that kills the session shortly after). */
-  statementTimeMs: number;
+export interface SandboxLimits extends StatementLimits {
   /** MAX_USER_CONNECTIONS of the episode user. */
   maxUserConnections: number;
-  /** Fetching stops at this many rows... */
-  maxResultRows: number;
-  /** ...or this many bytes of row data; and in any case once the observation's 800 characters are decided. */
-  maxResultBytes: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -91,10 +79,6 @@ export function parseMysqlUrl(url: string): ServerAddress {
   };
 }
 
-function quoteId(name: string): string {
-  return `\`${name.replace(/`/g, '``')}\``;
-}
-
 /** A database name as a GRANT pattern matching only itself (`_` and `%` are wildcards there). */
 function grantDatabase(name: string): string {
   return quoteId(name.replace(/[_%\\]/g, (c) => `\\${c}`));
@@ -115,41 +99,14 @@ const COLLATION: Record<ServerFlavor, string> = {
 /** MySQL 8's default; MariaDB's is 1M. AgentBench's table hash and agents' GROUP_CONCATs ran under MySQL's. */
 const GROUP_CONCAT_MAX_LEN = 1024;
 
-const WATCHDOG_GRACE_MS = 1000;
 const ER_TOO_MANY_USER_CONNECTIONS = 1226;
 const ER_ACCESS_DENIED = 1045;
 
-export interface SqlErrorInfo {
-  errno?: number;
-  sqlState?: string;
-  message: string;
-  /** Set when a sandbox limit, not the statement itself, ended it. */
-  limit?: 'time';
-}
-
-export interface StatementResult {
-  /** What AgentBench would show the agent: the rows as Python prints them, `[]`, or the error; cut at 800 characters. */
-  observation: string;
-  /** `rows`: a non-empty result set; `empty`: no rows (or a statement without a result set); `error`. */
-  outcome: 'rows' | 'empty' | 'error';
-  error?: SqlErrorInfo;
-  rowsFetched: number;
-  bytesFetched: number;
-  /** Fetching stopped before the end of the result (its observation was decided, or a cap was reached). */
-  stoppedEarly: boolean;
-  elapsedMs: number;
-}
-
+/** The error each server reports when a statement outruns its time limit; the watchdog reports the same. */
 function timeLimitError(flavor: ServerFlavor): SqlErrorInfo {
   return flavor === 'mariadb'
     ? { errno: 1969, sqlState: '70100', message: 'Query execution was interrupted (max_statement_time exceeded)', limit: 'time' }
     : { errno: 3024, sqlState: 'HY000', message: 'Query execution was interrupted, maximum statement execution time exceeded', limit: 'time' };
-}
-
-function toErrorInfo(err: unknown): SqlErrorInfo {
-  const e = err as { errno?: number; sqlState?: string; sqlMessage?: string; message?: string };
-  if (typeof e.errno === 'number' && e.sqlMessage !== undefined) return { errno: e.errno, sqlState: e.sqlState, message: e.sqlMessage };
-  return { message: e.message ?? String(err) };
 }
 
 function connectCore(options: ConnectionOptions): Promise<CoreConnection> {
@@ -170,156 +127,10 @@ function queryCore(connection: CoreConnection, sql: string): Promise<void> {
   return new Promise((resolve, reject) => connection.query(sql, (err) => (err ? reject(err) : resolve())));
 }
 
-/** Keeps the observation text as rows arrive, and knows when its first 800 characters are settled. */
-class ObservationBuilder {
-  private readonly parts: string[] = [];
-  private length = 1; // "["
-  rows = 0;
-  bytes = 0;
-
-  add(row: string, bytes: number): void {
-    if (this.parts.length > 0) this.length += 2; // ", "
-    this.parts.push(row);
-    this.length += pythonLength(row);
-    this.rows += 1;
-    this.bytes += bytes;
-  }
-
-  /** Past 800 characters the cut text no longer depends on the rows still to come. */
-  get decided(): boolean {
-    return this.length > OBSERVATION_MAX_CHARS;
-  }
-
-  /** The observation; for a result read only in part, cut as the whole would have been (or marked, if a cap came first). */
-  text(complete: boolean): string {
-    const text = `[${this.parts.join(', ')}${complete ? ']' : ''}`;
-    return complete || this.decided ? cutObservation(text) : text + TRUNCATION_MARK;
-  }
-}
-
-interface StreamLimits {
-  maxRows: number;
-  maxBytes: number;
-}
-
-type StreamOutcome =
-  | { kind: 'rows'; observation: ObservationBuilder; stoppedEarly: boolean }
-  | { kind: 'error'; error: unknown }
-  | { kind: 'aborted' };
-
-/**
- * Runs one statement and reads its result as rows of raw bytes, converting
- * each to a Python tuple as it arrives; stops reading (and says so) once the
- * observation is decided or a cap is hit. `abort()` settles it at once (the
- * driver reports nothing for a session it closes itself). The caller ends the
- * session afterwards.
- */
-function streamStatement(connection: CoreConnection, sql: string, limits: StreamLimits): { done: Promise<StreamOutcome>; abort: () => void } {
-  let settle: (value: StreamOutcome) => void = () => undefined;
-  let settled = false;
-  const done = new Promise<StreamOutcome>((resolve) => {
-    settle = (value) => {
-      if (settled) return;
-      settled = true;
-      resolve(value);
-    };
-  });
-  const observation = new ObservationBuilder();
-  let columns: ColumnMeta[] | null = null;
-  const query = connection.query({ sql, rowsAsArray: true, typeCast: (field) => field.buffer() });
-  query.on('error', (error: unknown) => settle({ kind: 'error', error }));
-  query.on('fields', (fields: FieldPacket[] | undefined) => {
-    // A statement without a result set announces `undefined` fields.
-    if (fields) columns = fields.map((f) => ({ columnType: f.columnType ?? f.type ?? 253, characterSet: f.characterSet ?? 0 }));
-  });
-  query.on('result', (row: unknown) => {
-    if (settled || !columns || !Array.isArray(row)) return;
-    const cells = row as Array<Buffer | null>;
-    const meta = columns;
-    const bytes = cells.reduce((n, cell) => n + (cell ? cell.length : 0), 0);
-    observation.add(rowRepr(cells.map((cell, i) => mysqlValueToPy(cell, meta[i]))), bytes);
-    if (observation.decided || observation.rows >= limits.maxRows || observation.bytes >= limits.maxBytes) {
-      settle({ kind: 'rows', observation, stoppedEarly: true });
-    }
-  });
-  query.on('end', () => settle({ kind: 'rows', observation, stoppedEarly: false }));
-  return { done, abort: () => settle({ kind: 'aborted' }) };
-}
-
-/** Names made by a host: `<prefix><creation ms>_<random hex>`. */
-export function sandboxName(prefix: string, createdAt: number): string {
-  return `${prefix}${createdAt}_${randomBytes(4).toString('hex')}`;
-}
-
-/** The creation time of a sandbox name with this prefix, or null when the name is not one. */
-export function sandboxCreatedAt(name: string, prefix: string): number | null {
-  if (!name.startsWith(prefix)) return null;
-  const match = /^(\d{13})_[0-9a-f]{8}$/.exec(name.slice(prefix.length));
-  return match ? Number(match[1]) : null;
-}
-
-/** What the admin side needs: mysql2/promise's Pool or Connection. */
-export interface AdminQueryable {
-  query<T extends RowDataPacket[]>(sql: string, values?: unknown[]): Promise<[T, FieldPacket[]]>;
-}
-
-async function killSessionsOf(admin: AdminQueryable, user: string): Promise<void> {
-  const [rows] = await admin.query<RowDataPacket[]>('SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = ?', [user]);
-  for (const row of rows) {
-    try {
-      await admin.query(`KILL ${Number(row.id)}`);
-    } catch {
-      // The session ended on its own in between.
-    }
-  }
-}
-
 async function dropSandbox(admin: AdminQueryable, name: string): Promise<void> {
   await killSessionsOf(admin, name);
   await admin.query(`DROP USER IF EXISTS ?@'%'`, [name]);
   await admin.query(`DROP DATABASE IF EXISTS ${quoteId(name)}`);
-}
-
-export interface SweepReport {
-  databases: string[];
-  users: string[];
-}
-
-function likePrefix(prefix: string): string {
-  return `${prefix.replace(/[\\_%]/g, (c) => `\\${c}`)}%`;
-}
-
-/**
- * Removes sandboxes (databases and users) whose names carry `prefix` and a
- * creation time older than `olderThanMs` before `now`: what a worker that
- * died mid-episode left behind. Younger ones may belong to live episodes and stay.
- */
-export async function sweepSandboxes(
-  admin: AdminQueryable,
-  options: { olderThanMs: number; prefix?: string; now?: number },
-): Promise<SweepReport> {
-  const prefix = options.prefix ?? DEFAULT_SANDBOX_PREFIX;
-  const now = options.now ?? Date.now();
-  const stale = (name: string) => {
-    const createdAt = sandboxCreatedAt(name, prefix);
-    return createdAt !== null && now - createdAt > options.olderThanMs;
-  };
-  const [databases] = await admin.query<RowDataPacket[]>(
-    'SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?',
-    [likePrefix(prefix)],
-  );
-  const [users] = await admin.query<RowDataPacket[]>('SELECT DISTINCT User AS name FROM mysql.user WHERE User LIKE ?', [likePrefix(prefix)]);
-  const report: SweepReport = { databases: [], users: [] };
-  for (const name of new Set([...users.map((u) => String(u.name))].filter(stale))) {
-    await killSessionsOf(admin, name);
-    await admin.query(`DROP USER IF EXISTS ?@'%'`, [name]);
-    report.users.push(name);
-  }
-  for (const name of databases.map((d) => String(d.name)).filter(stale)) {
-    await admin.query(`DROP DATABASE IF EXISTS ${quoteId(name)}`);
-    report.databases.push(name);
-  }
-  return report;
 }
 
 /** One episode's database and user. */
@@ -395,33 +206,13 @@ export class Sandbox {
     } catch (err) {
       return this.errorResult(toErrorInfo(err), started);
     }
-    const statement = streamStatement(connection, sql, {
-      maxRows: this.host.limits.maxResultRows,
-      maxBytes: this.host.limits.maxResultBytes,
+    return runStatement(connection, sql, {
+      limits: this.host.limits,
+      timeLimitError: timeLimitError(this.flavor),
+      kill: (threadId) => this.host.kill(threadId),
+      started,
+      errorResult: (error) => this.errorResult(error, started),
     });
-    // The server enforces the limit itself; this catches what slips past it (SET STATEMENT ... FOR, MySQL's SELECT-only limit).
-    const watchdog = setTimeout(statement.abort, this.host.limits.statementTimeMs + WATCHDOG_GRACE_MS);
-    let unfinished = true;
-    try {
-      const result = await statement.done;
-      unfinished = result.kind === 'aborted' || (result.kind === 'rows' && result.stoppedEarly);
-      if (result.kind === 'aborted') return this.errorResult(timeLimitError(this.flavor), started);
-      if (result.kind === 'error') return this.errorResult(toErrorInfo(result.error), started);
-      const { observation, stoppedEarly } = result;
-      return {
-        observation: observation.text(!stoppedEarly),
-        outcome: observation.rows > 0 ? 'rows' : 'empty',
-        rowsFetched: observation.rows,
-        bytesFetched: observation.bytes,
-        stoppedEarly,
-        elapsedMs: Date.now() - started,
-      };
-    } finally {
-      clearTimeout(watchdog);
-      // What still runs server-side (an aborted or half-read statement) ends with its session.
-      if (unfinished) this.host.kill(connection.threadId);
-      connection.destroy();
-    }
   }
 
   private errorResult(error: SqlErrorInfo, started: number): StatementResult {

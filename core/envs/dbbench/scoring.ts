@@ -10,16 +10,9 @@
  *   floats equal within 0.01, several items as sets (floats matched pairwise).
  */
 import type { FailureType } from '../../policy/trajectory';
-import {
-  agentBenchAnswerItems,
-  parsePythonLiteral,
-  pyEquals,
-  pyFloat,
-  pySetEquals,
-  pyStr,
-  pythonStrip,
-  type PyValue,
-} from './protocol';
+import { agentBenchAnswerItems } from './agentbench-protocol';
+import { parsePythonLiteral } from './python-literal';
+import { pyEquals, pyFloat, pySetEquals, pyStr, pythonStrip, type PyValue } from './python-values';
 import { isDmlType, type DbBenchTable } from './tasks';
 
 export type AnswerMatching = 'exact' | 'normalized';
