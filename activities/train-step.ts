@@ -4,16 +4,13 @@
  * clock for as long as it runs, also while a trainer request is in flight
  * (a trainer may hold a poll for minutes), and stops when cancelled.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Logger } from 'pino';
-import type { RunConfig } from '../core/config';
+import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
-import { TinkerClient, TrainerError } from '../core/rl/tinker/client';
-import type { TrainerSessions } from '../core/rl/tinker/sessions';
-import { MissingTrajectoryError, mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
-import type { RunStore } from '../core/store/run-store';
-import { apiKeyOf, MissingSecretError } from '../core/secrets';
+import { mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
+import { defaultClients } from './clients';
+import { asTrainerFailure } from './failures';
 import { withHeartbeatClock } from './heartbeat';
+import type { ActivityDeps, RunContext } from './run-context';
 
 
 export interface TrainStepInput {
@@ -32,43 +29,28 @@ export interface TrainStepResult {
   logprobMismatch: LogprobMismatch | null;
 }
 
-/** A TinkerClient for a run's trainer, cancelled with the current activity. */
-export function trainerClient(config: RunConfig, signal?: AbortSignal): TinkerClient {
-  return new TinkerClient({ baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal });
-}
-
-/** Trainer errors a user must fix fail the run at once; the rest are retried. */
-export function asTrainerFailure(err: unknown): never {
-  if (err instanceof TrainerError && err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
-  if (err instanceof MissingTrajectoryError || err instanceof MissingSecretError) throw ApplicationFailure.nonRetryable(err.message, err.name);
-  throw err;
-}
-
-export function createTrainStep(deps: {
-  store: RunStore;
-  logger: Logger;
-  trainerSessions: TrainerSessions;
-  loadRun(runId: string): Promise<{ config: RunConfig }>;
-}) {
+export function createTrainStep(deps: ActivityDeps, context: RunContext) {
+  const clients = deps.clients ?? defaultClients;
   return async function trainStep(input: TrainStepInput): Promise<TrainStepResult> {
-    const { config } = await deps.loadRun(input.runId);
-    const context = Context.current();
-    // Before the clock starts: a missing secret fails at once.
-    trainerClient(config);
+    const { config } = await context.loadRun(input.runId);
+    const activity = Context.current();
     let phase = 'starting';
     try {
+      // Before the clock starts: a missing secret fails at once.
+      const trainer = clients.trainer(config, activity.cancellationSignal);
+      const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
       const record = await withHeartbeatClock(
         () => ({ step: input.step, phase }),
         () =>
           runTrainerStep(
             {
-              trainer: trainerClient(config, context.cancellationSignal),
-              sessions: deps.trainerSessions.for(config.trainer.baseUrl, apiKeyOf(config.trainer, 'trainer')),
+              trainer,
+              sessions,
               store: deps.store,
               logger: deps.logger,
               onProgress: (what) => {
                 phase = what;
-                context.heartbeat({ step: input.step, phase });
+                activity.heartbeat({ step: input.step, phase });
               },
             },
             { ...input, config },

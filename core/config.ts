@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { formatZodError } from './validation';
+import { UserError } from './errors';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
@@ -200,7 +201,7 @@ export type RunConfig = z.infer<typeof RunConfig>;
 /** What a user writes: every field with a default may be left out. */
 export type RunConfigInput = z.input<typeof RunConfig>;
 
-export class RunConfigError extends Error {
+export class RunConfigError extends UserError {
   constructor(
     message: string,
     readonly paths: string[],
@@ -223,6 +224,18 @@ export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
 }
 
 /** The JSON Schema of what a user may write (the input side: defaults are optional). */
+/**
+ * A run stored before evaluation existed keeps what it began with, for good:
+ * its stored config (complete, with defaults) has no `eval` section, and it
+ * trains on every task (nothing held out) and never evaluates, also once it
+ * continues as new or is recovered. The run workflow keeps the same rule for
+ * its own replays with the `evaluate-policy` patch (workflows/run.ts).
+ */
+export function keepPreEvaluationShape(config: RunConfig, storedConfig: unknown): RunConfig {
+  const beforeEvaluation = typeof storedConfig === 'object' && storedConfig !== null && !('eval' in storedConfig);
+  return beforeEvaluation ? { ...config, eval: { ...config.eval, enabled: false, heldOut: 0 } } : config;
+}
+
 export function runConfigJsonSchema(): unknown {
   return z.toJSONSchema(RunConfig, { io: 'input', unrepresentable: 'any' });
 }

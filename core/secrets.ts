@@ -4,7 +4,9 @@
  * makes the call, so the key itself never enters a workflow history or the
  * run store.
  */
-export class MissingSecretError extends Error {
+import { UserError } from './errors';
+
+export class MissingSecretError extends UserError {
   override name = 'MissingSecretError';
 }
 

@@ -1,5 +1,5 @@
 /** Every workflow the worker registers; this file is the bundle's entry point. */
 export { harnessSRun } from './run';
 export { trainingStep } from './training-step';
-export { reanchorProfiles } from './profiles';
+export { reanchorProfiles } from './reanchor-profiles';
 export { evaluatePolicy } from './evaluation';

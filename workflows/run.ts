@@ -34,7 +34,7 @@ import {
 } from './definitions';
 import { controlActivityOptions, publishActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
-import { reanchorProfiles } from './profiles';
+import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
 
 const control = proxyActivities<Activities>(controlActivityOptions);

@@ -5,7 +5,8 @@
  */
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup, type GroupSummary } from '../core/rl/groups';
+import type { GroupSummary } from '../core/rl/groups';
+import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup } from '../core/rl/rescue';
 import { summarizeStep, type StepSummary } from '../core/rl/step-summary';
 import { TASK_QUEUES, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';

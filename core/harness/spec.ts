@@ -10,6 +10,8 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { formatZodError } from '../validation';
 import { RepairDirection } from './direction';
+import { UserError } from '../errors';
+import { baseFirst, basePoolIssue } from './pool';
 
 const Regex = z.string().refine(
   (source) => {
@@ -90,7 +92,7 @@ export const HarnessSpec = z
   .strict();
 export type HarnessSpec = z.infer<typeof HarnessSpec>;
 
-export class HarnessSpecError extends Error {
+export class HarnessSpecError extends UserError {
   override name = 'HarnessSpecError';
 }
 
@@ -147,9 +149,10 @@ export function loadHarnessPool(files: readonly string[]): LoadedSpec[] {
       throw new HarnessSpecError(`harness spec ${file}: parent: '${spec.parent}' is not in the pool (${[...ids.keys()].join(', ')})`);
     }
   }
-  const bases = loaded.filter((l) => l.spec.direction === 'base');
-  if (bases.length !== 1) throw new HarnessSpecError(`a harness pool needs exactly one base harness; found ${bases.length} in ${files.map((f) => path.basename(f)).join(', ')}`);
-  return [...bases, ...loaded.filter((l) => l.spec.direction !== 'base')];
+  const issue = basePoolIssue(loaded.map((l) => l.spec));
+  if (issue) throw new HarnessSpecError(`${issue} in ${files.map((f) => path.basename(f)).join(', ')}`);
+  const byId = new Map(loaded.map((l) => [l.spec.id, l]));
+  return baseFirst(loaded.map((l) => l.spec)).map((spec) => byId.get(spec.id)!);
 }
 
 /** The spec files (.json, .yaml, .yml) of a pool folder, in name order. */

@@ -4,6 +4,7 @@
  */
 import OpenAI from 'openai';
 import type { ChatMessage, TurnTokens } from './trajectory';
+import { UserError } from '../errors';
 
 export interface PolicyEndpoint {
   baseUrl: string;
@@ -33,7 +34,7 @@ export interface Policy {
   complete(request: PolicyRequest): Promise<PolicyReply>;
 }
 
-export class PolicyResponseError extends Error {
+export class PolicyResponseError extends UserError {
   override name = 'PolicyResponseError';
 }
 

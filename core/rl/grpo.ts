@@ -6,7 +6,7 @@
  *   A_i =  r_i - mean(r)                       (Dr.GRPO: no std)
  * with the unbiased std (divisor n - 1), eps = 1e-6.
  * Edge cases: a group whose rewards are all equal has zero advantage (it carries
- * no learning signal: the "dead group" Harness-S rescues). A group of one is
+ * no learning signal: the "dead group" Harness-S rescues, core/rl/rescue.ts). A group of one is
  * not a group: verl then takes mean = 0 and std = 1, so the advantage is the raw
  * reward (r / (1 + eps)), plain REINFORCE without a baseline. We keep verl's
  * behaviour so results compare; RunConfig refuses groupSize 1 for that reason.
@@ -23,9 +23,4 @@ export function computeGrpoAdvantages(rewards: readonly number[], normalizeByStd
   if (!normalizeByStd) return centred;
   const std = Math.sqrt(centred.reduce((a, c) => a + c * c, 0) / (n - 1));
   return centred.map((c) => c / (std + GRPO_EPSILON));
-}
-
-/** A group is dead when no rollout succeeded: all rewards equal, zero advantage. */
-export function isDeadGroup(successes: readonly boolean[]): boolean {
-  return successes.length > 0 && successes.every((s) => !s);
 }

@@ -2,9 +2,11 @@
  * What one training step did, in numbers small enough for a workflow history:
  * base success, dead and rescued groups, and each sibling's rescue record.
  */
-import { groupIsDead, type GroupSummary, type TrainingGroup } from './groups';
+import type { GroupSummary, TrainingGroup } from './groups';
+import { groupIsDead } from './rescue';
 import type { EvaluationSummary } from './evaluation';
 import type { LogprobMismatch } from './logprob-mismatch';
+import type { StoredStepSummary } from '../store/rows';
 
 export interface SiblingStepStats {
   groupsChosen: number;
@@ -153,7 +155,7 @@ function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
 /** The run's totals from its step summaries, in step order. */
 export function summarizeRunSteps(
   run: { runId: string; name: string; simulated: boolean; basePolicy: string },
-  steps: readonly StepSummary[],
+  steps: readonly StoredStepSummary[],
   evaluations: readonly EvaluationSummary[] = [],
 ): RunSummary {
   const siblings: Record<string, SiblingRescueStats> = {};
@@ -172,7 +174,7 @@ export function summarizeRunSteps(
   const measured = steps.flatMap((s) => (s.logprobMismatch ? [s.logprobMismatch] : []));
   const mismatchTokens = measured.reduce((n, m) => n + m.tokens, 0);
   // Steps recorded before rewards were summarised have none.
-  const rewardOf = (s: StepSummary | undefined) => (s && typeof s.baseMeanReward === 'number' ? s : undefined);
+  const rewardOf = (s: StoredStepSummary | undefined) => (s && typeof s.baseMeanReward === 'number' ? s : undefined);
   return {
     runId: run.runId,
     name: run.name,

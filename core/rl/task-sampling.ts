@@ -36,3 +36,32 @@ export function splitTasks<T extends { taskId: string; kind: string }>(tasks: re
   }
   return { train: tasks.filter((t) => !held.has(t.taskId)), eval: tasks.filter((t) => held.has(t.taskId)) };
 }
+
+export type TaskPurpose = 'train' | 'probe' | 'eval';
+
+export interface TaskSamplingConfig {
+  seed: number;
+  /** B: tasks per training step. */
+  tasksPerStep: number;
+  /** Share of each kind held out for evaluation. */
+  heldOut: number;
+  probeTasksPerKind: number;
+  evalTasksPerKind: number;
+}
+
+/**
+ * The tasks of a training step (B, from seed and step) or of a probe pass
+ * (per kind, from the run's seed), both from the training split; or the eval
+ * tasks (per kind, a fixed draw from the held-out split, the same for every
+ * run, so runs compare).
+ */
+export function tasksFor<T extends { taskId: string; kind: string }>(tasks: readonly T[], purpose: TaskPurpose, config: TaskSamplingConfig, step: number): T[] {
+  const split = splitTasks(tasks, config.heldOut);
+  if (purpose === 'train') return sampleTasks(split.train, config.tasksPerStep, config.seed, step);
+  const [pool, perKind, seedOf] =
+    purpose === 'probe'
+      ? [split.train, config.probeTasksPerKind, (kind: string) => hashSeed('probe', config.seed, kind)]
+      : [split.eval, config.evalTasksPerKind, (kind: string) => hashSeed('eval', kind)];
+  const kinds = [...new Set(pool.map((t) => t.kind))];
+  return kinds.flatMap((kind) => sampleTasks(pool.filter((t) => t.kind === kind), perKind, seedOf(kind), step));
+}

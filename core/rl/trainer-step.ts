@@ -27,6 +27,7 @@ import { logprobMismatch, type LogprobMismatch } from './logprob-mismatch';
 import { type TinkerClient, TrainerError } from './tinker/client';
 import type { TinkerSessionKeeper } from './tinker/sessions';
 import { type OpLedgerDeps, runLedgerOp, STEP_OPS, stepCheckpointName } from './trainer-ops';
+import { UserError } from '../errors';
 
 /** Datums per forward_backward request; gradients accumulate until optim_step. */
 export const DATUMS_PER_REQUEST = 128;
@@ -47,7 +48,7 @@ export interface TrainerStepDeps {
   onProgress?(what: string): void;
 }
 
-export class MissingTrajectoryError extends Error {
+export class MissingTrajectoryError extends UserError {
   override name = 'MissingTrajectoryError';
 }
 

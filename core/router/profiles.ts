@@ -60,6 +60,29 @@ export interface ProbeOutcome {
   siblings: Record<string, Array<{ success: boolean; turns: number; tokens: number }>>;
 }
 
+/** A probe task's outcome from its stored rollouts: the base harness's attempts, then each sibling's. */
+export function probeOutcome(args: {
+  taskId: string;
+  kind: string;
+  baseHarnessId: string;
+  fixedSample: boolean;
+  rollouts: ReadonlyArray<{ harnessId: string; success: boolean; failureType: string | null; turns: number; tokens: number }>;
+}): ProbeOutcome {
+  const siblings: ProbeOutcome['siblings'] = {};
+  for (const r of args.rollouts) {
+    if (r.harnessId === args.baseHarnessId) continue;
+    (siblings[r.harnessId] ??= []).push({ success: r.success, turns: r.turns, tokens: r.tokens });
+  }
+  return {
+    taskId: args.taskId,
+    kind: args.kind,
+    baseHarnessId: args.baseHarnessId,
+    fixedSample: args.fixedSample,
+    base: args.rollouts.filter((r) => r.harnessId === args.baseHarnessId),
+    siblings,
+  };
+}
+
 const cellKey = (harnessId: string, kind: string, failureType: string) => `${harnessId}\u0000${kind}\u0000${failureType}`;
 
 /**

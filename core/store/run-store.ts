@@ -8,9 +8,11 @@ import { runner } from 'node-pg-migrate';
 import type { AdapterProbe } from '../policy/adapter-probe';
 import type { Trajectory } from '../policy/trajectory';
 import type { RolloutSummary } from '../rl/groups';
-import type { BehaviorProfiles, KindCell, ProfileCell } from '../router/profiles';
+import type { BehaviorProfiles } from '../router/profiles';
 import type { RoutingDecision } from '../router/router';
 import type { EvaluationSummary } from '../rl/evaluation';
+import { UserError } from '../errors';
+import { parseRow, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
 const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
@@ -69,7 +71,7 @@ export interface StepRecord {
   runId: string;
   step: number;
   policyVersion: string;
-  summary: unknown;
+  summary: StoredStepSummary;
   completedAt: Date;
 }
 
@@ -117,7 +119,7 @@ export interface StoredRoutingDecision extends RoutingDecision {
   outcome: Record<string, { rollouts: number; successes: number }> | null;
 }
 
-export class RunIdInUseError extends Error {
+export class RunIdInUseError extends UserError {
   override name = 'RunIdInUseError';
   constructor(runId: string) {
     super(`run id ${runId} was already used by another run, whose results are stored under it; start with another id, or continue that run with \`harness-s run recover ${runId}\``);
@@ -264,14 +266,12 @@ export class RunStore {
 
   async steps(runId: string): Promise<StepRecord[]> {
     const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step', [runId]);
-    return rows.map((r) => ({ runId: r.run_id, step: r.step, policyVersion: r.policy_version, summary: r.summary, completedAt: r.completed_at }));
+    return rows.map(stepRecord);
   }
 
   async lastStep(runId: string): Promise<StepRecord | null> {
     const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step DESC LIMIT 1', [runId]);
-    if (rows.length === 0) return null;
-    const r = rows[0];
-    return { runId: r.run_id, step: r.step, policyVersion: r.policy_version, summary: r.summary, completedAt: r.completed_at };
+    return rows.length === 0 ? null : stepRecord(rows[0]);
   }
 
   async recordTrainerStep(record: TrainerStepRecord): Promise<void> {
@@ -347,11 +347,8 @@ export class RunStore {
     const { rows } = await this.pool.query('SELECT * FROM profiles WHERE run_id = $1 AND version = $2', [runId, version]);
     if (rows.length === 0) return null;
     const r = rows[0];
-    const stored = r.cells as { priorStrength: number; baseHarnessId?: string; cells: ProfileCell[]; kindCells?: KindCell[] };
-    return {
-      version: r.version, policyVersion: r.policy_version, priorStrength: stored.priorStrength,
-      baseHarnessId: stored.baseHarnessId ?? null, cells: stored.cells, kindCells: stored.kindCells ?? [],
-    };
+    const stored = parseRow(StoredProfileCells, r.cells, `profiles row (run ${runId}, version ${version}): cells`);
+    return { version: r.version, policyVersion: r.policy_version, ...stored };
   }
 
   /** Every profile version of a run, oldest first. */
@@ -407,8 +404,8 @@ export class RunStore {
   }
 
   async evaluations(runId: string): Promise<EvaluationSummary[]> {
-    const { rows } = await this.pool.query('SELECT summary FROM evaluations WHERE run_id = $1 ORDER BY after_steps', [runId]);
-    return rows.map((r) => r.summary);
+    const { rows } = await this.pool.query('SELECT after_steps, summary FROM evaluations WHERE run_id = $1 ORDER BY after_steps', [runId]);
+    return rows.map((r) => parseRow(StoredEvaluationSummary, r.summary, `evaluations row (run ${runId}, after ${r.after_steps} steps): summary`));
   }
 
   async latestProfileVersion(runId: string): Promise<number | null> {
@@ -422,28 +419,37 @@ export class RunStore {
   }
 }
 
-function routingDecisionFromRow(r: Record<string, unknown>): StoredRoutingDecision {
+function routingDecisionFromRow(r: QueryResultRow): StoredRoutingDecision {
+  const columns = parseRow(
+    StoredRoutingColumns,
+    { strategy: r.strategy, failureCounts: r.failure_counts, votes: r.votes, scores: r.scores, outcome: r.outcome },
+    `routing_decisions row (run ${r.run_id}, step ${r.step}, task ${r.task_id})`,
+  );
   return {
-    step: r.step as number,
-    taskId: r.task_id as string,
-    kind: r.task_kind as string,
-    strategy: r.strategy as RoutingDecision['strategy'],
-    profileVersion: r.profile_version as number,
-    failureSummary: r.failure_summary as string,
-    failureDigest: r.failure_digest as string,
-    failureCounts: r.failure_counts as Record<string, number>,
-    votes: r.votes as RoutingDecision['votes'],
-    fallback: r.fallback as boolean,
-    chosen: r.chosen as string[],
-    scores: r.scores as Record<string, number>,
-    outcome: r.outcome as StoredRoutingDecision['outcome'],
+    ...columns,
+    step: r.step,
+    taskId: r.task_id,
+    kind: r.task_kind,
+    profileVersion: r.profile_version,
+    failureSummary: r.failure_summary,
+    failureDigest: r.failure_digest,
+    fallback: r.fallback,
+    chosen: r.chosen,
+  };
+}
+
+function stepRecord(r: QueryResultRow): StepRecord {
+  return {
+    runId: r.run_id, step: r.step, policyVersion: r.policy_version, completedAt: r.completed_at,
+    summary: parseRow(StoredStepSummary, r.summary, `steps row (run ${r.run_id}, step ${r.step}): summary`),
   };
 }
 
 function trainerStepRecord(r: QueryResultRow): TrainerStepRecord {
+  const columns = parseRow(StoredTrainerStepColumns, { metrics: r.metrics, probe: r.probe ?? null }, `trainer_steps row (run ${r.run_id}, step ${r.step})`);
   return {
     runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
-    datums: r.datums, responseTokens: r.response_tokens, metrics: r.metrics, probe: r.probe ?? null,
+    datums: r.datums, responseTokens: r.response_tokens, ...columns,
   };
 }
 

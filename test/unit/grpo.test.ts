@@ -1,4 +1,5 @@
-import { computeGrpoAdvantages, GRPO_EPSILON, isDeadGroup } from '../../core/rl/grpo';
+import { computeGrpoAdvantages, GRPO_EPSILON } from '../../core/rl/grpo';
+import { isDeadGroup } from '../../core/rl/rescue';
 
 describe('computeGrpoAdvantages (as verl computes GRPO)', () => {
   test('a group whose rewards are all equal has zero advantage', () => {

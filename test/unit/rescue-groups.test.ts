@@ -1,4 +1,5 @@
-import { assembleTrainingGroups, failureCounts, planRescueGroup, type GroupSummary } from '../../core/rl/groups';
+import type { GroupSummary } from '../../core/rl/groups';
+import { assembleTrainingGroups, failureCounts, planRescueGroup } from '../../core/rl/rescue';
 
 const rollout = (harnessId: string, sample: number, success: boolean, failureType: string | null = success ? null : 'wrong_answer') => ({
   harnessId, sample, reward: success ? 1 : 0, success, failureType, turns: 3, tokens: 30,

@@ -18,6 +18,7 @@ import { loadHarnessPool, specFiles } from '../../harness/spec';
 import type { Harness } from '../../harness/harness';
 import { formatZodError } from '../../validation';
 import type { Environment, Episode, StepOutcome, TaskRef } from '../environment';
+import { UserError } from '../../errors';
 
 export const CHARSET_TASKS_FILE = path.join(__dirname, 'tasks.json');
 export const CHARSET_POOL_DIR = path.join(__dirname, 'harnesses');
@@ -40,7 +41,7 @@ export const CharsetTaskFile = z
   });
 export type CharsetTaskFile = z.infer<typeof CharsetTaskFile>;
 
-export class CharsetTaskFileError extends Error {
+export class CharsetTaskFileError extends UserError {
   override name = 'CharsetTaskFileError';
 }
 

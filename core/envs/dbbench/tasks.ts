@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { formatZodError } from '../../validation';
+import { UserError } from '../../errors';
 
 /** Types whose answer is the table after the episode, scored by its md5 (AgentBench's DML set). */
 export const DML_TYPES = ['INSERT', 'UPDATE', 'DELETE'] as const;
@@ -83,7 +84,7 @@ export interface DbBenchTask {
   entry: DbBenchTaskLine;
 }
 
-export class DbBenchTaskFileError extends Error {
+export class DbBenchTaskFileError extends UserError {
   override name = 'DbBenchTaskFileError';
 }
 

@@ -6,6 +6,7 @@ import type { Environment, Episode, StepOutcome, TaskRef } from '../environment'
 import type { Harness } from '../../harness/harness';
 import { FINISH, loadSimWorld, turnCost, type SimWorld } from './world';
 import { simHarness } from './harnesses';
+import { baseFirst } from '../../harness/pool';
 
 export function simTaskId(kind: string, index: number): string {
   return `${kind}-${String(index).padStart(3, '0')}`;
@@ -90,9 +91,7 @@ export class SimEnvironment implements Environment {
   }
 
   harnesses(): Harness[] {
-    const base = this.world.harnesses.filter((h) => h.direction === 'base');
-    const siblings = this.world.harnesses.filter((h) => h.direction !== 'base');
-    return [...base, ...siblings].map(simHarness);
+    return baseFirst(this.world.harnesses).map(simHarness);
   }
 
   async startEpisode(taskId: string, options: { maxTurns: number }): Promise<Episode> {

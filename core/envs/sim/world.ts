@@ -11,6 +11,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { formatZodError } from '../../validation';
 import { RepairDirection } from '../../harness/direction';
+import { UserError } from '../../errors';
+import { basePoolIssue, splitPool } from '../../harness/pool';
 
 /** The behaviour that ends an episode; every world has it. */
 export const FINISH = 'finish';
@@ -128,16 +130,17 @@ export const SimWorld = z
         ctx.addIssue({ code: 'custom', path: ['harnesses', i, 'parent'], message: `unknown parent harness '${h.parent}'` });
       }
     });
-    if (world.harnesses.filter((h) => h.direction === 'base').length !== 1) {
-      ctx.addIssue({ code: 'custom', path: ['harnesses'], message: "exactly one harness must have direction 'base'" });
-    }
+    const poolIssue = basePoolIssue(world.harnesses);
+    if (poolIssue) ctx.addIssue({ code: 'custom', path: ['harnesses'], message: poolIssue });
   });
 export type SimWorld = z.infer<typeof SimWorld>;
 
 /** The world shipped with the project (core/envs/sim/world.json). */
 export const DEFAULT_WORLD_PATH = path.join(__dirname, 'world.json');
 
-export class SimWorldError extends Error {}
+export class SimWorldError extends UserError {
+  override name = 'SimWorldError';
+}
 
 /** Reads and validates a world file; every problem is reported with its JSON path. */
 export function loadSimWorld(file: string = DEFAULT_WORLD_PATH): SimWorld {
@@ -157,5 +160,5 @@ export function turnCost(world: SimWorld, behaviour: string): number {
 }
 
 export function baseHarness(world: SimWorld): SimHarness {
-  return world.harnesses.find((h) => h.direction === 'base')!;
+  return splitPool(world.harnesses).base;
 }

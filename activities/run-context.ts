@@ -1,0 +1,67 @@
+/**
+ * What every activity of a run starts from: its stored config (parsed, with
+ * the rules for runs stored by older versions applied), its environment, and
+ * its harness pool (core/harness/pool.ts).
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Logger } from 'pino';
+import { keepPreEvaluationShape, parseRunConfig, type RunConfig } from '../core/config';
+import type { Environment } from '../core/envs/environment';
+import type { Harness } from '../core/harness/harness';
+import { selectPool, splitPool } from '../core/harness/pool';
+import type { TrainerSessions } from '../core/rl/tinker/sessions';
+import type { RunStore } from '../core/store/run-store';
+import type { ActivityClients } from './clients';
+import { asNonRetryable } from './failures';
+
+export interface ActivityDeps {
+  store: RunStore;
+  logger: Logger;
+  /** The environment a run's config names (callers cache as they see fit). */
+  environmentFor(config: RunConfig): Environment;
+  /** This worker process's Tinker sessions, kept alive while it lives. */
+  trainerSessions: TrainerSessions;
+  /** Where sampler weights are unpacked for the inference servers (they must see it at the same path). */
+  adapterDir?: string;
+  /** The policy and trainer clients (default: built from the run's config and this worker's secrets). */
+  clients?: ActivityClients;
+}
+
+export interface RunPool {
+  all: Harness[];
+  base: Harness;
+  siblings: Harness[];
+}
+
+export interface RunContext {
+  loadRun(runId: string): Promise<{ config: RunConfig; env: Environment }>;
+  /** The run's harness pool: the harnesses its config names from its env's pool (all of them by default). */
+  harnessPool(config: RunConfig, env: Environment): RunPool;
+}
+
+export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environmentFor'>): RunContext {
+  return {
+    async loadRun(runId) {
+      const run = await deps.store.getRun(runId);
+      if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
+      try {
+        const config = keepPreEvaluationShape(parseRunConfig(run.config, `stored config of run ${runId}`), run.config);
+        return { config, env: deps.environmentFor(config) };
+      } catch (err) {
+        return asNonRetryable(err);
+      }
+    },
+
+    harnessPool(config, env) {
+      const all = env.harnesses();
+      const { pool, unknown } = selectPool(all, config.harnessPool);
+      if (unknown.length > 0) {
+        const lines = unknown.map(({ index, id }) => `  - harnessPool.${index}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`);
+        // Non-retryable wherever it is called from: the pool is what the config names.
+        throw ApplicationFailure.nonRetryable(`run config is invalid:\n${lines.join('\n')}`, 'RunConfigError');
+      }
+      const { base, siblings } = splitPool(pool, (issue) => ApplicationFailure.nonRetryable(`run config is invalid:\n  - harnessPool: ${issue}`, 'RunConfigError'));
+      return { all: pool, base, siblings };
+    },
+  };
+}

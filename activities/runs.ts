@@ -1,0 +1,95 @@
+/**
+ * The run's own records: preparing it (config validated, run registered,
+ * pool described), config changes, step and evaluation records, and the
+ * final summary. Each is idempotent: the store keeps the first record.
+ */
+import { Context } from '@temporalio/activity';
+import { keepPreEvaluationShape, parseRunConfig, RunConfigError, type RunConfig } from '../core/config';
+import type { EvaluationSummary } from '../core/rl/evaluation';
+import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
+import { defaultClients } from './clients';
+import { asNonRetryable } from './failures';
+import type { ActivityDeps, RunContext } from './run-context';
+
+/** How long a finished run waits for its trainer model to be unloaded. */
+const UNLOAD_TIMEOUT_MS = 20_000;
+
+export function createRunActivities(deps: ActivityDeps, context: RunContext) {
+  const { store, logger } = deps;
+  const clients = deps.clients ?? defaultClients;
+
+  /**
+   * Frees a finished run's trainer model, best effort and briefly: the run is
+   * done whatever the trainer answers, so no failure or slow trainer fails
+   * the summary; a model left behind is logged.
+   */
+  async function unloadTrainerModel(config: RunConfig, runId: string, modelId: string): Promise<void> {
+    try {
+      const signal = AbortSignal.any([Context.current().cancellationSignal, AbortSignal.timeout(UNLOAD_TIMEOUT_MS)]);
+      await clients.trainer(config, signal).unloadModel(modelId);
+      logger.info({ runId, modelId }, 'trainer model unloaded: the run is done');
+    } catch (err) {
+      logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload the trainer model; the run is done either way');
+    }
+  }
+
+  return {
+    /** Validates the config (every bad field named), registers the run, describes its harness pool. */
+    async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
+      try {
+        let config = parseRunConfig(input.config);
+        // Continuing a run stored by an older version: it keeps what it began with.
+        if (input.continuing) config = keepPreEvaluationShape(config, (await store.getRun(input.runId))?.config ?? config);
+        const env = deps.environmentFor(config);
+        const pool = context.harnessPool(config, env);
+        if (config.rescue.enabled && pool.siblings.length === 0) {
+          throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
+        }
+        await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing });
+        logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id) }, 'run prepared');
+        return {
+          config,
+          baseHarnessId: pool.base.id,
+          harnessIds: pool.all.map((h) => h.id),
+          simulated: config.env.kind === 'sim',
+        };
+      } catch (err) {
+        return asNonRetryable(err);
+      }
+    },
+
+    /** Stores a run's changed config and from which step it applies, so every activity after it reads the new one. */
+    async updateRunConfig(input: { runId: string; fromStep: number; config: RunConfig }): Promise<void> {
+      await store.updateRunConfig(input.runId, input.fromStep, input.config);
+      logger.info({ runId: input.runId, fromStep: input.fromStep }, 'run config changed');
+    },
+
+    async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
+      await store.settleRoutingDecisions(input.runId, input.summary.step);
+      await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
+      logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
+    },
+
+    async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {
+      await store.recordEvaluation(input.runId, input.summary);
+      logger.info(
+        { runId: input.runId, afterSteps: input.summary.afterSteps, base: input.summary.base.successRate, rank1: input.summary.rank1.successRate },
+        'evaluation recorded',
+      );
+    },
+
+    /** The run's summary; a run that has done all its steps also frees its trainer model (its sampler checkpoints stay). */
+    async summarizeRun(input: { runId: string }): Promise<RunSummary> {
+      const { config } = await context.loadRun(input.runId);
+      const steps = await store.steps(input.runId);
+      const summary = summarizeRunSteps(
+        { runId: input.runId, name: config.name, simulated: config.env.kind === 'sim', basePolicy: config.policy.model },
+        steps.map((s) => s.summary),
+        await store.evaluations(input.runId),
+      );
+      const modelId = (await store.getRun(input.runId))?.trainerModelId;
+      if (modelId && summary.stepsCompleted >= config.steps) await unloadTrainerModel(config, input.runId, modelId);
+      return summary;
+    },
+  };
+}

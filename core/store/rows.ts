@@ -1,0 +1,114 @@
+/**
+ * The JSONB columns of the run store, validated where they enter the program:
+ * a row written by an older version gets the defaults of fields added since
+ * (documented per field); a row that is not what the code expects is refused
+ * with what is wrong and where, instead of being cast and failing later.
+ */
+import { z } from 'zod';
+import { UserError } from '../errors';
+import { ROUTER_STRATEGIES } from '../config';
+import { formatZodError } from '../validation';
+
+export class StoredRowError extends UserError {
+  override name = 'StoredRowError';
+}
+
+/** Parses a stored JSONB value; `where` names the table, row and column. */
+export function parseRow<T extends z.ZodType>(schema: T, value: unknown, where: string): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new StoredRowError(`run store: ${where} is not what this version reads:\n${formatZodError(parsed.error)}`);
+  return parsed.data;
+}
+
+const Counts = z.record(z.string(), z.number());
+
+const SiblingStepStats = z.object({ groupsChosen: z.number(), groupsRescued: z.number(), rollouts: z.number(), successes: z.number() });
+
+const LogprobMismatch = z.object({
+  tokens: z.number(), meanAbsDiff: z.number(), ratioMean: z.number(), ratioStd: z.number(), ratioMin: z.number(), ratioMax: z.number(),
+});
+
+/** steps.summary (core/rl/step-summary.ts StepSummary). */
+export const StoredStepSummary = z.object({
+  step: z.number().int(),
+  policyVersionBefore: z.string(),
+  policyVersion: z.string(),
+  profileVersion: z.number(),
+  tasks: z.number(),
+  baseRollouts: z.number(),
+  rescueRollouts: z.number(),
+  baseSuccessRate: z.number(),
+  /** Absent from steps recorded before rewards were summarised. */
+  baseMeanReward: z.number().optional(),
+  baseRewardStdErr: z.number().optional(),
+  deadGroups: z.number(),
+  deadTaskIds: z.array(z.string()).default([]),
+  rescuedGroups: z.number(),
+  liveGroupFraction: z.number(),
+  siblings: z.record(z.string(), z.record(z.string(), SiblingStepStats)),
+  datums: z.number(),
+  trainerMetrics: Counts,
+  /** Absent from steps recorded before the trainer/sampler mismatch and the publish probe were measured. */
+  logprobMismatch: LogprobMismatch.nullable().default(null),
+  publishProbeMeanAbsDiff: z.number().nullable().default(null),
+  durationSeconds: z.number(),
+});
+export type StoredStepSummary = z.infer<typeof StoredStepSummary>;
+
+const ArmResult = z.object({
+  rollouts: z.number(),
+  successRate: z.number(),
+  byKind: z.record(z.string(), z.object({ rollouts: z.number(), successRate: z.number() })),
+});
+
+/** evaluations.summary (core/rl/evaluation.ts EvaluationSummary). */
+export const StoredEvaluationSummary = z.object({
+  afterSteps: z.number().int(),
+  policyVersion: z.string(),
+  profileVersion: z.number(),
+  tasks: z.number(),
+  rolloutsPerTask: z.number(),
+  base: ArmResult,
+  rank1: ArmResult,
+  rank1Routes: z.record(z.string(), z.string()),
+});
+
+const ProfileCell = z.object({
+  harnessId: z.string(), kind: z.string(), failureType: z.string(),
+  attempts: z.number(), successes: z.number(), totalTurns: z.number(), totalTokens: z.number(),
+});
+
+const KindCell = z.object({
+  harnessId: z.string(), kind: z.string(), attempts: z.number(), successes: z.number(), totalTurns: z.number(),
+  rescueAttempts: z.number(), rescueSuccesses: z.number(), rescueTurns: z.number(), rescueTokens: z.number(),
+});
+
+/** profiles.cells: a profile version's evidence. */
+export const StoredProfileCells = z.object({
+  priorStrength: z.number(),
+  /** Absent from versions stored before the base harness was kept with them. */
+  baseHarnessId: z.string().nullable().default(null),
+  cells: z.array(ProfileCell),
+  /** Absent from versions stored before per-kind cells existed. */
+  kindCells: z.array(KindCell).default([]),
+});
+
+const VoteOutcome = z.union([
+  z.object({ voter: z.string(), ok: z.literal(true), ranking: z.array(z.string()), latencyMs: z.number() }),
+  z.object({ voter: z.string(), ok: z.literal(false), reason: z.string(), latencyMs: z.number() }),
+]);
+
+/** routing_decisions: its JSONB and enum columns. */
+export const StoredRoutingColumns = z.object({
+  strategy: z.enum(ROUTER_STRATEGIES),
+  failureCounts: Counts,
+  votes: z.array(VoteOutcome),
+  scores: Counts,
+  outcome: z.record(z.string(), z.object({ rollouts: z.number(), successes: z.number() })).nullable(),
+});
+
+/** trainer_steps: metrics and the publish probe. */
+export const StoredTrainerStepColumns = z.object({
+  metrics: Counts,
+  probe: z.object({ tokens: z.array(z.number()), positions: z.array(z.number()), logprobs: z.array(z.number()) }).nullable(),
+});

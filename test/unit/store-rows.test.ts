@@ -1,0 +1,33 @@
+import { parseRow, StoredProfileCells, StoredRowError, StoredStepSummary } from '../../core/store/rows';
+
+const step = {
+  step: 3, policyVersionBefore: 'p2', policyVersion: 'p3', profileVersion: 1, tasks: 4, baseRollouts: 16, rescueRollouts: 4,
+  baseSuccessRate: 0.25, deadGroups: 1, rescuedGroups: 1, liveGroupFraction: 0.75,
+  siblings: { ar: { lookup: { groupsChosen: 1, groupsRescued: 1, rollouts: 2, successes: 1 } } },
+  datums: 12, trainerMetrics: { loss: 0.5 }, durationSeconds: 2,
+};
+
+test('a step summary stored before newer fields existed reads with their defaults', () => {
+  const parsed = parseRow(StoredStepSummary, step, 'steps row (run r, step 3): summary');
+  expect(parsed).toMatchObject({ deadTaskIds: [], logprobMismatch: null, publishProbeMeanAbsDiff: null });
+  expect(parsed.baseMeanReward).toBeUndefined();
+});
+
+test('a stored row that is not what this version reads is refused with where and what', () => {
+  const broken = { ...step, baseSuccessRate: 'high', siblings: { ar: { lookup: { groupsChosen: 1 } } } };
+  const refused = (() => {
+    try {
+      return parseRow(StoredStepSummary, broken, 'steps row (run r, step 3): summary');
+    } catch (err) {
+      return err;
+    }
+  })();
+  expect(refused).toBeInstanceOf(StoredRowError);
+  expect((refused as Error).message).toMatch(/^run store: steps row \(run r, step 3\): summary is not what this version reads:/);
+  expect((refused as Error).message).toContain('baseSuccessRate');
+  expect((refused as Error).message).toContain('siblings.ar.lookup.groupsRescued');
+});
+
+test('profile cells stored before the base harness and per-kind cells were kept read with null and none', () => {
+  expect(parseRow(StoredProfileCells, { priorStrength: 2, cells: [] }, 'profiles row')).toEqual({ priorStrength: 2, baseHarnessId: null, cells: [], kindCells: [] });
+});
