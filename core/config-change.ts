@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { RunConfigError, type RunConfig } from './config';
-import { formatZodError } from './validation';
+import { formatZodError } from './zod-errors';
 
 export const SAFE_CONFIG_FIELDS = [
   'steps',

@@ -5,7 +5,7 @@
  * code trusts the type. Defaults make the embedded sim cluster the default.
  */
 import { z } from 'zod';
-import { formatZodError } from './validation';
+import { formatZodError } from './zod-errors';
 import { UserError } from './errors';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';

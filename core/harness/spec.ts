@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { formatZodError } from '../validation';
+import { formatZodError } from '../zod-errors';
 import { RepairDirection } from './direction';
 import { UserError } from '../errors';
 import { baseFirst, basePoolIssue } from './pool';

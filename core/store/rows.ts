@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { UserError } from '../errors';
 import { ROUTER_STRATEGIES } from '../config';
-import { formatZodError } from '../validation';
+import { formatZodError } from '../zod-errors';
 
 export class StoredRowError extends UserError {
   override name = 'StoredRowError';

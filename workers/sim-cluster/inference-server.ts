@@ -24,7 +24,7 @@ import {
 } from '../../core/envs/sim/policy-model';
 import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
 import type { SimWorld } from '../../core/envs/sim/world';
-import { formatZodError } from '../../core/validation';
+import { formatZodError } from '../../core/zod-errors';
 import { SamplerWeightsRecord, SIM_ADAPTER_PARAMS_FILE, type SimClusterStore } from './checkpoints';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
 

@@ -16,7 +16,7 @@ import { z } from 'zod';
 import { specHarness } from '../../harness/spec-harness';
 import { loadHarnessPool, specFiles } from '../../harness/spec';
 import type { Harness } from '../../harness/harness';
-import { formatZodError } from '../../validation';
+import { formatZodError } from '../../zod-errors';
 import type { Environment, Episode, StepOutcome, TaskRef } from '../environment';
 import { UserError } from '../../errors';
 

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { formatZodError } from '../../validation';
+import { formatZodError } from '../../zod-errors';
 import { UserError } from '../../errors';
 
 /** Types whose answer is the table after the episode, scored by its md5 (AgentBench's DML set). */

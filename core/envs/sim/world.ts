@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { formatZodError } from '../../validation';
+import { formatZodError } from '../../zod-errors';
 import { RepairDirection } from '../../harness/direction';
 import { UserError } from '../../errors';
 import { basePoolIssue, splitPool } from '../../harness/pool';

@@ -15,7 +15,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { formatZodError } from '../../validation';
+import { formatZodError } from '../../zod-errors';
 import {
   type AdamParams,
   CheckpointArchiveUrlResponse,
