@@ -4,7 +4,8 @@ import { Client as PgClient } from 'pg';
 import { parseRunConfig } from '../core/config';
 import { databaseUrlFromEnv } from '../core/store/run-store';
 import { findTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
-import { temporalAddressFromEnv, uiUrlFor } from '../infra/temporal-dev-server';
+import { uiUrlFor } from '../infra/temporal-dev-server';
+import { temporalAddressFromEnv } from '../workers/temporal-env';
 import { enginesStatus, type EnginesStatus } from '../infra/engines/servers';
 
 export interface Check {

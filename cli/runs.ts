@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
 import { RunStore } from '../core/store/run-store';
-import { namespaceFromEnv, temporalAddressFromEnv } from '../infra/temporal-dev-server';
+import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
 import type { harnessSRun } from '../workflows';
 import {
   pauseSignal,

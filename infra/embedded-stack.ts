@@ -11,7 +11,8 @@ import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startSimCluster } from '../workers/sim-cluster/server';
 import { createWorkers } from '../workers/worker';
 import { installQuietTemporalRuntime } from '../workers/runtime';
-import { DATA_DIR, namespaceFromEnv, startDevServer, type DevServer } from './temporal-dev-server';
+import { namespaceFromEnv } from '../workers/temporal-env';
+import { DATA_DIR, startDevServer, type DevServer } from './temporal-dev-server';
 
 export const SIM_CLUSTER_PORT = Number(process.env.HARNESS_S_SIM_PORT || 8765);
 

@@ -9,19 +9,10 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../workflows/definitions';
+import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
 
-export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
-export const DEFAULT_NAMESPACE = 'default';
 export const DATA_DIR = path.join(PROJECT_ROOT, '.data');
-
-export function temporalAddressFromEnv(): string {
-  return process.env.TEMPORAL_ADDRESS || DEFAULT_TEMPORAL_ADDRESS;
-}
-
-export function namespaceFromEnv(): string {
-  return process.env.TEMPORAL_NAMESPACE || DEFAULT_NAMESPACE;
-}
 
 /** The dev server's UI listens on its frontend port + 1000 unless told otherwise. */
 export function uiUrlFor(address: string): string {

@@ -6,7 +6,7 @@
 import { Command } from 'commander';
 import { NativeConnection } from '@temporalio/worker';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
-import { namespaceFromEnv, temporalAddressFromEnv } from '../infra/temporal-dev-server';
+import { namespaceFromEnv, temporalAddressFromEnv } from './temporal-env';
 import { createLogger } from './logger';
 import { installQuietTemporalRuntime } from './runtime';
 import { ALL_QUEUES, createWorkers, type QueueName } from './worker';

@@ -4,12 +4,9 @@
  */
 import type { ChatMessage, FailureType } from '../policy/trajectory';
 import type { Harness } from '../harness/harness';
+import type { TaskRef } from './task';
 
-export interface TaskRef {
-  taskId: string;
-  /** The task's category, the unit the router's profiles are kept by. */
-  kind: string;
-}
+export type { TaskRef };
 
 export interface StepOutcome {
   observation: string;

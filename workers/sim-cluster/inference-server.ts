@@ -26,7 +26,7 @@ import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
 import type { SimWorld } from '../../core/envs/sim/world';
 import { formatZodError } from '../../core/zod-errors';
 import { SamplerWeightsRecord, SIM_ADAPTER_PARAMS_FILE, type SimClusterStore } from './checkpoints';
-import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
+import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
 

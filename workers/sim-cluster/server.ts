@@ -3,45 +3,17 @@
  * plus /health) and the Tinker REST subset (under /api/v1) over a sim policy.
  * Nothing here has a GPU or model weights; everything it logs says so.
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import type { SimWorld } from '../../core/envs/sim/world';
 import { SimClusterStore } from './checkpoints';
 import { SimInferenceServer } from './inference-server';
 import { SimTrainerServer } from './trainer-server';
+import type { SimApi, SimHttpReply } from './http';
 
 /** Forward-backward batches of long trajectories are large; anything past this is a client bug. */
 const MAX_BODY_BYTES = 256 * 1024 * 1024;
-
-export interface SimHttpRequest {
-  method: string;
-  /** The URL path without the query string. */
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** The parsed JSON body; undefined when there was none or it is not JSON (see `contentType`). */
-  body: unknown;
-  /** The body as sent, for binary (protobuf) bodies. */
-  raw: Buffer;
-  /** The media type of the body, lower case, without parameters. */
-  contentType: string;
-}
-
-export interface SimHttpReply {
-  status: number;
-  /** A JSON body, `text` for a plain-text one, or `bytes` of `contentType`. */
-  json?: unknown;
-  text?: string;
-  bytes?: Uint8Array;
-  contentType?: string;
-  headers?: Record<string, string>;
-}
-
-/** One API mounted on the server; it renders errors in its own protocol's style. */
-export interface SimApi {
-  handle(request: SimHttpRequest): Promise<SimHttpReply>;
-  badRequest(message: string): SimHttpReply;
-}
 
 export interface SimClusterOptions {
   world: SimWorld;

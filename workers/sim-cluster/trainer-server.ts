@@ -56,7 +56,7 @@ import {
   samplerWeightsUri,
 } from './checkpoints';
 import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
-import type { SimApi, SimHttpReply, SimHttpRequest } from './server';
+import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
 
 export { SimTrainerUserError } from './learning-rule';
 
