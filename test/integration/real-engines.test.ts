@@ -20,7 +20,6 @@ import { publishAdapter, PublishError } from '../../core/policy/publisher';
 import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
 import type { TokenSample } from '../../core/policy/trajectory';
 import { buildDatum } from '../../core/rl/datums';
-import type { StepSummary } from '../../core/rl/step-summary';
 import { TinkerClient, TrainerError } from '../../core/rl/tinker/client';
 import { TrainerSessions } from '../../core/rl/tinker/sessions';
 import { encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type AdamParams } from '../../core/rl/tinker/wire';
@@ -336,7 +335,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     const noise = Math.hypot(summary.rewardStartStdErr!, summary.rewardEndStdErr!);
     expect(summary.rewardEnd! - summary.rewardStart!).toBeGreaterThan(4 * noise);
     expect(summary.logprobMismatch!).toBeLessThan(1e-3);
-    const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
+    const steps = (await stack.store.steps(runId)).map((s) => s.summary);
     for (const s of steps) {
       expect(s.logprobMismatch!.ratioStd).toBeLessThan(1e-2);
       expect(s.publishProbeMeanAbsDiff!).toBeLessThan(1e-3);
@@ -367,7 +366,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
 
     const summary = await handle.result();
     expect(summary.stepsCompleted).toBe(20);
-    const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
+    const steps = (await stack.store.steps(runId)).map((s) => s.summary);
     expect(await skyrlCount('OPTIM_STEP', modelId!)).toBe(steps.filter((s) => s.datums > 0).length);
     expect(await skyrlCount('SAVE_WEIGHTS_FOR_SAMPLER', modelId!)).toBe(20);
     const noise = Math.hypot(summary.rewardStartStdErr!, summary.rewardEndStdErr!);

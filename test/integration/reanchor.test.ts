@@ -1,5 +1,4 @@
 /** Policy-aware re-anchoring: the profiles are re-measured with the current policy every M steps. */
-import type { StepSummary } from '../../core/rl/step-summary';
 import { routeByValidation } from '../../core/router/validation';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
@@ -25,7 +24,7 @@ test('profiles are re-measured every M steps with the then-current policy, probi
   expect(versions[0].policy_version).toBe('sim-policy-base');
   expect(versions[1].policy_version).toBe((await stack.store.trainerStep(runId, 1))!.policyVersion);
 
-  const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
+  const steps = (await stack.store.steps(runId)).map((s) => s.summary);
   expect(steps.map((s) => s.profileVersion)).toEqual([1, 1, 2, 2]);
 
   const dead = new Set(steps.slice(0, 2).flatMap((s) => s.deadTaskIds));

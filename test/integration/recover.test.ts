@@ -4,7 +4,6 @@
  * with every bad field named.
  */
 import { WorkflowFailedError } from '@temporalio/client';
-import type { StepSummary } from '../../core/rl/step-summary';
 import { listRuns, recoverRun } from '../../cli/runs';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
@@ -41,7 +40,7 @@ test('a run terminated mid-step is recovered from its last completed step and po
   expect(after.map((s) => s.step)).toEqual([0, 1, 2]);
   // Steps done before the failure are kept as they were, not redone.
   for (const s of before) expect(after[s.step].completedAt).toEqual(s.completedAt);
-  const expected = after.reduce((n, s) => n + (s.summary as StepSummary).baseRollouts + (s.summary as StepSummary).rescueRollouts, 0);
+  const expected = after.reduce((n, s) => n + s.summary.baseRollouts + s.summary.rescueRollouts, 0);
   expect(await stack.store.countTrajectories(runId)).toBe(expected);
   // One profile pass only: the recovered execution reused version 1.
   const { rows } = await stack.store.pool.query('SELECT count(*)::int AS n FROM profiles WHERE run_id = $1', [runId]);

@@ -4,7 +4,6 @@
  * Voters are real HTTP endpoints that answer as scripted.
  */
 import type { RunConfigInput } from '../../core/config';
-import type { StepSummary } from '../../core/rl/step-summary';
 import { routeByValidation } from '../../core/router/validation';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { startVoterServer, type VoterServer } from './scripted-voter-server';
@@ -43,7 +42,7 @@ async function runToEnd(prefix: string, overrides: Partial<RunConfigInput>) {
     args: [{ config: stack.config({ eval: { enabled: false }, ...overrides }) }],
   });
   await handle.result();
-  const steps = (await stack.store.steps(runId)).map((s) => s.summary as StepSummary);
+  const steps = (await stack.store.steps(runId)).map((s) => s.summary);
   const decisions = await stack.store.routingDecisions(runId);
   return { runId, steps, decisions };
 }
