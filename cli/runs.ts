@@ -7,7 +7,7 @@ import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, t
 import { parseRunConfig, type RunConfig } from '../core/config';
 import { RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
-import type { harnessSRun } from '../workflows';
+import { harnessSRun } from '../workflows';
 import {
   pauseSignal,
   resumeSignal,
@@ -75,7 +75,7 @@ export async function startRun(client: Client, raw: unknown, config: RunConfig, 
   const input: RunInput = recovery
     ? { config: raw as RunInput['config'], recover: true, ...(recovery.resume ? { resume: recovery.resume } : {}) }
     : { config: raw as RunInput['config'] };
-  return client.workflow.start<typeof harnessSRun>('harnessSRun', {
+  return client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
     args: [input],

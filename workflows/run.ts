@@ -1,7 +1,18 @@
 /**
  * harnessSRun: one whole Harness-S run. Measures the behaviour profiles, then
  * runs each training step as a child workflow `<runId>/step-<n>`, pausable
- * between steps, continuing as new when the history grows long.
+ * between steps, re-anchoring the profiles and evaluating on its schedule,
+ * continuing as new when the history grows long.
+ *
+ * The run is a small state object (`HarnessSRun`): its status (what the
+ * status query shows), its config (changed by the updateConfig update), and
+ * the flags that say where the loop is. Signal, query and update handlers are
+ * its methods; `execute` is the loop.
+ *
+ * Determinism: this code and the pure core functions it calls (through the
+ * child workflows: core/rl/rescue.ts, core/rl/step-summary.ts,
+ * core/config-change.ts) are replayed; a change in what they decide is
+ * guarded with `patched()` (docs/temporal.md).
  */
 import {
   ActivityFailure,
@@ -42,186 +53,248 @@ const publish = proxyActivities<Activities>(publishActivityOptions);
 const RECENT_STEPS = 10;
 
 export async function harnessSRun(input: RunInput): Promise<RunSummary> {
-  const runId = workflowInfo().workflowId;
-  const status: RunStatus = {
-    runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
-    policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
-    paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
-  };
-  setHandler(statusQuery, () => status);
-  setHandler(pauseSignal, (args) => {
-    status.paused = true;
-    status.pauseReason = args?.reason ?? 'paused by signal';
-  });
-  setHandler(resumeSignal, () => {
-    status.paused = false;
-    status.pauseReason = null;
-  });
+  const run = new HarnessSRun(input);
+  setHandler(statusQuery, () => run.status);
+  setHandler(pauseSignal, (args) => run.pause(args?.reason));
+  setHandler(resumeSignal, () => run.resume());
+  setHandler(updateConfigUpdate, (change) => run.updateConfig(change), { validator: (change) => void run.checkChange(change) });
+  return run.execute();
+}
 
-  // Safe config changes while the run goes on (core/config-change.ts). Applied at once in the
-  // workflow, so the loop reads the new config from its next check; stored before the next step's
-  // activities start (`persistConfig`), so the step in flight keeps the config it started with.
-  let config!: RunConfig; // set once prepareRun has validated it
-  let configKnown = false;
-  let configDirty = false;
-  let stepInFlight = false;
-  let trainingOver = false;
-  /** The config after `change`, or why not (an ApplicationFailure: the update fails, the run goes on). Before the config is known, the change's shape only. */
-  const checkChange = (change: unknown): RunConfig | null => {
-    if (trainingOver) throw ApplicationFailure.nonRetryable(`run ${runId} has run all its steps; its config no longer changes`, 'RunConfigError');
+interface Prepared {
+  baseHarnessId: string;
+  harnessIds: string[];
+}
+
+class HarnessSRun {
+  readonly runId = workflowInfo().workflowId;
+  readonly status: RunStatus;
+  /** Set once prepareRun has validated it; changed by updateConfig. */
+  private config!: RunConfig;
+  private configKnown = false;
+  /** A changed config not yet stored: activities read the stored one, so it is stored before the next ones start. */
+  private configDirty = false;
+  /** A step is running: a change applies from the next step. */
+  private stepInFlight = false;
+  private trainingOver = false;
+  private readonly deadSinceReanchor: string[];
+
+  constructor(private readonly input: RunInput) {
+    this.status = {
+      runId: this.runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
+      policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
+      paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
+    };
+    this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
+  }
+
+  // ------------------------------------------------------------ handlers
+
+  pause(reason: string | undefined): void {
+    this.status.paused = true;
+    this.status.pauseReason = reason ?? 'paused by signal';
+  }
+
+  resume(): void {
+    this.status.paused = false;
+    this.status.pauseReason = null;
+  }
+
+  /**
+   * Safe config changes while the run goes on (core/config-change.ts): the
+   * config after `change`, or why not (an ApplicationFailure: the update
+   * fails, the run goes on). Before the config is known, the change's shape only.
+   */
+  checkChange(change: unknown): RunConfig | null {
+    if (this.trainingOver) throw ApplicationFailure.nonRetryable(`run ${this.runId} has run all its steps; its config no longer changes`, 'RunConfigError');
     try {
-      if (!configKnown) {
+      if (!this.configKnown) {
         parseConfigChange(change);
         return null;
       }
-      return applyConfigChange(config, change, status.step + (stepInFlight ? 1 : 0));
+      return applyConfigChange(this.config, change, this.nextChangeStep());
     } catch (err) {
       throw ApplicationFailure.nonRetryable((err as Error).message, 'RunConfigError');
     }
-  };
-  setHandler(
-    updateConfigUpdate,
-    async (change) => {
-      await condition(() => configKnown); // an update sent while the run prepares waits for its config
-      config = checkChange(change)!;
-      configDirty = true;
-      status.steps = config.steps;
-      return { config, fromStep: status.step + (stepInFlight ? 1 : 0) };
-    },
-    { validator: (change) => void checkChange(change) },
-  );
-  /** Stores a changed config, so activities from here on read it. */
-  const persistConfig = async () => {
-    if (!configDirty) return;
-    configDirty = false;
-    await control.updateRunConfig({ runId, fromStep: status.step, config });
-  };
-
-  const prepared = await control.prepareRun({
-    runId, config: input.config,
-    incarnation: workflowInfo().firstExecutionRunId,
-    continuing: input.resume !== undefined || input.recover === true,
-  }).catch((err: unknown) => {
-    // A config a user must fix: fail the run with its message on top, where the UI and CLIs show it.
-    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
-      throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? 'RunConfigError');
-    }
-    throw err;
-  });
-  config = prepared.config;
-  configKnown = true;
-  status.name = config.name;
-  status.env = config.env.kind;
-  status.steps = config.steps;
-  status.policyVersion ||= config.policy.model;
-  upsertSearchAttributes([
-    { key: SEARCH_ATTRIBUTES.runName, value: config.name },
-    { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
-    { key: SEARCH_ATTRIBUTES.step, value: status.step },
-  ]);
-
-  if (input.recover && input.resume && input.resume.nextStep > 0) {
-    await publish.republishPolicy({ runId, step: input.resume.nextStep - 1 });
   }
-
-  /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */
-  const measureProfiles = async (version: number, extraTaskIds: string[]) => {
-    setCurrentDetails(`measuring behaviour profiles v${version} of ${prepared.harnessIds.length} harnesses with policy ${status.policyVersion}`);
-    const profiles = await executeChild(reanchorProfiles, {
-      workflowId: `${runId}/profiles-v${version}`,
-      taskQueue: TASK_QUEUES.control,
-      args: [{ runId, config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
-    });
-    status.profileVersion = profiles.version;
-    status.profileShift = profiles.shift;
-  };
 
   /**
-   * Whether this run evaluates. Executions started before evaluatePolicy
-   * existed replay without it (no patch marker), and their config, from
-   * prepareRun's recorded result, has no `eval` section.
+   * Applied at once in the workflow, so the loop reads the new config from its
+   * next check; stored before the next step's activities start
+   * (`persistConfig`), so the step in flight keeps the config it started with.
    */
-  const evaluations = () => patched('evaluate-policy') && (config.eval?.enabled ?? false);
-
-  /** evaluatePolicy after `afterSteps` steps, with the current policy and profiles. */
-  const evaluate = async (afterSteps: number) => {
-    const phase = status.phase;
-    status.phase = 'evaluating';
-    setCurrentDetails(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
-    status.lastEvaluation = await executeChild(evaluatePolicy, {
-      workflowId: `${runId}/eval-${afterSteps}`,
-      taskQueue: TASK_QUEUES.control,
-      args: [{ runId, config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
-    });
-    status.phase = phase;
-  };
-
-  if (status.profileVersion === null) {
-    status.phase = 'profiling';
-    await measureProfiles(1, []);
+  async updateConfig(change: unknown): Promise<{ config: RunConfig; fromStep: number }> {
+    await condition(() => this.configKnown); // an update sent while the run prepares waits for its config
+    this.config = this.checkChange(change)!;
+    this.configDirty = true;
+    this.status.steps = this.config.steps;
+    return { config: this.config, fromStep: this.nextChangeStep() };
   }
 
-  status.phase = 'training';
-  const deadSinceReanchor: string[] = [...(input.resume?.deadSinceReanchor ?? [])];
-  while (status.step < config.steps) {
-    if (status.paused) {
-      setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
-      await condition(() => !status.paused);
-      if (status.step >= config.steps) break; // a change while paused may have ended the run here
+  // ----------------------------------------------------------------- run
+
+  async execute(): Promise<RunSummary> {
+    const { status } = this;
+    const prepared = await this.prepare();
+    if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
+      await publish.republishPolicy({ runId: this.runId, step: this.input.resume.nextStep - 1 });
     }
-    stepInFlight = true; // from here a change applies from the next step
-    await persistConfig();
-    setCurrentDetails(`step ${status.step}/${config.steps}, policy ${status.policyVersion}`);
+    if (status.profileVersion === null) {
+      status.phase = 'profiling';
+      await this.measureProfiles(prepared, 1, []);
+    }
+
+    status.phase = 'training';
+    while (status.step < this.config.steps) {
+      if (status.paused) {
+        setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
+        await condition(() => !status.paused);
+        if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
+      }
+      const summary = await this.trainStep(prepared);
+      const { reanchorEvery } = this.config.router;
+      if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < this.config.steps) {
+        // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
+        await this.persistConfig();
+        await this.measureProfiles(prepared, status.profileVersion! + 1, [...new Set(this.deadSinceReanchor)]);
+        this.deadSinceReanchor.length = 0;
+      }
+      upsertSearchAttributes([
+        { key: SEARCH_ATTRIBUTES.step, value: status.step },
+        { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
+      ]);
+      if (this.evaluates() && this.config.eval.every > 0 && status.step % this.config.eval.every === 0 && status.step < this.config.steps) {
+        await this.persistConfig();
+        await this.evaluate(prepared, status.step);
+      }
+      if (status.step < this.config.steps && workflowInfo().continueAsNewSuggested) await this.continueAsNew();
+    }
+
+    this.trainingOver = true;
+    await this.persistConfig();
+    if (this.evaluates()) await this.evaluate(prepared, this.config.steps);
+    status.phase = 'summarizing';
+    const result = await control.summarizeRun({ runId: this.runId });
+    await condition(allHandlersFinished);
+    status.phase = 'done';
+    setCurrentDetails(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
+    return result;
+  }
+
+  /** Validates the config and registers the run; a config a user must fix fails the run with its message on top. */
+  private async prepare(): Promise<Prepared> {
+    const prepared = await control
+      .prepareRun({
+        runId: this.runId, config: this.input.config,
+        incarnation: workflowInfo().firstExecutionRunId,
+        continuing: this.input.resume !== undefined || this.input.recover === true,
+      })
+      .catch((err: unknown) => {
+        // Where the UI and CLIs show it.
+        if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
+          throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? 'RunConfigError');
+        }
+        throw err;
+      });
+    this.config = prepared.config;
+    this.configKnown = true;
+    const { status } = this;
+    status.name = this.config.name;
+    status.env = this.config.env.kind;
+    status.steps = this.config.steps;
+    status.policyVersion ||= this.config.policy.model;
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.runName, value: this.config.name },
+      { key: SEARCH_ATTRIBUTES.env, value: this.config.env.kind },
+      { key: SEARCH_ATTRIBUTES.step, value: status.step },
+    ]);
+    return prepared;
+  }
+
+  /** One training step as a child workflow; the status moves on with its summary. */
+  private async trainStep(prepared: Prepared): Promise<StepSummary> {
+    const { status } = this;
+    this.stepInFlight = true; // from here a change applies from the next step
+    await this.persistConfig();
+    setCurrentDetails(`step ${status.step}/${this.config.steps}, policy ${status.policyVersion}`);
     const summary: StepSummary = await executeChild(trainingStep, {
-      workflowId: `${runId}/step-${status.step}`,
+      workflowId: `${this.runId}/step-${status.step}`,
       taskQueue: TASK_QUEUES.control,
       args: [{
-        runId, step: status.step, config, policyVersion: status.policyVersion,
+        runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
         profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
       }],
     });
-    stepInFlight = false;
+    this.stepInFlight = false;
     status.lastStep = summary;
     status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
     status.policyVersion = summary.policyVersion;
     status.step += 1;
-    deadSinceReanchor.push(...summary.deadTaskIds);
-    const { reanchorEvery } = config.router;
-    if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < config.steps) {
-      // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
-      await persistConfig();
-      await measureProfiles(status.profileVersion! + 1, [...new Set(deadSinceReanchor)]);
-      deadSinceReanchor.length = 0;
-    }
-    upsertSearchAttributes([
-      { key: SEARCH_ATTRIBUTES.step, value: status.step },
-      { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
-    ]);
-    if (evaluations() && config.eval.every > 0 && status.step % config.eval.every === 0 && status.step < config.steps) {
-      await persistConfig();
-      await evaluate(status.step);
-    }
-    if (status.step < config.steps && workflowInfo().continueAsNewSuggested) {
-      await condition(() => !status.paused && allHandlersFinished());
-      await persistConfig();
-      await continueAsNew<typeof harnessSRun>({
-        config,
-        resume: {
-          nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
-          deadSinceReanchor: [...new Set(deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
-        },
-        recover: input.recover,
-      });
-    }
+    this.deadSinceReanchor.push(...summary.deadTaskIds);
+    return summary;
   }
 
-  trainingOver = true;
-  await persistConfig();
-  if (evaluations()) await evaluate(config.steps);
-  status.phase = 'summarizing';
-  const result = await control.summarizeRun({ runId });
-  await condition(allHandlersFinished);
-  status.phase = 'done';
-  setCurrentDetails(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
-  return result;
+  /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */
+  private async measureProfiles(prepared: Prepared, version: number, extraTaskIds: string[]): Promise<void> {
+    const { status } = this;
+    setCurrentDetails(`measuring behaviour profiles v${version} of ${prepared.harnessIds.length} harnesses with policy ${status.policyVersion}`);
+    const profiles = await executeChild(reanchorProfiles, {
+      workflowId: `${this.runId}/profiles-v${version}`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ runId: this.runId, config: this.config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
+    });
+    status.profileVersion = profiles.version;
+    status.profileShift = profiles.shift;
+  }
+
+  /**
+   * Whether this run evaluates. Executions started before evaluatePolicy
+   * existed replay without it (no patch marker), and their config, from
+   * prepareRun's recorded result, has no `eval` section (the same rule as
+   * core/config.ts keepPreEvaluationShape).
+   */
+  private evaluates(): boolean {
+    return patched('evaluate-policy') && (this.config.eval?.enabled ?? false);
+  }
+
+  /** evaluatePolicy after `afterSteps` steps, with the current policy and profiles. */
+  private async evaluate(prepared: Prepared, afterSteps: number): Promise<void> {
+    const { status } = this;
+    const phase = status.phase;
+    status.phase = 'evaluating';
+    setCurrentDetails(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
+    status.lastEvaluation = await executeChild(evaluatePolicy, {
+      workflowId: `${this.runId}/eval-${afterSteps}`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ runId: this.runId, config: this.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
+    });
+    status.phase = phase;
+  }
+
+  /** Continues as new from the next step, once not paused and no handler is running; a changed config is stored first. */
+  private async continueAsNew(): Promise<never> {
+    const { status } = this;
+    await condition(() => !status.paused && allHandlersFinished());
+    await this.persistConfig();
+    return continueAsNew<typeof harnessSRun>({
+      config: this.config,
+      resume: {
+        nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
+        deadSinceReanchor: [...new Set(this.deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
+      },
+      recover: this.input.recover,
+    });
+  }
+
+  /** Stores a changed config, so activities from here on read it. */
+  private async persistConfig(): Promise<void> {
+    if (!this.configDirty) return;
+    this.configDirty = false;
+    await control.updateRunConfig({ runId: this.runId, fromStep: this.status.step, config: this.config });
+  }
+
+  /** The first step a change made now applies from. */
+  private nextChangeStep(): number {
+    return this.status.step + (this.stepInFlight ? 1 : 0);
+  }
 }

@@ -4,6 +4,7 @@
  * AgentBench protocol edge cases, then a short training run through Temporal
  * whose Tinker-compatible test trainer checks the Datums it receives.
  */
+import { harnessSRun } from '../../workflows';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -154,7 +155,7 @@ describe('a short DBBench training run through Temporal', () => {
       router: { probeTasksPerKind: 1, probeRollouts: 1 },
     });
     const runId = uniqueRunId('dbbench');
-    const summary = await client.workflow.execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(1);
 
     const { rows } = await store.pool.query(

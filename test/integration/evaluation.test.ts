@@ -3,6 +3,7 @@
  * on held-out tasks under the base harness and under Rank-1 routing, with the
  * same executor rollouts per task in both.
  */
+import { harnessSRun } from '../../workflows';
 import { rank1Harness } from '../../core/router/rank1';
 import { statusQuery, TASK_QUEUES, type RunSummary } from '../../workflows/definitions';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -23,7 +24,7 @@ afterAll(async () => {
 
 test('evaluations run every N steps and at the end, on held-out tasks, with equal rollouts per task for the base harness and Rank-1', async () => {
   const runId = uniqueRunId('eval');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 3, eval: { every: 2, tasksPerKind: 2, rollouts: 3 } }) }],
   });
@@ -68,7 +69,7 @@ test('evaluations run every N steps and at the end, on held-out tasks, with equa
 
 test('with evaluation off, a run has no evaluation and its summary says so', async () => {
   const runId = uniqueRunId('eval-off');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 1, eval: { enabled: false } }) }],
   });

@@ -1,4 +1,5 @@
 /** Pause holds a run between steps; resume lets it finish. */
+import { harnessSRun } from '../../workflows';
 import { pauseSignal, resumeSignal, statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 import { mkdtempSync } from 'node:fs';
@@ -34,7 +35,7 @@ async function waitFor<T>(what: string, probe: () => Promise<T | null | undefine
 test('a paused run holds between steps and continues when resumed', async () => {
   const runId = uniqueRunId('pause');
   const STEPS = 4;
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: STEPS }) }],
@@ -63,7 +64,7 @@ test('a paused run holds between steps and continues when resumed', async () => 
 
 test('a safe config change sent to a held run applies from its next step and survives continue-as-new; an unsafe one is refused', async () => {
   const runId = uniqueRunId('update');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 2 }) }],
@@ -101,7 +102,7 @@ test('a safe config change sent to a held run applies from its next step and sur
 
 test('an update sent as the run starts waits for its config, then applies', async () => {
   const runId = uniqueRunId('update-early');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1, eval: { enabled: false } }) }],
   });
   const changed = await changeRunConfig(stack.client, runId, { steps: 2 });
@@ -114,7 +115,7 @@ test('two updates sent together while the last step is in flight both apply, fro
   const slow = await startSimCluster({ world: loadSimWorld(), dataDir: mkdtempSync(path.join(os.tmpdir(), 'harness-s-slow-')), logger: silentLogger, trainerOpDelayMs: 1000 });
   try {
     const runId = uniqueRunId('update-inflight');
-    const handle = await stack.client.workflow.start('harnessSRun', {
+    const handle = await stack.client.workflow.start(harnessSRun, {
       workflowId: runId, taskQueue: TASK_QUEUES.control,
       args: [{ config: stack.config({ steps: 1, policy: { baseUrl: `${slow.url}/v1` }, trainer: { baseUrl: slow.url, pollSeconds: 0.02 }, eval: { enabled: true, every: 0 } }) }],
     });

@@ -6,6 +6,7 @@
  * publishing is checked against them, then Harness-S runs train the model
  * through Temporal, one of them through a trainer worker killed mid-step.
  */
+import { harnessSRun } from '../../workflows';
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -311,7 +312,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
   test('a LoRA rank the trainer refuses fails the run at once with one message naming it, and no step is recorded', async () => {
     const runId = uniqueRunId('real-rank');
     const config = realConfig({ steps: 2, trainer: { ...realConfig().trainer, loraRank: 64 } });
-    const failure = await stack.client.workflow.execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
+    const failure = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(rootCauseMessage(failure)).toBe(`trainer ${trainerUrl}: create_model failed: LoRA rank 64 must be between 1 and 32`);
     expect(await stack.store.steps(runId)).toEqual([]);
@@ -321,7 +322,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
   test('a trainer URL that is no Tinker server (vLLM\'s) fails the run with one message saying so', async () => {
     const runId = uniqueRunId('real-protocol');
     const config = realConfig({ steps: 1, trainer: { ...realConfig().trainer, baseUrl: vllm.replace(/\/v1$/, '') } });
-    const failure = await stack.client.workflow.execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
+    const failure = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(rootCauseMessage(failure)).toMatch(/^trainer http:\/\/127\.0\.0\.1:\d+: create_session: HTTP 404: .*is trainer\.baseUrl a Tinker API server/);
     expect(await stack.store.steps(runId)).toEqual([]);
@@ -329,7 +330,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
 
   test('the tiny Qwen3 learns the charset tasks from reward: mean reward rises well beyond its noise, the trainer/sampler mismatch stays ~0', async () => {
     const runId = uniqueRunId('real-train');
-    const summary = await stack.client.workflow.execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig() }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig() }] });
     expect(summary.stepsCompleted).toBe(20);
     expect(summary.simulated).toBe(false);
     const noise = Math.hypot(summary.rewardStartStdErr!, summary.rewardEndStdErr!);
@@ -348,7 +349,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
 
   test('a trainer worker killed with SIGKILL mid-step: the run finishes with one optimizer step per training step, and still learns', async () => {
     const runId = uniqueRunId('real-crash');
-    const handle = await stack.client.workflow.start('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2 }) }] });
+    const handle = await stack.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2 }) }] });
     // Mid-step: step 6's trainStep activity is running and has sent its forward_backward to the trainer.
     const deadline = Date.now() + 600_000;
     let modelId: string | null = null;

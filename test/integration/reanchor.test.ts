@@ -1,4 +1,5 @@
 /** Policy-aware re-anchoring: the profiles are re-measured with the current policy every M steps. */
+import { harnessSRun } from '../../workflows';
 import { routeByValidation } from '../../core/router/validation';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
@@ -13,7 +14,7 @@ afterAll(async () => {
 
 test('profiles are re-measured every M steps with the then-current policy, probing recent dead groups, and later steps route with the new version', async () => {
   const runId = uniqueRunId('reanchor');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 4, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 } }) }],
   });
@@ -39,7 +40,7 @@ test('profiles are re-measured every M steps with the then-current policy, probi
 
 test('after re-anchoring the router follows the new profile version, and picks siblings the old version would not have', async () => {
   const runId = uniqueRunId('reanchor-routing');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 4, seed: 11, eval: { enabled: false }, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 } }) }],
   });

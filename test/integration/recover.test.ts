@@ -3,6 +3,7 @@
  * nothing redone; a bad config sent straight to Temporal fails the run at once
  * with every bad field named.
  */
+import { harnessSRun } from '../../workflows';
 import { WorkflowFailedError } from '@temporalio/client';
 import { listRuns, recoverRun } from '../../cli/runs';
 import { TASK_QUEUES } from '../../workflows/definitions';
@@ -19,7 +20,7 @@ afterAll(async () => {
 test('a run terminated mid-step is recovered from its last completed step and policy version, nothing redone', async () => {
   const runId = uniqueRunId('recover');
   const STEPS = 3;
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: STEPS }) }],
   });
   const deadline = Date.now() + 60_000;
@@ -56,12 +57,12 @@ test('a run terminated mid-step is recovered from its last completed step and po
 
 test('recovering a run that completed is refused, and so is a fresh run under its id', async () => {
   const runId = uniqueRunId('done');
-  await stack.client.workflow.execute('harnessSRun', {
+  await stack.client.workflow.execute(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1 }) }],
   });
   await expect(recoverRun(stack.client, stack.store, runId)).rejects.toThrow(/completed; nothing to recover/);
   const again = await stack.client.workflow
-    .execute('harnessSRun', { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 2 }) }] })
+    .execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 2 }) }] })
     .catch((err: unknown) => err);
   expect(String((again as WorkflowFailedError).cause?.message)).toMatch(/already used by another run/);
   // The first run's record is untouched.
@@ -72,6 +73,7 @@ test('a bad config sent straight to Temporal (UI, temporal CLI) fails the run at
   const runId = uniqueRunId('bad');
   const started = Date.now();
   const failure = await stack.client.workflow
+    // By name with untyped input, as the UI and the temporal CLI start it: the typed start refuses this config at compile time.
     .execute('harnessSRun', {
       workflowId: runId, taskQueue: TASK_QUEUES.control,
       args: [{ config: { steps: 'many', rollout: { groupSize: 0 } } }],

@@ -3,6 +3,7 @@
  * the router saw, and, once the step is recorded, how each chosen sibling did.
  * Voters are real HTTP endpoints that answer as scripted.
  */
+import { harnessSRun } from '../../workflows';
 import type { RunConfigInput } from '../../core/config';
 import { routeByValidation } from '../../core/router/validation';
 import { TASK_QUEUES } from '../../workflows/definitions';
@@ -37,7 +38,7 @@ afterAll(async () => {
 
 async function runToEnd(prefix: string, overrides: Partial<RunConfigInput>) {
   const runId = uniqueRunId(prefix);
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ eval: { enabled: false }, ...overrides }) }],
   });

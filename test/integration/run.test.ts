@@ -3,6 +3,7 @@
  * PostgreSQL: its steps, its trajectories, its search attributes, and a replay
  * of its recorded history.
  */
+import { harnessSRun } from '../../workflows';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
@@ -22,7 +23,7 @@ const G = 4;
 beforeAll(async () => {
   stack = await startTestStack();
   runId = uniqueRunId('run');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 4 } }) }],

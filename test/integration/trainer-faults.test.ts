@@ -6,6 +6,7 @@
  * save under a new checkpoint name), and the model gets one optimizer step
  * per training step.
  */
+import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { STEP_OPS } from '../../core/rl/trainer-ops';
 import { TinkerClient } from '../../core/rl/tinker/client';
@@ -34,7 +35,7 @@ test('an optim_step and a save that fail on the trainer are sent again under new
   };
   try {
     const runId = uniqueRunId('trainer-faults');
-    await stack.client.workflow.execute('harnessSRun', {
+    await stack.client.workflow.execute(harnessSRun, {
       taskQueue: TASK_QUEUES.control,
       workflowId: runId,
       args: [{ config: stack.config({ steps: 2 }) }],

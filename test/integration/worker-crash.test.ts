@@ -3,6 +3,7 @@
  * restarted: the run finishes, every (step, task, harness, sample) trajectory
  * is stored exactly once, and the trainer applied exactly one update per step.
  */
+import { harnessSRun } from '../../workflows';
 import type { ChildProcess } from 'node:child_process';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { killWorkerProcess, startWorkerProcess as startWorker, stopWorkerProcesses } from './worker-process';
@@ -31,7 +32,7 @@ test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish
   const G = 4;
   const first = await startWorkerProcess();
   const runId = uniqueRunId('crash');
-  const handle = await stack.client.workflow.start('harnessSRun', {
+  const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 1 } }) }],
