@@ -3,7 +3,8 @@
  * by a factory over their dependencies (the run store, the environment of a
  * config, the policy and trainer clients), so tests and workers pass in what
  * they need. Each one is idempotent: it reads what the store already has
- * before doing any work.
+ * before doing any work, or its write keeps the first record (ON CONFLICT
+ * DO NOTHING).
  *
  *   runs.ts        prepareRun, updateRunConfig, recordStep, recordEvaluation, summarizeRun
  *   tasks.ts       sampleTasks, describeTasks

@@ -280,7 +280,7 @@ program
   .command('sim-matrix')
   .description('[SIMULATED] success rate of each harness on each task kind of a sim world, under its initial policy or a trained version')
   .option('--world <file>', 'sim world file (default: the shipped world)')
-  .option('--model <name>', 'a policy version served by the sim cluster (e.g. <runId>-step-19); the initial policy in-process when absent')
+  .option('--model <name>', 'a policy version served by the sim cluster (e.g. <runId>-<trainerModelId>-step-19); the initial policy in-process when absent')
   .option('--base-url <url>', 'the sim cluster\'s OpenAI-compatible endpoint, with --model', 'http://127.0.0.1:8765/v1')
   .option('--episodes <n>', 'episodes per cell', (v) => Number(v), 400)
   .option('--max-turns <n>', 'the run\'s max turns', (v) => Number(v), 5)

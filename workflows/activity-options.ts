@@ -13,7 +13,7 @@ export const controlActivityOptions: ActivityOptions = {
   retry,
 };
 
-/** A rollout group heartbeats after each rollout; a dead worker's group moves on within the heartbeat timeout. */
+/** A rollout group heartbeats on a clock and after each rollout; a dead worker's group moves on within the heartbeat timeout. */
 export const rolloutActivityOptions: ActivityOptions = {
   taskQueue: TASK_QUEUES.rollout,
   startToCloseTimeout: '30m',

@@ -5,6 +5,8 @@
 import OpenAI from 'openai';
 import type { ChatMessage, TurnTokens } from './trajectory';
 import { UserError } from '../errors';
+import { z } from 'zod';
+import { formatZodError } from '../zod-errors';
 
 export interface PolicyEndpoint {
   baseUrl: string;
@@ -38,11 +40,21 @@ export class PolicyResponseError extends UserError {
   override name = 'PolicyResponseError';
 }
 
-/** vLLM's extra response fields (return_token_ids), absent from the openai types. */
-interface VllmChoice {
-  token_ids?: number[];
-  logprobs?: { content?: Array<{ logprob: number }> | null } | null;
-}
+/**
+ * The parts of a chat completion training reads, with vLLM's extensions
+ * (return_token_ids), checked as they arrive: a reply outside this shape is
+ * refused naming the field, not cast.
+ */
+const ChatReply = z.object({
+  prompt_token_ids: z.array(z.number().int()).nullish(),
+  choices: z.array(
+    z.object({
+      message: z.object({ content: z.string().nullish() }),
+      token_ids: z.array(z.number().int()).nullish(),
+      logprobs: z.object({ content: z.array(z.object({ logprob: z.number() })).nullish() }).nullish(),
+    }),
+  ),
+});
 
 export class PolicyClient implements Policy {
   private readonly openai: OpenAI;
@@ -70,13 +82,15 @@ export class PolicyClient implements Policy {
       // vLLM extension: the exact prompt and completion token ids.
       return_token_ids: true,
     };
-    const response = (await this.openai.chat.completions.create(
-      body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
-    )) as OpenAI.Chat.ChatCompletion & { prompt_token_ids?: number[] };
-    const choice = response.choices[0] as (OpenAI.Chat.ChatCompletion.Choice & VllmChoice) | undefined;
+    // The openai types know no return_token_ids; the SDK sends extra body fields as they are.
+    const raw: unknown = await this.openai.chat.completions.create(body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    const parsed = ChatReply.safeParse(raw);
+    if (!parsed.success) throw new PolicyResponseError(`policy ${request.model}: the chat completion is not what this client reads:\n${formatZodError(parsed.error)}`);
+    const response = parsed.data;
+    const choice = response.choices[0];
     if (!choice) throw new PolicyResponseError(`policy ${request.model}: the response has no choices`);
-    const promptTokenIds = response.prompt_token_ids;
-    const tokenIds = choice.token_ids;
+    const promptTokenIds = response.prompt_token_ids ?? undefined;
+    const tokenIds = choice.token_ids ?? undefined;
     const logprobs = choice.logprobs?.content?.map((entry) => entry.logprob);
     if (!this.requireTokens && (!promptTokenIds || !tokenIds || !logprobs)) {
       return { content: choice.message.content ?? '', promptTokenIds: [], tokenIds: [], logprobs: [] };
