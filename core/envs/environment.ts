@@ -6,7 +6,6 @@ import type { ChatMessage, FailureType } from '../policy/trajectory';
 import type { Harness } from '../harness/harness';
 import type { TaskRef } from './task';
 
-export type { TaskRef };
 
 export interface StepOutcome {
   observation: string;

@@ -1,0 +1,217 @@
+/**
+ * Stand-ins for the activities, with the names and shapes createActivities
+ * returns, so workflow tests run in seconds without PostgreSQL, the sim
+ * cluster or a trainer. Each is a tiny deterministic function over an
+ * in-memory record of each run (what the run store would hold), and every
+ * call is logged in order for tests to read.
+ *
+ * The world they play: each training step samples `rollout.tasksPerStep`
+ * tasks; its first task is hard (every base rollout fails, so the group is
+ * dead and goes to rescue) and siblings rescue it on even samples; every
+ * other group succeeds on even samples, so it has a learning signal.
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Activities } from '../../activities';
+import { parseRunConfig, RunConfigError, type RunConfig } from '../../core/config';
+import type { TaskRef } from '../../core/envs/task';
+import type { EvaluationSummary } from '../../core/rl/evaluation';
+import type { RolloutSummary } from '../../core/rl/groups';
+import { summarizeRunSteps, type StepSummary } from '../../core/rl/step-summary';
+
+export const BASE_HARNESS = 'base';
+export const SIBLINGS = ['sibling-a', 'sibling-b', 'sibling-c'];
+const KINDS = ['sql', 'api'];
+
+export type ActivityName = keyof Activities;
+export type ActivityInput<N extends ActivityName> = Parameters<Activities[N]>[0];
+
+export interface ActivityCall {
+  name: ActivityName;
+  input: { runId: string };
+}
+
+/** The policy version the fake trainer names step `step` of run `runId`. */
+export const policyVersionAfter = (runId: string, step: number) => `${runId}-step-${step}`;
+
+export const isHardTask = (taskId: string) => taskId.endsWith('-t0');
+
+const taskRef = (taskId: string): TaskRef => ({ taskId, kind: taskId.split('-')[0] });
+
+function trainTasks(step: number, count: number): TaskRef[] {
+  return Array.from({ length: count }, (_, i) => taskRef(`${KINDS[i % KINDS.length]}-s${step}-t${i}`));
+}
+
+/** What the run store would hold for one run. */
+interface RunRecord {
+  config: RunConfig;
+  steps: StepSummary[];
+  evaluations: EvaluationSummary[];
+}
+
+interface Hold {
+  name: ActivityName;
+  matches(input: unknown): boolean;
+  reach(): void;
+  released: Promise<void>;
+}
+
+export interface HeldActivity {
+  /** Resolves when a matching call has started (and is being held). */
+  reached: Promise<void>;
+  /** Lets the held call go on. */
+  release(): void;
+}
+
+export interface FakeActivities {
+  activities: Activities;
+  /** Every call of one run, in the order they started. */
+  callsOf(runId: string): ActivityCall[];
+  /** The inputs of one activity's calls for one run, in order. */
+  inputsOf<N extends ActivityName>(name: N, runId: string): Array<ActivityInput<N>>;
+  /** Holds the next call of `name` that `when` accepts until released (a step in flight, a run summarizing). */
+  hold<N extends ActivityName>(name: N, when: (input: ActivityInput<N>) => boolean): HeldActivity;
+  /** Lets every held call go on (before the workers shut down). */
+  releaseAll(): void;
+}
+
+export function createFakeActivities(): FakeActivities {
+  const runs = new Map<string, RunRecord>();
+  const calls: ActivityCall[] = [];
+  const holds: Hold[] = [];
+  const releases: Array<() => void> = [];
+
+  const runOf = (runId: string): RunRecord => {
+    const run = runs.get(runId);
+    if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} was never prepared`, 'UnknownRun');
+    return run;
+  };
+
+  const rollouts = (plan: Array<{ harnessId: string; samples: number }>, hard: boolean): RolloutSummary[] =>
+    plan.flatMap(({ harnessId, samples }) =>
+      Array.from({ length: samples }, (_, sample) => {
+        const success = !(hard && harnessId === BASE_HARNESS) && sample % 2 === 0;
+        return { harnessId, sample, reward: success ? 1 : 0, success, failureType: success ? null : 'wrong_answer', turns: 2, tokens: 10 };
+      }),
+    );
+
+  const behaviour: Activities = {
+    async prepareRun(input) {
+      let config: RunConfig;
+      try {
+        config = parseRunConfig(input.config);
+      } catch (err) {
+        // As the real activity does: a config a user must fix is not retried.
+        if (err instanceof RunConfigError) throw ApplicationFailure.nonRetryable(err.message, err.name);
+        throw err;
+      }
+      const kept = input.continuing ? runs.get(input.runId) : undefined;
+      runs.set(input.runId, { config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [] });
+      return { config, baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true };
+    },
+
+    async sampleTasks(input) {
+      const { config } = runOf(input.runId);
+      if (input.purpose === 'train') return trainTasks(input.step, config.rollout.tasksPerStep);
+      return KINDS.map((kind) => taskRef(`${kind}-${input.purpose}-fixed`));
+    },
+
+    async describeTasks(input) {
+      return input.taskIds.map(taskRef);
+    },
+
+    async runRolloutGroup(input) {
+      return {
+        taskId: input.taskId,
+        kind: taskRef(input.taskId).kind,
+        role: input.role === 'rescue' ? 'rescue' : 'base',
+        rollouts: rollouts(input.plan, isHardTask(input.taskId)),
+      };
+    },
+
+    async chooseRescueHarnesses(input) {
+      const { config } = runOf(input.runId);
+      return {
+        taskId: input.group.taskId, kind: input.group.kind, strategy: config.router.strategy, profileVersion: input.profileVersion,
+        failureSummary: '', failureCounts: input.group.failureCounts, failureDigest: '',
+        chosen: SIBLINGS.slice(0, config.rescue.k), scores: {}, votes: [], fallback: false,
+      };
+    },
+
+    async rank1Routes() {
+      return { sql: SIBLINGS[0], api: BASE_HARNESS };
+    },
+
+    async updateRunConfig(input) {
+      runOf(input.runId).config = input.config;
+    },
+
+    async recordEvaluation(input) {
+      runOf(input.runId).evaluations.push(input.summary);
+    },
+
+    async saveProfiles(input) {
+      return { version: input.version, cells: input.taskIds.length, shift: input.version > 1 ? 0.1 : null };
+    },
+
+    async trainStep(input) {
+      const datums = input.groups.reduce((n, g) => n + g.rollouts.length, 0);
+      return {
+        policyVersion: policyVersionAfter(input.runId, input.step),
+        samplerPath: `tinker://fake/${input.runId}/step-${input.step}`,
+        datums, responseTokens: datums * 10, metrics: { loss: 0.5 }, logprobMismatch: null,
+      };
+    },
+
+    async publishPolicy() {
+      return { servers: 1, probeMeanAbsDiff: null, reloaded: 0 };
+    },
+
+    async republishPolicy() {},
+
+    async recordStep(input) {
+      runOf(input.runId).steps.push(input.summary);
+    },
+
+    async summarizeRun(input) {
+      const { config, steps, evaluations } = runOf(input.runId);
+      return summarizeRunSteps({ runId: input.runId, name: config.name, simulated: true, basePolicy: config.policy.model }, steps, evaluations);
+    },
+  };
+
+  /** Logs the call, waits while a hold keeps it, then behaves. */
+  const logged = <N extends ActivityName>(name: N, run: Activities[N]) =>
+    (async (input: ActivityInput<N>) => {
+      calls.push({ name, input });
+      const index = holds.findIndex((h) => h.name === name && h.matches(input));
+      if (index >= 0) {
+        const [held] = holds.splice(index, 1);
+        held.reach();
+        await held.released;
+      }
+      return (run as (input: ActivityInput<N>) => unknown)(input);
+    }) as Activities[N];
+
+  const activities = Object.fromEntries(
+    (Object.keys(behaviour) as ActivityName[]).map((name) => [name, logged(name, behaviour[name])]),
+  ) as Activities;
+
+  return {
+    activities,
+    callsOf: (runId) => calls.filter((c) => c.input.runId === runId),
+    inputsOf: <N extends ActivityName>(name: N, runId: string) =>
+      calls.filter((c) => c.name === name && c.input.runId === runId).map((c) => c.input as ActivityInput<N>),
+    hold(name, when) {
+      let reach!: () => void;
+      let release!: () => void;
+      const reached = new Promise<void>((resolve) => (reach = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      holds.push({ name, matches: (input) => when(input as never), reach, released });
+      releases.push(release);
+      return { reached, release };
+    },
+    releaseAll() {
+      holds.length = 0;
+      for (const release of releases) release();
+    },
+  };
+}
