@@ -35,13 +35,19 @@ export interface ResumePoint {
   profileShift?: number | null;
   /** The last evaluation, so status keeps showing it. */
   lastEvaluation?: EvaluationSummary | null;
+  /** The run was paused as it continued as new (a pause that came while it got ready to): the next execution starts paused, for this reason. */
+  pauseReason?: string | null;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
 export interface RunInput {
   config: RunConfigInput;
   resume?: ResumePoint;
-  /** Set by `harness-s run recover`: this execution continues a run whose id is already in the store. */
+  /**
+   * Set by `harness-s run recover`: this execution continues a run whose id is
+   * already in the store, and first loads its last policy on the inference
+   * servers again. Not carried across continue-as-new.
+   */
   recover?: boolean;
 }
 

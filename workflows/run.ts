@@ -86,6 +86,7 @@ class HarnessSRun {
       paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
     };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
+    if (input.resume?.pauseReason) this.pause(input.resume.pauseReason);
   }
 
   // ------------------------------------------------------------ handlers
@@ -271,7 +272,12 @@ class HarnessSRun {
     status.phase = phase;
   }
 
-  /** Continues as new from the next step, once not paused and no handler is running; a changed config is stored first. */
+  /**
+   * Continues as new from the next step, once not paused and no handler is
+   * running; a changed config is stored first, and a pause that comes
+   * meanwhile is carried over. A recovered run's republish is done: the next
+   * execution is a plain continuation.
+   */
   private async continueAsNew(): Promise<never> {
     const { status } = this;
     await condition(() => !status.paused && allHandlersFinished());
@@ -281,8 +287,8 @@ class HarnessSRun {
       resume: {
         nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
         deadSinceReanchor: [...new Set(this.deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
+        ...(status.paused ? { pauseReason: status.pauseReason } : {}),
       },
-      recover: this.input.recover,
     });
   }
 

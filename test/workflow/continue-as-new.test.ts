@@ -5,9 +5,9 @@
  * the dead groups they probe carried from one execution to the next.
  */
 import { harnessSRun } from '../../workflows';
-import { statusQuery, TASK_QUEUES, updateConfigUpdate } from '../../workflows/definitions';
+import { pauseSignal, resumeSignal, statusQuery, TASK_QUEUES, updateConfigUpdate } from '../../workflows/definitions';
 import { policyVersionAfter } from './fake-activities';
-import { smallRunConfig, startWorkflowTestEnv, type WorkflowTestEnv } from './workflow-env';
+import { sleep, smallRunConfig, startWorkflowTestEnv, waitFor, type WorkflowTestEnv } from './workflow-env';
 
 let env: WorkflowTestEnv;
 beforeAll(async () => {
@@ -80,4 +80,42 @@ test('a config change survives continue-as-new: stored once, and the continued e
   // The continued executions start from the changed config, so they need not store it again.
   expect(executions.slice(1).map((input) => (input.config as { steps: number }).steps)).toEqual(executions.slice(1).map(() => 5));
   expect(env.fakes.inputsOf('updateRunConfig', runId).map((input) => [input.fromStep, input.config.steps])).toEqual([[1, 5]]);
+});
+
+test('a recovered run republishes its policy once, not again at each continue-as-new', async () => {
+  const runId = 'recovered-long-run';
+  const handle = await env.client.workflow.start(harnessSRun, {
+    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 8 }), recover: true, resume: { nextStep: 1, policyVersion: 'policy-after-step-0', profileVersion: 1 } }],
+  });
+  await handle.result();
+  expect(env.fakes.inputsOf('prepareRun', runId).length).toBeGreaterThan(1);
+  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([{ runId, step: 0 }]);
+  expect(trainedSteps(runId)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+});
+
+test('a pause that arrives while the run stores a changed config to continue as new holds the continued run', async () => {
+  const runId = 'paused-at-continue';
+  const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
+  const storing = env.fakes.hold('updateRunConfig', (input) => input.runId === runId);
+  const handle = await env.client.workflow.start(harnessSRun, {
+    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6 }) }],
+  });
+  await step0.reached;
+  await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 7 }] });
+  step0.release();
+  await storing.reached;
+  await handle.signal(pauseSignal, { reason: 'hold it' });
+  storing.release();
+
+  const held = await waitFor('the run to hold', async () => {
+    const status = await handle.query(statusQuery);
+    return status.paused && status.phase === 'training' && status;
+  });
+  const trained = trainedSteps(runId).length;
+  await sleep(1000);
+  expect(trainedSteps(runId).length).toBe(trained);
+  expect(held).toMatchObject({ paused: true, pauseReason: 'hold it' });
+  await handle.signal(resumeSignal);
+  expect((await handle.result()).stepsCompleted).toBe(7);
 });
