@@ -8,6 +8,7 @@
 import type { Client } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
 import { mapWithConcurrency } from '../core/concurrency';
+import { CI_METHOD, pairedDifference, rateStdErr, type PairedDifference } from '../core/stats';
 import type { RunSummary } from '../workflows/definitions';
 import { newRunId, rootCauseMessage, startRun, UserError } from './runs';
 
@@ -26,6 +27,8 @@ export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
 export interface ArmFigures {
   /** Eval-split success under the base harness after the last step. */
   baseSuccessEnd: number;
+  /** Its standard error within the run (binomial over the final evaluation's base rollouts). */
+  baseSuccessEndStdErr: number;
   /** Eval-split success under Rank-1 routing after the last step. */
   rank1SuccessEnd: number;
   /** Fraction of groups per step with a non-zero advantage, mean over steps. */
@@ -36,11 +39,22 @@ export interface ArmFigures {
   extraRollouts: number;
 }
 
+/** The figures compared between arms (the standard error is per run, not compared). */
+export const COMPARED_FIGURES = ['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction', 'rescueRate', 'extraRollouts'] as const;
+export type ComparedFigure = (typeof COMPARED_FIGURES)[number];
+
 export interface CompareResult {
   simulated: boolean;
   seeds: number[];
   /** Mean over seeds, per arm. */
   arms: Record<string, ArmFigures>;
+  /**
+   * Per pair of arms ("<later arm> - <earlier arm>", in the order given), per
+   * figure: the mean difference over the seeds both finished, with its
+   * confidence interval (`ciMethod`) and whether the interval excludes 0.
+   */
+  diffs: Record<string, Record<ComparedFigure, PairedDifference>>;
+  ciMethod: string;
   /** arm -> seed -> the run's figures and id. */
   runs: Record<string, Record<string, ArmFigures & { runId: string }>>;
   /** Runs that did not finish; their arms' means are over the other seeds (an arm with none is left out). */
@@ -55,9 +69,18 @@ export interface ComparePlan {
   config: RunConfig;
 }
 
-/** Every (arm, seed) run with its validated config; a bad arm or config fails before anything starts. */
-export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date()): ComparePlan[] {
+/**
+ * Every (arm, seed) run with its validated config; a bad arm or config fails
+ * before anything starts. `world`: a sim world file every arm runs on (its
+ * env.world).
+ */
+export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string): ComparePlan[] {
   if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
+  if (world !== undefined) {
+    const env = section(raw as RawConfig, 'env');
+    if ((env.kind ?? 'sim') !== 'sim') throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
+    raw = { ...(raw as RawConfig), env: { ...env, kind: 'sim', world } };
+  }
   const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
   if (unknown.length) throw new UserError(`compare: unknown arm ${unknown.join(', ')} (arms: ${Object.keys(COMPARE_ARMS).join(', ')})`);
   if (arms.length === 0 || seeds.length === 0) throw new UserError('compare: give at least one arm and one seed');
@@ -83,8 +106,10 @@ export function armFigures(summary: RunSummary): ArmFigures {
   if (summary.baseEvalEnd === null || summary.rank1EvalEnd === null) {
     throw new Error(`run ${summary.runId} has no final evaluation; compare needs one`);
   }
+  const last = summary.evaluations.at(-1);
   return {
     baseSuccessEnd: summary.baseEvalEnd,
+    baseSuccessEndStdErr: rateStdErr(summary.baseEvalEnd, last?.base.rollouts ?? 0),
     rank1SuccessEnd: summary.rank1EvalEnd,
     liveGroupFraction: summary.liveGroupFraction ?? 0,
     rescueRate: summary.deadGroups ? summary.rescuedGroups / summary.deadGroups : 0,
@@ -96,6 +121,7 @@ export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
   const mean = (key: keyof ArmFigures) => runs.reduce((n, r) => n + r[key], 0) / runs.length;
   return {
     baseSuccessEnd: mean('baseSuccessEnd'),
+    baseSuccessEndStdErr: mean('baseSuccessEndStdErr'),
     rank1SuccessEnd: mean('rank1SuccessEnd'),
     liveGroupFraction: mean('liveGroupFraction'),
     rescueRate: mean('rescueRate'),
@@ -142,9 +168,25 @@ export async function runCompare(options: {
     simulated: plan.every((p) => p.config.env.kind === 'sim'),
     seeds: [...new Set(plan.map((p) => p.seed))],
     arms: Object.fromEntries(arms.map((arm) => [arm, meanFigures(Object.values(runs[arm]))])),
+    diffs: armDiffs(arms, runs),
+    ciMethod: CI_METHOD,
     runs,
     failures,
   };
+}
+
+/** Every later arm minus every earlier one, paired by the seeds both finished. */
+export function armDiffs(arms: readonly string[], runs: CompareResult['runs']): CompareResult['diffs'] {
+  const diffs: CompareResult['diffs'] = {};
+  arms.forEach((b, i) => {
+    for (const a of arms.slice(i + 1)) {
+      const seeds = Object.keys(runs[a] ?? {}).filter((seed) => runs[b]?.[seed]);
+      diffs[`${a} - ${b}`] = Object.fromEntries(
+        COMPARED_FIGURES.map((figure) => [figure, pairedDifference(seeds.map((s) => runs[a][s][figure]), seeds.map((s) => runs[b][s][figure]))]),
+      ) as Record<ComparedFigure, PairedDifference>;
+    }
+  });
+  return diffs;
 }
 
 export function compareText(result: CompareResult): string {
@@ -155,10 +197,21 @@ export function compareText(result: CompareResult): string {
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const points = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
+  const diffLines = Object.entries(result.diffs).flatMap(([pair, figures]) => [
+    `${pair} (${figures.baseSuccessEnd.n} seeds):`,
+    ...(['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction'] as const).map((figure) => {
+      const d = figures[figure];
+      return `  ${figure.padEnd(18)} ${points(d.mean)} points, CI [${points(d.lo)}, ${points(d.hi)}]${d.excludesZero ? '  excludes 0' : ''}`;
+    }),
+  ]);
+  const stdErrs = Object.entries(result.arms).map(([arm, f]) => `${arm} ${(f.baseSuccessEndStdErr * 100).toFixed(1)}`).join(', ');
   return [
     `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split`,
     line(header),
     ...rows.map(line),
+    `standard error of base success end within one run (points, binomial over its eval rollouts): ${stdErrs}`,
+    ...(diffLines.length ? [`differences, paired by seed (${result.ciMethod}):`, ...diffLines] : []),
     ...result.failures.map((f) => `FAILED: ${f.arm} seed ${f.seed} (${f.runId}): ${f.error}`),
   ].join('\n');
 }

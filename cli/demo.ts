@@ -1,12 +1,15 @@
 /**
  * `npm run demo`: the embedded stack, one SIMULATED training run with live
- * progress, and its summary. Stops what it started.
+ * progress, its report (.data/reports/<run id>/index.html) and its summary.
+ * Stops what it started.
  */
+import { RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
 import { createLogger } from '../workers/logger';
 import type { RunSummary } from '../workflows/definitions';
 import { connectClient, newRunId, readConfigFile, startRun, validateConfig } from './runs';
 import { watchRun } from './watch';
+import { defaultReportDir, writeRunReport } from './report/run-report';
 
 export async function runDemo(options: { configFile: string; steps?: number; log: (line: string) => void }): Promise<RunSummary> {
   const { log } = options;
@@ -23,6 +26,12 @@ export async function runDemo(options: { configFile: string; steps?: number; log
     log(`Temporal Web UI: ${stack.temporal.uiUrl}/namespaces/default/workflows/${encodeURIComponent(runId)}`);
     await watchRun(client, runId, (line) => (line.startsWith('step') ? log(line) : undefined), 500);
     const summary = await handle.result();
+    const store = RunStore.connect(stack.databaseUrl);
+    try {
+      log(`report: ${await writeRunReport({ store, runId, dir: defaultReportDir(runId) })}`);
+    } finally {
+      await store.close();
+    }
     log(`demo finished in ${((Date.now() - started) / 1000).toFixed(1)}s; Web UI: ${stack.temporal.uiUrl}`);
     return summary;
   } finally {

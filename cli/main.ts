@@ -2,6 +2,7 @@
  * `harness-s`: bring up the embedded stack, launch and operate runs.
  * Progress goes to stderr, results to stdout; --json for scripts.
  */
+import path from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
@@ -31,6 +32,8 @@ import {
 import { watchRun } from './watch';
 import { profilesText, profilesView } from './profiles';
 import { COMPARE_ARMS, compareText, planCompare, runCompare } from './compare';
+import { defaultReportDir, writeRunReport } from './report/run-report';
+import { writeCompareReport } from './report/compare-report';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -351,9 +354,11 @@ program
   .option('--seeds <list>', 'comma-separated seeds', '1,2,3')
   .option('--steps <n>', "override the config's steps", positiveInt('--steps'))
   .option('--parallel <n>', 'runs at once', positiveInt('--parallel'), 3)
+  .option('--world <file>', "sim configs: the world every arm runs on (the embedded sim cluster loads it too); default: the config's env.world, else the shipped world")
   .option('--attach', 'use the Temporal server and workers at $TEMPORAL_ADDRESS instead of starting the embedded stack')
-  .option('--json', 'machine-readable: {"arms": {"<arm>": {...figures}}, ...}')
-  .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; attach?: boolean; json?: boolean }) => {
+  .option('--report <dir>', 'also write the compare report (curves per arm with seed bands, the difference CIs) to DIR/index.html')
+  .option('--json', 'machine-readable: {"arms": {"<arm>": {...figures}}, "diffs": {"<arm> - <arm>": {"<figure>": {"mean", "lo", "hi", "excludesZero"}}}, ...}')
+  .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; world?: string; attach?: boolean; report?: string; json?: boolean }) => {
     const seeds = opts.seeds.split(',').map((v) => {
       const n = Number(v.trim());
       if (v.trim() === '' || !Number.isInteger(n) || n < 0) throw new UserError(`--seeds: '${v}' is not a whole number >= 0 (give e.g. --seeds 1,2,3)`);
@@ -361,13 +366,19 @@ program
     });
     const arms = opts.arms.split(',').map((a) => a.trim()).filter(Boolean);
     const { raw } = readConfigFile(opts.config);
-    const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds);
+    const world = opts.world === undefined ? undefined : path.resolve(opts.world);
+    const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds, new Date(), world);
     progress(`compare: ${arms.length} arms x ${seeds.length} seeds = ${plan.length} runs, ${opts.parallel} at a time`);
-    const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log: progress });
+    const simWorld = plan[0].config.env.kind === 'sim' ? plan[0].config.env.world : undefined;
+    const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log: progress, world: simWorld });
     try {
       const result = await runCompare({ client: await connectClient(), plan, parallel: opts.parallel, progress });
       if (opts.json) printJson(result);
       else print(compareText(result));
+      if (opts.report) {
+        const dir = opts.report;
+        await withStore(async (store) => progress(`compare report: ${await writeCompareReport({ store, result, dir })}`));
+      }
       if (result.failures.length) process.exitCode = 1;
     } finally {
       await stack?.stop();
@@ -385,6 +396,16 @@ profiles
       const view = await profilesView(store, runId, opts.version);
       if (opts.json) return printJson(view);
       print(profilesText(view, (await store.getRun(runId))?.env === 'sim'));
+    });
+  }));
+
+program
+  .command('report <run>')
+  .description('write a self-contained HTML page of a run\'s charts (inline SVG; viewing it needs no network)')
+  .option('--out <dir>', 'directory for index.html (default .data/reports/<run>)')
+  .action(action(async (runId: string, opts: { out?: string }) => {
+    await withStore(async (store) => {
+      print(await writeRunReport({ store, runId, dir: opts.out ?? defaultReportDir(runId) }));
     });
   }));
 

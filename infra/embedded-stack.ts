@@ -25,8 +25,16 @@ export interface EmbeddedStack {
   stop(): Promise<void>;
 }
 
-export async function startEmbeddedStack(options: { logger: Logger; log: (line: string) => void; withSimCluster?: boolean }): Promise<EmbeddedStack> {
+export async function startEmbeddedStack(options: {
+  logger: Logger;
+  log: (line: string) => void;
+  withSimCluster?: boolean;
+  /** The sim cluster's world file (the shipped world when absent); runs on it must name the same file in env.world. */
+  world?: string;
+}): Promise<EmbeddedStack> {
   const { logger, log } = options;
+  // Read first: a bad world file fails before anything starts.
+  const world = options.withSimCluster === false ? null : loadSimWorld(options.world);
   installQuietTemporalRuntime();
   const temporal = await startDevServer({ log });
   const databaseUrl = databaseUrlFromEnv();
@@ -42,11 +50,10 @@ export async function startEmbeddedStack(options: { logger: Logger; log: (line: 
   log(`run store ready (PostgreSQL ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname})`);
   const store = RunStore.connect(databaseUrl);
 
-  const sim =
-    options.withSimCluster === false
-      ? null
-      : await startSimCluster({ world: loadSimWorld(), dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }) });
-  if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}`);
+  const sim = world
+    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }) })
+    : null;
+  if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}, world '${world!.name}'${options.world ? ` (${options.world})` : ''}`);
 
   const connection = await NativeConnection.connect({ address: temporal.address });
   const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });

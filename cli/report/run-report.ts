@@ -1,0 +1,130 @@
+/**
+ * `harness-s report RUN`: a run as one self-contained HTML page of charts,
+ * read from the run store: success and live groups per step, evaluations,
+ * dead and rescued groups, the profile heatmaps per version, router picks,
+ * trainer metrics and the log-prob mismatch.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseRunConfig } from '../../core/config';
+import type { EvaluationSummary } from '../../core/rl/evaluation';
+import { summarizeRunSteps, type RunSummary } from '../../core/rl/step-summary';
+import type { BehaviorProfiles } from '../../core/router/profiles';
+import type { RunStore, StoredRoutingDecision } from '../../core/store/run-store';
+import type { StoredStepSummary } from '../../core/store/rows';
+import { DATA_DIR } from '../../infra/temporal-dev-server';
+import { UserError } from '../runs';
+import {
+  deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart, type Chart,
+} from './charts';
+import { chartSections, renderPage, type Table } from './html';
+
+export interface RunReportData {
+  runId: string;
+  name: string;
+  env: string;
+  simulated: boolean;
+  stepsConfigured: number;
+  createdAt: Date;
+  steps: StoredStepSummary[];
+  evaluations: EvaluationSummary[];
+  /** Every profile version, oldest first. */
+  profiles: BehaviorProfiles[];
+  decisions: StoredRoutingDecision[];
+  summary: RunSummary;
+}
+
+/** Where a run's report goes by default: .data/reports/<run id>/. */
+export function defaultReportDir(id: string): string {
+  return path.join(DATA_DIR, 'reports', id.replace(/[^A-Za-z0-9._-]/g, '_'));
+}
+
+export async function loadRunReport(store: RunStore, runId: string): Promise<RunReportData> {
+  const run = await store.getRun(runId);
+  if (!run) throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
+  const config = parseRunConfig(run.config, `stored config of run ${runId}`);
+  const simulated = config.env.kind === 'sim';
+  const steps = (await store.steps(runId)).map((s) => s.summary);
+  const evaluations = await store.evaluations(runId);
+  const profiles: BehaviorProfiles[] = [];
+  for (const { version } of await store.profileVersions(runId)) {
+    const stored = await store.profiles(runId, version);
+    if (stored) profiles.push(stored);
+  }
+  return {
+    runId, name: run.name, env: config.env.kind, simulated, stepsConfigured: config.steps, createdAt: run.createdAt,
+    steps, evaluations, profiles,
+    decisions: await store.routingDecisions(runId),
+    summary: summarizeRunSteps({ runId, name: run.name, simulated, basePolicy: config.policy.model }, steps, evaluations),
+  };
+}
+
+export function runReportCharts(data: RunReportData): Chart[] {
+  const { steps, simulated } = data;
+  const versions = data.profiles.map((profiles) => ({ label: profileVersionLabel(profiles, steps), profiles }));
+  return [
+    stepSuccessChart(steps, simulated),
+    evaluationChart(data.evaluations, simulated),
+    deadRescuedChart(steps, simulated),
+    rescueHeatmapChart(versions, simulated),
+    routerPicksChart(data.decisions, new Map(versions.map((v) => [v.profiles.version, v.label])), simulated),
+    trainerMetricsChart(steps, simulated),
+    logprobMismatchChart(steps, simulated),
+  ];
+}
+
+const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
+const reward = (mean: number | null, stdErr: number | null) => (mean === null ? '-' : `${mean.toFixed(3)} ± ${(stdErr ?? 0).toFixed(3)}`);
+
+function runFacts(data: RunReportData): Array<[string, string]> {
+  const s = data.summary;
+  return [
+    ['run id', data.runId],
+    ['name', data.name],
+    ['env', `${data.env}${data.simulated ? ' (SIMULATED)' : ''}`],
+    ['steps', `${s.stepsCompleted} of ${data.stepsConfigured} completed`],
+    ['final policy version', s.policyVersion],
+    ['base-harness success', `${pct(s.baseSuccessStart)} at the first step -> ${pct(s.baseSuccessEnd)} at the last`],
+    ['mean reward (base, ± standard error)', `${reward(s.rewardStart, s.rewardStartStdErr)} -> ${reward(s.rewardEnd, s.rewardEndStdErr)}`],
+    ['dead groups', String(s.deadGroups)],
+    ['groups rescued', `${s.rescuedGroups} (${s.rescueRollouts} rescue rollouts)`],
+    ['live-group fraction', `${pct(s.liveGroupFraction)} (mean over steps)`],
+    ['eval split at the end', s.baseEvalEnd === null ? 'not evaluated' : `base harness ${pct(s.baseEvalEnd)}, Rank-1 routing ${pct(s.rank1EvalEnd)} (after ${s.evaluations.at(-1)!.afterSteps} steps)`],
+    ['trainer/sampler mismatch', s.logprobMismatch === null ? '-' : `mean |Δ log-prob| ${s.logprobMismatch.toExponential(2)} over the trained tokens`],
+    ['profile versions', data.profiles.map((p) => `v${p.version}`).join(', ') || '-'],
+    ['started', data.createdAt.toISOString()],
+  ];
+}
+
+function siblingTable(summary: RunSummary): Table {
+  const rate = (x: { groupsChosen: number; groupsRescued: number }) => (x.groupsChosen ? pct(x.groupsRescued / x.groupsChosen) : '-');
+  return {
+    header: ['sibling', 'groups rescued / chosen', 'rate', 'first half', 'second half', 'by task kind'],
+    numeric: [1, 2, 3, 4],
+    rows: Object.entries(summary.siblings)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([id, stats]) => [
+        id, `${stats.groupsRescued} / ${stats.groupsChosen}`, rate(stats), rate(stats.firstHalf), rate(stats.secondHalf),
+        Object.entries(stats.byKind).sort(([a], [b]) => a.localeCompare(b)).map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`).join(', '),
+      ]),
+  };
+}
+
+export async function runReportPage(data: RunReportData, generatedAt = new Date()): Promise<string> {
+  const sections = await chartSections(runReportCharts(data));
+  sections.push({
+    kind: 'table', id: 'siblings', title: 'Rescue record per sibling',
+    caption: 'Dead groups each sibling was chosen for, and how many of them it rescued (a success among its rescue rollouts), over the whole run and its two halves.',
+    table: siblingTable(data.summary),
+  });
+  return renderPage({ title: `Harness-S run ${data.runId}`, simulated: data.simulated, facts: runFacts(data), sections, generatedAt });
+}
+
+/** Writes the run's report to `dir/index.html`; returns that path. */
+export async function writeRunReport(options: { store: RunStore; runId: string; dir: string }): Promise<string> {
+  const html = await runReportPage(await loadRunReport(options.store, options.runId));
+  await mkdir(options.dir, { recursive: true });
+  const file = path.resolve(options.dir, 'index.html');
+  await writeFile(file, html);
+  return file;
+}

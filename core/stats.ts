@@ -1,0 +1,38 @@
+/**
+ * Statistics for comparing runs: a paired difference over seeds with its
+ * Student-t confidence interval. Arms of a compare share their seed (same
+ * tasks at every step, same eval split), so their figures pair by seed and
+ * the seed-to-seed spread cancels out of the difference.
+ */
+import tQuantile from '@stdlib/stats-base-dists-t-quantile';
+
+export interface PairedDifference {
+  /** Seeds in both arms. */
+  n: number;
+  mean: number;
+  /** The confidence interval of the mean difference (equal to the mean when n < 2: no spread to go by). */
+  lo: number;
+  hi: number;
+  /** The interval lies wholly above or below 0. */
+  excludesZero: boolean;
+}
+
+export const CI_METHOD = 'paired t over seeds, 95%';
+
+/** a - b, paired by index: mean and its 95% Student-t interval (df = n - 1). */
+export function pairedDifference(a: readonly number[], b: readonly number[], level = 0.95): PairedDifference {
+  if (a.length !== b.length) throw new Error(`paired difference of ${a.length} and ${b.length} values`);
+  const d = a.map((x, i) => x - b[i]);
+  const n = d.length;
+  if (n === 0) return { n, mean: 0, lo: 0, hi: 0, excludesZero: false };
+  const mean = d.reduce((s, x) => s + x, 0) / n;
+  if (n < 2) return { n, mean, lo: mean, hi: mean, excludesZero: false };
+  const sd = Math.sqrt(d.reduce((s, x) => s + (x - mean) ** 2, 0) / (n - 1));
+  const half = tQuantile(1 - (1 - level) / 2, n - 1) * (sd / Math.sqrt(n));
+  return { n, mean, lo: mean - half, hi: mean + half, excludesZero: mean - half > 0 || mean + half < 0 };
+}
+
+/** Standard error of a success rate measured over `trials` independent trials (binomial). */
+export function rateStdErr(rate: number, trials: number): number {
+  return trials > 0 ? Math.sqrt((rate * (1 - rate)) / trials) : 0;
+}
