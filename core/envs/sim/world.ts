@@ -5,6 +5,27 @@
  * turn; harnesses change what it picks (prompted effects: hint lines in the
  * system prompt that bias the policy's logits, so training can learn them) or
  * do the work themselves (scaffolded effects: masked out of training).
+ *
+ * How rescue reaches the base harness (the transfer the method relies on):
+ * - Prompted: a hint adds a constant to a behaviour's logit; the logits are
+ *   the policy's parameters, one per (kind, previous action, action), shared
+ *   by every context with or without hints. A rescued trajectory is trained
+ *   in its own context (the sibling's prompt), and the importance-sampling
+ *   gradient of each sampled token lands on those shared logits
+ *   (d log p_hint(a) / d logit(a) = 1 - p_hint(a)): a successful hinted
+ *   trajectory raises what it did and lowers what it did not do (finishing
+ *   early) for the base harness too, a little less than an unhinted success
+ *   would, since the hint already made its actions likely.
+ * - Scaffolded: the harness's own work enters as observations (mask 0), and
+ *   the policy's next choice is made in the `harness` context, which the base
+ *   harness never shows: nothing of it reaches the base policy. (A format
+ *   repair is the exception: the policy's own `Maybe:` token stays trained.)
+ * How far the base policy moves is bounded by the training budget: with Adam
+ * each step moves a logit by about the learning rate. Measured on the shipped
+ * world (README, "What the sim shows"): at learning rate 0.05 for 20 steps
+ * Harness-S's base-harness gain over policy-only is within noise; at 0.2 it is
+ * +15.9 points, 95% CI [+6.6, +25.2], while the scaffolded control world
+ * (examples/sim-worlds/scaffolded.json) gives +1.4, CI [-12.8, +15.6].
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
