@@ -5,7 +5,7 @@
  */
 import { Context } from '@temporalio/activity';
 
-/** How often a clocked activity tells Temporal it is alive (its heartbeat timeout is 30 s). */
+/** How often a clocked activity tells Temporal it is alive (heartbeat timeouts: 15 s for rollouts, 30 s for the trainer and publishing). */
 export const HEARTBEAT_CLOCK_MS = 5000;
 
 export async function withHeartbeatClock<T>(details: () => unknown, work: () => Promise<T>): Promise<T> {

@@ -13,6 +13,7 @@
  *   train-step.ts  trainStep                       (task queue harness-s-trainer)
  *   publish.ts     publishPolicy, republishPolicy
  */
+import { asNonRetryable } from './failures';
 import { createPublishActivities } from './publish';
 import { createRolloutActivities } from './rollouts';
 import { createRoutingActivities } from './routing';
@@ -27,14 +28,29 @@ export type { PublishSummary } from './publish';
 
 export function createActivities(deps: ActivityDeps) {
   const context = createRunContext(deps);
-  return {
+  return userErrorsFailAtOnce({
     ...createRunActivities(deps, context),
     ...createTaskActivities(context),
     ...createRolloutActivities(deps, context),
     ...createRoutingActivities(deps, context),
     trainStep: createTrainStep(deps, context),
     ...createPublishActivities(deps, context),
-  };
+  });
+}
+
+/** Every activity, wrapped so that an error a user must fix (wherever it is thrown) fails the run at once (failures.ts). */
+function userErrorsFailAtOnce<T extends Record<string, (input: never) => Promise<unknown>>>(activities: T): T {
+  const wrapped = Object.entries(activities).map(([name, activity]) => [
+    name,
+    async (input: never) => {
+      try {
+        return await activity(input);
+      } catch (err) {
+        return asNonRetryable(err);
+      }
+    },
+  ]);
+  return Object.fromEntries(wrapped) as T;
 }
 
 export type Activities = ReturnType<typeof createActivities>;

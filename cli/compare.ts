@@ -202,6 +202,8 @@ export function compareText(result: CompareResult): string {
     `${pair} (${figures.baseSuccessEnd.n} seeds):`,
     ...(['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction'] as const).map((figure) => {
       const d = figures[figure];
+      if (d.n === 0) return `  ${figure.padEnd(18)} no seed finished in both arms`;
+      if (d.n === 1) return `  ${figure.padEnd(18)} ${points(d.mean)} points, one seed: no interval`;
       return `  ${figure.padEnd(18)} ${points(d.mean)} points, CI [${points(d.lo)}, ${points(d.hi)}]${d.excludesZero ? '  excludes 0' : ''}`;
     }),
   ]);

@@ -354,7 +354,7 @@ program
   .option('--seeds <list>', 'comma-separated seeds', '1,2,3')
   .option('--steps <n>', "override the config's steps", positiveInt('--steps'))
   .option('--parallel <n>', 'runs at once', positiveInt('--parallel'), 3)
-  .option('--world <file>', "sim configs: the world every arm runs on (the embedded sim cluster loads it too); default: the config's env.world, else the shipped world")
+  .option('--world <file>', "sim configs: the world every arm runs on (the embedded sim cluster loads it too; with --attach, start your sim cluster with the same --world); default: the config's env.world, else the shipped world")
   .option('--attach', 'use the Temporal server and workers at $TEMPORAL_ADDRESS instead of starting the embedded stack')
   .option('--report <dir>', 'also write the compare report (curves per arm with seed bands, the difference CIs) to DIR/index.html')
   .option('--json', 'machine-readable: {"arms": {"<arm>": {...figures}}, "diffs": {"<arm> - <arm>": {"<figure>": {"mean", "lo", "hi", "excludesZero"}}}, ...}')

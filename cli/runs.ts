@@ -21,10 +21,10 @@ import {
   type RunStatus,
   type RunSummary,
 } from '../workflows/definitions';
+import { UserError } from '../core/errors';
 
-export class UserError extends Error {
-  override name = 'UserError';
-}
+/** The CLI's user errors are core's: any of them exits 2 with its message alone. */
+export { UserError };
 
 /** A failed run's message as the user needs it: the innermost cause (the activity's own error), not "workflow failed". */
 export function rootCauseMessage(err: unknown): string {

@@ -223,7 +223,6 @@ export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
   return parsed.data;
 }
 
-/** The JSON Schema of what a user may write (the input side: defaults are optional). */
 /**
  * A run stored before evaluation existed keeps what it began with, for good:
  * its stored config (complete, with defaults) has no `eval` section, and it
@@ -236,6 +235,7 @@ export function keepPreEvaluationShape(config: RunConfig, storedConfig: unknown)
   return beforeEvaluation ? { ...config, eval: { ...config.eval, enabled: false, heldOut: 0 } } : config;
 }
 
+/** The JSON Schema of what a user may write (the input side: defaults are optional). */
 export function runConfigJsonSchema(): unknown {
   return z.toJSONSchema(RunConfig, { io: 'input', unrepresentable: 'any' });
 }

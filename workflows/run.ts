@@ -86,7 +86,7 @@ class HarnessSRun {
       paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
     };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
-    if (input.resume?.pauseReason) this.pause(input.resume.pauseReason);
+    if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
   }
 
   // ------------------------------------------------------------ handlers
@@ -287,7 +287,7 @@ class HarnessSRun {
       resume: {
         nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
         deadSinceReanchor: [...new Set(this.deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
-        ...(status.paused ? { pauseReason: status.pauseReason } : {}),
+        ...(status.paused ? { pauseReason: status.pauseReason ?? '' } : {}),
       },
     });
   }

@@ -47,7 +47,7 @@ function differenceTable(result: CompareResult): Table {
     numeric: [2, 3, 5],
     rows: Object.entries(result.diffs).flatMap(([pair, figures]) =>
       Object.entries(figures).map(([figure, d]) => [
-        pair, figureName(figure), signed(figure, d.mean), `[${signed(figure, d.lo)}, ${signed(figure, d.hi)}]`, d.excludesZero ? 'yes' : 'no', String(d.n),
+        pair, figureName(figure), signed(figure, d.mean), d.n < 2 ? 'none (fewer than 2 seeds)' : `[${signed(figure, d.lo)}, ${signed(figure, d.hi)}]`, d.excludesZero ? 'yes' : 'no', String(d.n),
       ]),
     ),
   };

@@ -133,7 +133,8 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   }
   const record: TrainerStepRecord = {
     runId, step, modelId, samplerPath, policyVersion: policyVersionName(runId, modelId, step),
-    datums: datums.length, responseTokens, metrics, probe,
+    datums: datums.length, responseTokens, metrics: finiteMetrics(metrics, (dropped) => logger.warn({ runId, step, dropped }, 'trainer metrics that are not finite numbers are left out')),
+    probe,
   };
   await store.recordTrainerStep(record);
   logger.info({ runId, step, modelId, datums: datums.length, responseTokens, samplerPath, mismatch }, 'trainer step done');
@@ -184,6 +185,17 @@ async function trainerModel(deps: TrainerStepDeps, input: TrainerStepInput): Pro
   }
   logger.info({ runId, modelId: claimed.modelId, sessionId: claimed.sessionId }, 'trainer model ready');
   return claimed.modelId;
+}
+
+/**
+ * The metrics that are finite numbers: JSON (the run store, workflow
+ * histories) has no NaN or infinity, and a diverged loss must not make the
+ * step's record unreadable.
+ */
+function finiteMetrics(metrics: Record<string, number>, onDropped: (names: string[]) => void): Record<string, number> {
+  const dropped = Object.keys(metrics).filter((name) => !Number.isFinite(metrics[name]));
+  if (dropped.length > 0) onDropped(dropped);
+  return Object.fromEntries(Object.entries(metrics).filter(([, value]) => Number.isFinite(value)));
 }
 
 /** The step's first trajectory sample in batch order: the probe sequence. */

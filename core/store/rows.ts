@@ -22,11 +22,25 @@ export function parseRow<T extends z.ZodType>(schema: T, value: unknown, where: 
 
 const Counts = z.record(z.string(), z.number());
 
+/** Metrics as JSON keeps them: a non-finite number became null (rows written before they were left out); nulls are dropped. */
+const Metrics = z
+  .record(z.string(), z.number().nullable())
+  .transform((m) => Object.fromEntries(Object.entries(m).filter((e): e is [string, number] => e[1] !== null)));
+
 const SiblingStepStats = z.object({ groupsChosen: z.number(), groupsRescued: z.number(), rollouts: z.number(), successes: z.number() });
 
 const LogprobMismatch = z.object({
   tokens: z.number(), meanAbsDiff: z.number(), ratioMean: z.number(), ratioStd: z.number(), ratioMin: z.number(), ratioMax: z.number(),
 });
+
+/** A mismatch with a non-finite figure (null in JSON) reads as not measured. */
+const StoredMismatch = z
+  .unknown()
+  .optional()
+  .transform((value) => {
+    const parsed = LogprobMismatch.safeParse(value);
+    return parsed.success ? parsed.data : null;
+  });
 
 /** steps.summary (core/rl/step-summary.ts StepSummary). */
 export const StoredStepSummary = z.object({
@@ -47,9 +61,9 @@ export const StoredStepSummary = z.object({
   liveGroupFraction: z.number(),
   siblings: z.record(z.string(), z.record(z.string(), SiblingStepStats)),
   datums: z.number(),
-  trainerMetrics: Counts,
+  trainerMetrics: Metrics,
   /** Absent from steps recorded before the trainer/sampler mismatch and the publish probe were measured. */
-  logprobMismatch: LogprobMismatch.nullable().default(null),
+  logprobMismatch: StoredMismatch,
   publishProbeMeanAbsDiff: z.number().nullable().default(null),
   durationSeconds: z.number(),
 });
@@ -80,7 +94,8 @@ const ProfileCell = z.object({
 
 const KindCell = z.object({
   harnessId: z.string(), kind: z.string(), attempts: z.number(), successes: z.number(), totalTurns: z.number(),
-  rescueAttempts: z.number(), rescueSuccesses: z.number(), rescueTurns: z.number(), rescueTokens: z.number(),
+  /** Absent from per-kind cells stored before rescue evidence was kept per kind. */
+  rescueAttempts: z.number().default(0), rescueSuccesses: z.number().default(0), rescueTurns: z.number().default(0), rescueTokens: z.number().default(0),
 });
 
 /** profiles.cells: a profile version's evidence. */
@@ -109,6 +124,6 @@ export const StoredRoutingColumns = z.object({
 
 /** trainer_steps: metrics and the publish probe. */
 export const StoredTrainerStepColumns = z.object({
-  metrics: Counts,
+  metrics: Metrics,
   probe: z.object({ tokens: z.array(z.number()), positions: z.array(z.number()), logprobs: z.array(z.number()) }).nullable(),
 });

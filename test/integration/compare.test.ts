@@ -52,7 +52,7 @@ test('the arms of a seed train on identical task samples and evaluate on identic
   expect(result.arms['harness-s'].liveGroupFraction).toBeCloseTo((live[0] + live[1]) / 2, 12);
 });
 
-test('`harness-s compare --json` prints each arm with the five figures', async () => {
+test('`harness-s compare --json` prints each arm with its figures and the paired difference with its interval', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-compare-'));
   const file = path.join(dir, 'config.json');
   writeFileSync(file, JSON.stringify({ config: stack.config({ steps: 1 }) }));
@@ -64,9 +64,14 @@ test('`harness-s compare --json` prints each arm with the five figures', async (
   const output = JSON.parse(stdout);
   expect(Object.keys(output.arms)).toEqual(['policy-only', 'harness-s']);
   for (const figures of Object.values(output.arms)) {
-    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate']);
+    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate']);
   }
   expect(output.arms['policy-only'].extraRollouts).toBe(0);
+  expect(output.arms['policy-only'].baseSuccessEndStdErr).toEqual(expect.any(Number));
+  // One seed: the difference, but no interval to go by.
+  const diff = output.diffs['harness-s - policy-only'].baseSuccessEnd;
+  expect(diff).toEqual({ n: 1, mean: output.arms['harness-s'].baseSuccessEnd - output.arms['policy-only'].baseSuccessEnd, lo: diff.mean, hi: diff.mean, excludesZero: false });
+  expect(output.ciMethod).toBe('paired t over seeds, 95%');
 });
 
 test('an unknown arm is refused before any run starts', () => {

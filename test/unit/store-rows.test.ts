@@ -31,3 +31,17 @@ test('a stored row that is not what this version reads is refused with where and
 test('profile cells stored before the base harness and per-kind cells were kept read with null and none', () => {
   expect(parseRow(StoredProfileCells, { priorStrength: 2, cells: [] }, 'profiles row')).toEqual({ priorStrength: 2, baseHarnessId: null, cells: [], kindCells: [] });
 });
+
+test('metrics a diverged trainer reported as NaN (stored as null) are left out, and the row still reads', () => {
+  const stored = JSON.parse(JSON.stringify({ ...step, trainerMetrics: { loss: Number.NaN, grad_norm: 1.5 }, logprobMismatch: { tokens: 3, meanAbsDiff: Number.NaN, ratioMean: 1, ratioStd: 0, ratioMin: 1, ratioMax: 1 } }));
+  const parsed = parseRow(StoredStepSummary, stored, 'steps row');
+  expect(parsed.trainerMetrics).toEqual({ grad_norm: 1.5 });
+  expect(parsed.logprobMismatch).toBeNull();
+});
+
+test('per-kind profile cells stored before rescue evidence was kept per kind read with zeros', () => {
+  const cell = { harnessId: 'ar', kind: 'lookup', attempts: 4, successes: 1, totalTurns: 9 };
+  expect(parseRow(StoredProfileCells, { priorStrength: 2, cells: [], kindCells: [cell] }, 'profiles row').kindCells).toEqual([
+    { ...cell, rescueAttempts: 0, rescueSuccesses: 0, rescueTurns: 0, rescueTokens: 0 },
+  ]);
+});

@@ -94,28 +94,36 @@ test('a recovered run republishes its policy once, not again at each continue-as
   expect(trainedSteps(runId)).toEqual([1, 2, 3, 4, 5, 6, 7]);
 });
 
-test('a pause that arrives while the run stores a changed config to continue as new holds the continued run', async () => {
-  const runId = 'paused-at-continue';
-  const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
-  const storing = env.fakes.hold('updateRunConfig', (input) => input.runId === runId);
-  const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6 }) }],
+describe('with continue-as-new suggested from the first step on', () => {
+  let early: WorkflowTestEnv;
+  beforeAll(async () => {
+    early = await startWorkflowTestEnv({ suggestContinueAsNewAfter: 10 });
   });
-  await step0.reached;
-  await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 7 }] });
-  step0.release();
-  await storing.reached;
-  await handle.signal(pauseSignal, { reason: 'hold it' });
-  storing.release();
+  afterAll(async () => {
+    await early?.close();
+  });
 
-  const held = await waitFor('the run to hold', async () => {
-    const status = await handle.query(statusQuery);
-    return status.paused && status.phase === 'training' && status;
+  test('a pause that arrives while the run stores a changed config to continue as new holds the continued run', async () => {
+    const runId = 'paused-at-continue';
+    const step0 = early.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
+    const storing = early.fakes.hold('updateRunConfig', (input) => input.runId === runId);
+    const handle = await early.client.workflow.start(harnessSRun, {
+      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6 }) }],
+    });
+    await step0.reached;
+    await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 7 }] });
+    step0.release();
+    await storing.reached; // on the way to continue-as-new, after step 0
+    await handle.signal(pauseSignal, { reason: 'hold it' });
+    storing.release();
+
+    const continuing = () => early.fakes.inputsOf('prepareRun', runId).map((input) => input.continuing);
+    await waitFor('the run to continue as new', async () => continuing().length === 2);
+    expect(continuing()).toEqual([false, true]);
+    await sleep(1000);
+    expect(early.fakes.inputsOf('trainStep', runId).map((input) => input.step)).toEqual([0]);
+    expect(await handle.query(statusQuery)).toMatchObject({ step: 1, paused: true, pauseReason: 'hold it' });
+    await handle.signal(resumeSignal);
+    expect((await handle.result()).stepsCompleted).toBe(7);
   });
-  const trained = trainedSteps(runId).length;
-  await sleep(1000);
-  expect(trainedSteps(runId).length).toBe(trained);
-  expect(held).toMatchObject({ paused: true, pauseReason: 'hold it' });
-  await handle.signal(resumeSignal);
-  expect((await handle.result()).stepsCompleted).toBe(7);
 });
