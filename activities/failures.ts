@@ -3,7 +3,9 @@
  * (core/errors.ts UserError: a config, a task file, a spec, a secret, an
  * endpoint outside its contract) or a request an endpoint refuses for good
  * fails the run at once, non-retryable, with its message; anything else is
- * retried by the activity's retry policy.
+ * retried by the activity's retry policy. `asNonRetryable` is applied once,
+ * around every activity (index.ts); `asTrainerFailure` adds the trainer's own
+ * refusals.
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import { APIError } from 'openai';
@@ -21,8 +23,8 @@ export function asNonRetryable(err: unknown): never {
   throw err;
 }
 
-/** Trainer errors a user must fix fail the run at once; the rest are retried. */
+/** Trainer errors a user must fix fail the run at once; the rest are retried (user errors: asNonRetryable, around every activity). */
 export function asTrainerFailure(err: unknown): never {
   if (err instanceof TrainerError && err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
-  return asNonRetryable(err);
+  throw err;
 }

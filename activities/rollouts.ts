@@ -6,11 +6,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { mapWithConcurrency } from '../core/concurrency';
 import { runEpisode } from '../core/harness/runtime';
-import type { PolicyClient } from '../core/policy/client';
 import { hashSeed } from '../core/random';
 import type { GroupSummary } from '../core/rl/groups';
 import { defaultClients } from './clients';
-import { asNonRetryable } from './failures';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
@@ -39,38 +37,29 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       const todo = input.plan.flatMap((p) =>
         Array.from({ length: p.samples }, (_, sample) => ({ harnessId: p.harnessId, sample })).filter((r) => !have.has(`${r.harnessId}/${r.sample}`)),
       );
-      let policy: PolicyClient;
-      try {
-        policy = clients.policy(config);
-      } catch (err) {
-        return asNonRetryable(err);
-      }
+      const policy = clients.policy(config);
       const task = env.listTasks().find((t) => t.taskId === input.taskId);
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
       let completed = stored.length;
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const activity = Context.current();
-      try {
-        await withHeartbeatClock(
-          () => ({ completed }),
-          () =>
-            mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
-              const harness = pool.find((h) => h.id === harnessId);
-              if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
-              const trajectory = await runEpisode({
-                env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
-                maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
-                seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
-              });
-              await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
-              completed += 1;
-              activity.heartbeat({ completed });
-            }, activity.cancellationSignal),
-        );
-      } catch (err) {
-        return asNonRetryable(err);
-      }
+      await withHeartbeatClock(
+        () => ({ completed }),
+        () =>
+          mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
+            const harness = pool.find((h) => h.id === harnessId);
+            if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
+            const trajectory = await runEpisode({
+              env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
+              maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
+              seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
+            });
+            await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+            completed += 1;
+            activity.heartbeat({ completed });
+          }, activity.cancellationSignal),
+      );
       const rollouts = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
       log.debug({ rollouts: rollouts.length, reused: stored.length }, 'rollout group done');
       return { taskId: task.taskId, kind: task.kind, role: input.role === 'rescue' ? 'rescue' : 'base', rollouts };

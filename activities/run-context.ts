@@ -12,7 +12,6 @@ import { selectPool, splitPool } from '../core/harness/pool';
 import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import type { ActivityClients } from './clients';
-import { asNonRetryable } from './failures';
 
 export interface ActivityDeps {
   store: RunStore;
@@ -44,12 +43,8 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
     async loadRun(runId) {
       const run = await deps.store.getRun(runId);
       if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
-      try {
-        const config = keepPreEvaluationShape(parseRunConfig(run.config, `stored config of run ${runId}`), run.config);
-        return { config, env: deps.environmentFor(config) };
-      } catch (err) {
-        return asNonRetryable(err);
-      }
+      const config = keepPreEvaluationShape(parseRunConfig(run.config, `stored config of run ${runId}`), run.config);
+      return { config, env: deps.environmentFor(config) };
     },
 
     harnessPool(config, env) {

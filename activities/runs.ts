@@ -8,7 +8,6 @@ import { keepPreEvaluationShape, parseRunConfig, RunConfigError, type RunConfig 
 import type { EvaluationSummary } from '../core/rl/evaluation';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { defaultClients } from './clients';
-import { asNonRetryable } from './failures';
 import type { ActivityDeps, RunContext } from './run-context';
 
 /** How long a finished run waits for its trainer model to be unloaded. */
@@ -36,26 +35,22 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
   return {
     /** Validates the config (every bad field named), registers the run, describes its harness pool. */
     async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
-      try {
-        let config = parseRunConfig(input.config);
-        // Continuing a run stored by an older version: it keeps what it began with.
-        if (input.continuing) config = keepPreEvaluationShape(config, (await store.getRun(input.runId))?.config ?? config);
-        const env = deps.environmentFor(config);
-        const pool = context.harnessPool(config, env);
-        if (config.rescue.enabled && pool.siblings.length === 0) {
-          throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
-        }
-        await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing });
-        logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id) }, 'run prepared');
-        return {
-          config,
-          baseHarnessId: pool.base.id,
-          harnessIds: pool.all.map((h) => h.id),
-          simulated: config.env.kind === 'sim',
-        };
-      } catch (err) {
-        return asNonRetryable(err);
+      let config = parseRunConfig(input.config);
+      // Continuing a run stored by an older version: it keeps what it began with.
+      if (input.continuing) config = keepPreEvaluationShape(config, (await store.getRun(input.runId))?.config ?? config);
+      const env = deps.environmentFor(config);
+      const pool = context.harnessPool(config, env);
+      if (config.rescue.enabled && pool.siblings.length === 0) {
+        throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
       }
+      await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing });
+      logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id) }, 'run prepared');
+      return {
+        config,
+        baseHarnessId: pool.base.id,
+        harnessIds: pool.all.map((h) => h.id),
+        simulated: config.env.kind === 'sim',
+      };
     },
 
     /** Stores a run's changed config and from which step it applies, so every activity after it reads the new one. */
