@@ -1,5 +1,6 @@
 /**
- * Statistics for comparing runs: a paired difference over seeds with its
+ * Statistics: a mean with its standard error (step summaries), and for
+ * comparing runs a paired difference over seeds with its
  * Student-t confidence interval. Arms of a compare share their seed (same
  * tasks at every step, same eval split), so their figures pair by seed and
  * the seed-to-seed spread cancels out of the difference.
@@ -24,15 +25,22 @@ export function pairedDifference(a: readonly number[], b: readonly number[], lev
   if (a.length !== b.length) throw new Error(`paired difference of ${a.length} and ${b.length} values`);
   const d = a.map((x, i) => x - b[i]);
   const n = d.length;
-  if (n === 0) return { n, mean: 0, lo: 0, hi: 0, excludesZero: false };
-  const mean = d.reduce((s, x) => s + x, 0) / n;
+  const { mean, stdErr } = meanAndStdErr(d);
   if (n < 2) return { n, mean, lo: mean, hi: mean, excludesZero: false };
-  const sd = Math.sqrt(d.reduce((s, x) => s + (x - mean) ** 2, 0) / (n - 1));
-  const half = tQuantile(1 - (1 - level) / 2, n - 1) * (sd / Math.sqrt(n));
+  const half = tQuantile(1 - (1 - level) / 2, n - 1) * stdErr;
   return { n, mean, lo: mean - half, hi: mean + half, excludesZero: mean - half > 0 || mean + half < 0 };
 }
 
 /** Standard error of a success rate measured over `trials` independent trials (binomial). */
 export function rateStdErr(rate: number, trials: number): number {
   return trials > 0 ? Math.sqrt((rate * (1 - rate)) / trials) : 0;
+}
+
+/** Mean and standard error of the mean (unbiased std / sqrt(n)); 0 and 0 for no values, error 0 for one. */
+export function meanAndStdErr(values: readonly number[]): { mean: number; stdErr: number } {
+  if (values.length === 0) return { mean: 0, stdErr: 0 };
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  if (values.length === 1) return { mean, stdErr: 0 };
+  const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1);
+  return { mean, stdErr: Math.sqrt(variance / values.length) };
 }

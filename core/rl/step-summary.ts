@@ -6,6 +6,7 @@ import type { GroupSummary, TrainingGroup } from './groups';
 import { groupIsDead } from './rescue';
 import type { EvaluationSummary } from './evaluation';
 import type { LogprobMismatch } from './logprob-mismatch';
+import { meanAndStdErr } from '../stats';
 import type { StoredStepSummary } from '../store/rows';
 
 export interface SiblingStepStats {
@@ -42,15 +43,6 @@ export interface StepSummary {
   /** After publishing: the largest mean |Δ| between an inference server's log-probs of the probe and the trainer's. */
   publishProbeMeanAbsDiff: number | null;
   durationSeconds: number;
-}
-
-/** Mean and standard error of the mean (unbiased std / sqrt(n)); 0 and 0 for no values, error 0 for one. */
-export function meanAndStdErr(values: readonly number[]): { mean: number; stdErr: number } {
-  if (values.length === 0) return { mean: 0, stdErr: 0 };
-  const mean = values.reduce((a, b) => a + b, 0) / values.length;
-  if (values.length === 1) return { mean, stdErr: 0 };
-  const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1);
-  return { mean, stdErr: Math.sqrt(variance / values.length) };
 }
 
 export function summarizeStep(args: {

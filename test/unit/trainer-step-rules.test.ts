@@ -1,7 +1,7 @@
 import { probeMeanAbsDiff, probeSequence, PROBE_MAX_TOKENS } from '../../core/policy/adapter-probe';
 import { policyVersionName } from '../../core/policy/publisher';
 import { logprobMismatch } from '../../core/rl/logprob-mismatch';
-import { meanAndStdErr } from '../../core/rl/step-summary';
+import { meanAndStdErr } from '../../core/stats';
 
 test('the log-prob mismatch counts only the model tokens, with the importance ratio exp(train - sample)', () => {
   const mismatch = logprobMismatch([
