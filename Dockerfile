@@ -1,0 +1,38 @@
+# The Harness-S worker image: `docker compose` runs it as the control,
+# rollout and trainer workers (docker-compose.yml), each with its own
+# `--queues`. TypeScript runs as it is, through tsx, as `npm run worker` does.
+#
+# Not built on the project's CI machine (no Docker engine there); the compose
+# test (test/unit/compose.test.ts) checks this file's entrypoint offline.
+
+# Debian, not Alpine: the Temporal SDK's native core is built for glibc.
+FROM node:20-bookworm-slim AS dependencies
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=dependencies /app/node_modules ./node_modules
+COPY package.json package-lock.json tsconfig.json ./
+COPY core ./core
+COPY activities ./activities
+COPY workflows ./workflows
+COPY workers ./workers
+COPY infra ./infra
+COPY cli ./cli
+COPY data ./data
+COPY examples ./examples
+# Mount points of the named volumes: Docker gives a new volume the owner of the
+# folder it is mounted on, so the worker (user node) can write its adapters.
+RUN mkdir -p /data/adapters /data/skyrl-checkpoints && chown node:node /data/adapters
+USER node
+
+ENV HARNESS_S_ADAPTER_DIR=/data/adapters \
+    HARNESS_S_METRICS_PORT=9464
+EXPOSE 9464
+# One process (tsx as a loader, not a parent process), so SIGTERM from
+# `docker compose stop` reaches the worker, which drains its activities.
+ENTRYPOINT ["node", "--import", "tsx", "workers/main.ts"]
+CMD ["--queues", "control,rollout,trainer"]
