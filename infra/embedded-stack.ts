@@ -10,6 +10,7 @@ import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startSimCluster } from '../workers/sim-cluster/server';
 import { createWorkers } from '../workers/worker';
+import { startMetricsServer } from '../workers/metrics-server';
 import { installQuietTemporalRuntime } from '../workers/runtime';
 import { namespaceFromEnv } from '../workers/temporal-env';
 import { DATA_DIR, startDevServer, type DevServer } from './temporal-dev-server';
@@ -31,11 +32,16 @@ export async function startEmbeddedStack(options: {
   withSimCluster?: boolean;
   /** The sim cluster's world file (the shipped world when absent); runs on it must name the same file in env.world. */
   world?: string;
+  /** Serve the workers' metrics at /metrics on this port (workers/metrics-server.ts); none when absent or null. */
+  metricsPort?: number | null;
 }): Promise<EmbeddedStack> {
   const { logger, log } = options;
   // Read first: a bad world file fails before anything starts.
   const world = options.withSimCluster === false ? null : loadSimWorld(options.world);
-  installQuietTemporalRuntime();
+  // Before the Temporal runtime: it is told where its exporter binds.
+  const metrics = options.metricsPort == null ? null : await startMetricsServer({ port: options.metricsPort });
+  const withTemporalMetrics = installQuietTemporalRuntime({ prometheusBindAddress: metrics?.temporalBindAddress });
+  if (metrics) log(`metrics at http://127.0.0.1:${metrics.port}/metrics${withTemporalMetrics ? '' : ' (without the Temporal SDK\'s: its runtime was already installed)'}`);
   const temporal = await startDevServer({ log });
   const databaseUrl = databaseUrlFromEnv();
   try {
@@ -74,6 +80,7 @@ export async function startEmbeddedStack(options: {
         await sim?.close().catch(() => undefined);
         await store.close().catch(() => undefined);
       } finally {
+        await metrics?.close().catch(() => undefined);
         await temporal.stop();
       }
     },

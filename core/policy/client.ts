@@ -7,6 +7,7 @@ import type { ChatMessage, TurnTokens } from './trajectory';
 import { UserError } from '../errors';
 import { z } from 'zod';
 import { formatZodError } from '../zod-errors';
+import { timePolicyRequest } from '../metrics';
 
 export interface PolicyEndpoint {
   baseUrl: string;
@@ -71,7 +72,11 @@ export class PolicyClient implements Policy {
   }
 
   /** One assistant turn, with the prompt and completion token ids and logprobs the server used. */
-  async complete(request: PolicyRequest): Promise<PolicyReply> {
+  complete(request: PolicyRequest): Promise<PolicyReply> {
+    return timePolicyRequest(() => this.completeOnce(request), policyErrorStatus);
+  }
+
+  private async completeOnce(request: PolicyRequest): Promise<PolicyReply> {
     const body = {
       model: request.model,
       messages: request.messages,
@@ -108,4 +113,14 @@ export class PolicyClient implements Policy {
     }
     return { content: choice.message.content ?? '', promptTokenIds, tokenIds, logprobs };
   }
+}
+
+/** A failed request's metric label: the HTTP status, or what kept it from having one. */
+function policyErrorStatus(err: unknown): string {
+  if (err instanceof PolicyResponseError) return 'invalid_reply';
+  if (err instanceof OpenAI.APIConnectionTimeoutError) return 'timeout';
+  if (err instanceof OpenAI.APIUserAbortError) return 'aborted';
+  if (err instanceof OpenAI.APIConnectionError) return 'connection';
+  if (err instanceof OpenAI.APIError && typeof err.status === 'number') return String(err.status);
+  return 'other';
 }

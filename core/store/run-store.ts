@@ -206,8 +206,9 @@ export class RunStore {
     return { modelId: rows[0].trainer_model_id, sessionId: rows[0].trainer_session_id };
   }
 
-  async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<void> {
-    if (trajectories.length === 0) return;
+  /** Stores trajectories not stored yet; returns those it stored (one stored before, by an earlier attempt, is kept as it was). */
+  async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<Trajectory[]> {
+    if (trajectories.length === 0) return [];
     const columns = 17;
     const values: unknown[] = [];
     const tuples = trajectories.map((t, i) => {
@@ -218,13 +219,29 @@ export class RunStore {
       );
       return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
     });
-    await this.pool.query(
+    const { rows } = await this.pool.query(
       `INSERT INTO trajectories (run_id, phase, step, task_id, harness_id, sample, role, task_kind, policy_version,
          reward, success, failure_type, turns, tokens, latency_ms, messages, samples)
        VALUES ${tuples.join(', ')}
-       ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) DO NOTHING`,
+       ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) DO NOTHING
+       RETURNING task_id, harness_id, sample`,
       values,
     );
+    const inserted = new Set(rows.map((r) => `${r.task_id}/${r.harness_id}/${r.sample}`));
+    return trajectories.filter((t) => inserted.has(`${t.taskId}/${t.harnessId}/${t.sample}`));
+  }
+
+  /**
+   * Seconds, on the database's clock, since the last rollout of a task's group
+   * in `role` was stored at a step; null when it has none.
+   */
+  async secondsSinceGroupStored(runId: string, phase: string, step: number, taskId: string, role: string): Promise<number | null> {
+    const { rows } = await this.pool.query(
+      `SELECT extract(epoch FROM now() - max(created_at))::float8 AS seconds FROM trajectories
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND role = $5`,
+      [runId, phase, step, taskId, role],
+    );
+    return rows[0].seconds;
   }
 
   /** Summaries of the stored rollouts of one task at one step, for the given harnesses. */
@@ -256,12 +273,14 @@ export class RunStore {
     return new Map(rows.map((r) => [`${r.task_id}/${r.harness_id}/${r.sample}`, r.samples]));
   }
 
-  async recordStep(runId: string, step: number, policyVersion: string, summary: unknown): Promise<void> {
-    await this.pool.query(
+  /** Records a step once; true when this call stored it, false when it was stored before. */
+  async recordStep(runId: string, step: number, policyVersion: string, summary: unknown): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
       `INSERT INTO steps (run_id, step, policy_version, summary) VALUES ($1, $2, $3, $4)
        ON CONFLICT (run_id, step) DO NOTHING`,
       [runId, step, policyVersion, JSON.stringify(summary)],
     );
+    return rowCount === 1;
   }
 
   async steps(runId: string): Promise<StepRecord[]> {

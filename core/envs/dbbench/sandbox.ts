@@ -18,6 +18,7 @@ import { DEFAULT_SANDBOX_PREFIX, killSessionsOf, quoteId, sandboxName, type Admi
 import { sweepSandboxes, type SweepReport } from './sandbox-sweeper';
 import { runStatement, streamStatement, toErrorInfo, type SqlErrorInfo, type StatementLimits, type StatementResult } from './statement';
 import type { DbBenchTable } from './tasks';
+import { countSandboxSetup, countSandboxSweep } from '../../metrics';
 
 export const DEFAULT_DBBENCH_MYSQL_URL = 'mysql://root@127.0.0.1:3306';
 
@@ -319,6 +320,18 @@ export class SandboxHost {
 
   /** Creates an episode's database, user and table (every column TEXT, the rows inserted), as AgentBench does. */
   async open(table: DbBenchTable): Promise<Sandbox> {
+    try {
+      const sandbox = await this.setUp(table);
+      // A table the server refused counts as set up: AgentBench runs such an episode without it.
+      countSandboxSetup('ok');
+      return sandbox;
+    } catch (err) {
+      countSandboxSetup('error');
+      throw err;
+    }
+  }
+
+  private async setUp(table: DbBenchTable): Promise<Sandbox> {
     const flavor = await this.serverFlavor();
     const name = sandboxName(this.prefix, Date.now());
     const password = randomBytes(18).toString('base64url');
@@ -361,8 +374,15 @@ export class SandboxHost {
     }
   }
 
-  sweep(options: { olderThanMs: number; now?: number }): Promise<SweepReport> {
-    return sweepSandboxes(this.admin, { ...options, prefix: this.prefix });
+  async sweep(options: { olderThanMs: number; now?: number }): Promise<SweepReport> {
+    try {
+      const report = await sweepSandboxes(this.admin, { ...options, prefix: this.prefix });
+      countSandboxSweep('ok', { databases: report.databases.length, users: report.users.length });
+      return report;
+    } catch (err) {
+      countSandboxSweep('error');
+      throw err;
+    }
   }
 
   async close(): Promise<void> {
