@@ -1,38 +1,45 @@
 /**
- * A worker process: `tsx workers/main.ts [--queues control,rollout,trainer]`.
+ * A worker process: `tsx workers/main.ts [--queues control,rollout,trainer] [--identity NAME]`.
  * Connects to Temporal ($TEMPORAL_ADDRESS) and PostgreSQL ($DATABASE_URL),
- * applies migrations, serves the queues until SIGINT/SIGTERM.
+ * applies migrations, serves the queues until SIGINT/SIGTERM, and serves its
+ * metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464; `off` for none).
  */
 import { Command } from 'commander';
 import { NativeConnection } from '@temporalio/worker';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from './temporal-env';
 import { createLogger } from './logger';
+import { metricsPortFromEnv, startMetricsServer } from './metrics-server';
 import { installQuietTemporalRuntime } from './runtime';
 import { ALL_QUEUES, createWorkers, type QueueName } from './worker';
 
 async function main(): Promise<void> {
   const program = new Command('harness-s-worker')
     .option('--queues <list>', 'task queues to serve: control,rollout,trainer', ALL_QUEUES.join(','))
+    .option('--identity <name>', 'how this worker is named in workflow histories (default $HARNESS_S_WORKER_IDENTITY, else pid@host)', process.env.HARNESS_S_WORKER_IDENTITY)
     .parse();
   const queues = String(program.opts().queues).split(',').map((q) => q.trim()) as QueueName[];
   const unknown = queues.filter((q) => !ALL_QUEUES.includes(q));
   if (unknown.length) throw new Error(`--queues: unknown queue(s) ${unknown.join(', ')}; use ${ALL_QUEUES.join(', ')}`);
 
   const logger = createLogger('harness-s-worker');
-  installQuietTemporalRuntime();
+  const metricsPort = metricsPortFromEnv();
+  // Before the Temporal runtime: it is told where its exporter binds.
+  const metrics = metricsPort === null ? null : await startMetricsServer({ port: metricsPort });
+  installQuietTemporalRuntime({ prometheusBindAddress: metrics?.temporalBindAddress });
   const databaseUrl = databaseUrlFromEnv();
   await migrate(databaseUrl);
   const store = RunStore.connect(databaseUrl);
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
-  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues });
+  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity });
   const stop = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
-  logger.info({ queues, temporal: temporalAddressFromEnv() }, 'worker running');
-  process.stdout.write(`${JSON.stringify({ ready: true, queues })}\n`);
+  logger.info({ queues, temporal: temporalAddressFromEnv(), metricsPort: metrics?.port ?? null }, 'worker running');
+  process.stdout.write(`${JSON.stringify({ ready: true, queues, metricsPort: metrics?.port ?? null })}\n`);
   await group.run(stop.signal);
   await connection.close();
   await store.close();
+  await metrics?.close();
 }
 
 main().catch((err) => {

@@ -54,6 +54,8 @@ export interface WorkerOptions {
   queues?: QueueName[];
   /** Where sampler weights are unpacked for the inference servers; $HARNESS_S_ADAPTER_DIR or .data/adapters when absent. */
   adapterDir?: string;
+  /** How this process is named in workflow histories (who ran each activity); Temporal's pid@host when absent. */
+  identity?: string;
 }
 
 export interface WorkerGroup {
@@ -62,7 +64,21 @@ export interface WorkerGroup {
   run(signal?: AbortSignal): Promise<void>;
 }
 
+/**
+ * A database restart cuts the pool's idle connections, which pg reports as an
+ * 'error' event on the pool: with no listener, that ends the process. The pool
+ * drops those connections and opens new ones on the next query; an activity
+ * that was mid-query fails and is retried.
+ */
+function keepStoreThroughDatabaseRestarts(store: RunStore, logger: Logger): void {
+  if (store.pool.listenerCount('error') > 0) return;
+  store.pool.on('error', (err) => {
+    logger.warn({ err: err.message }, 'run store: the database cut an idle connection; the pool reconnects on the next query');
+  });
+}
+
 export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup> {
+  keepStoreThroughDatabaseRestarts(options.store, options.logger);
   const environments = new EnvironmentCache();
   const trainerSessions = new TrainerSessions(options.logger);
   const activities = createActivities({
@@ -82,6 +98,7 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
         taskQueue: TASK_QUEUES[queue],
         activities,
         ...(queue === 'control' ? { workflowBundle } : {}),
+        ...(options.identity ? { identity: options.identity } : {}),
         maxConcurrentActivityTaskExecutions: queue === 'rollout' ? 64 : queue === 'trainer' ? 2 : 32,
         // On shutdown, activities get this long to finish before they are cancelled; a retry resumes them.
         shutdownGraceTime: '10s',

@@ -8,12 +8,16 @@ import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-/** Starts a worker process on `queues` (all when absent) and resolves once it is serving them. */
-export function startWorkerProcess(queues?: string[]): Promise<ChildProcess> {
+/**
+ * Starts a worker process on `queues` (all when absent) and resolves once it
+ * is serving them. It serves no metrics unless `env` sets HARNESS_S_METRICS_PORT,
+ * so test workers never contend for the default port.
+ */
+export function startWorkerProcess(queues?: string[], env: Record<string, string> = {}): Promise<ChildProcess> {
   // node itself runs the worker (tsx as a loader, not a wrapper process), so SIGKILL hits the worker.
   const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', ...(queues ? ['--queues', queues.join(',')] : [])], {
     cwd: ROOT,
-    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn', HARNESS_S_METRICS_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {
