@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Logger } from 'pino';
-import { keepPreEvaluationShape, parseRunConfig, type RunConfig } from '../core/config';
+import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
 import type { Harness } from '../core/harness/harness';
 import { selectPool, splitPool } from '../core/harness/pool';
@@ -43,7 +43,7 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
     async loadRun(runId) {
       const run = await deps.store.getRun(runId);
       if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
-      const config = keepPreEvaluationShape(parseRunConfig(run.config, `stored config of run ${runId}`), run.config);
+      const config = keepPreEvaluationShape(parseStoredRunConfig(run.config, `stored config of run ${runId}`), run.config);
       return { config, env: deps.environmentFor(config) };
     },
 

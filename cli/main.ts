@@ -3,22 +3,24 @@
  * Progress goes to stderr, results to stdout; --json for scripts.
  */
 import path from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
-import { runConfigJsonSchema } from '../core/config';
+import { filesNamedBy, runConfigJsonSchema, type RunConfig } from '../core/config';
 import { SAFE_CONFIG_FIELDS } from '../core/config-change';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { PolicyClient } from '../core/policy/client';
+import { NO_API_KEY } from '../core/secrets';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
-import { ensureTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
+import { ensureTemporalCli, PROJECT_ROOT, temporalCliVersion } from '../infra/temporal-cli';
 import { diskUsage, setupEngines } from '../infra/engines/install';
 import { enginesStatus, enginesStatusText, startEngines, stopEngines } from '../infra/engines/servers';
 import { uiUrlFor } from '../infra/temporal-dev-server';
 import { temporalAddressFromEnv } from '../workers/temporal-env';
 import { createLogger } from '../workers/logger';
+import { metricsPortFromEnv } from '../workers/metrics-server';
 import { runDemo } from './demo';
 import { evaluate } from './eval';
 import { evalTable, evalTableText } from './eval-report';
@@ -81,9 +83,9 @@ const program = new Command('harness-s').description('Harness-S training runs on
 
 program
   .command('dev')
-  .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up')
+  .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none)')
   .action(action(async () => {
-    const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress });
+    const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
     progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}. Ctrl-C stops.`);
     let stopping = false;
     // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
@@ -101,8 +103,8 @@ program
 program
   .command('demo')
   .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
-  .option('--config <file>', 'run config', 'examples/sim-quickstart.json')
-  .option('--steps <n>', 'override the number of steps', (v) => Number(v))
+  .option('--config <file>', 'run config (default: the shipped examples/sim-quickstart.json)', path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'))
+  .option('--steps <n>', 'override the number of steps', positiveInt('--steps'))
   .option('--json', 'print the summary as JSON')
   .action(action(async (opts: { config: string; steps?: number; json?: boolean }) => {
     const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
@@ -144,7 +146,7 @@ run
 run
   .command('list')
   .option('--json', 'machine-readable')
-  .option('--limit <n>', 'at most this many', (v) => Number(v), 50)
+  .option('--limit <n>', 'at most this many', positiveInt('--limit'), 50)
   .action(action(async (opts: { json?: boolean; limit: number }) => {
     const runs = await listRuns(await connectClient(), opts.limit);
     if (opts.json) return printJson(runs);
@@ -285,12 +287,12 @@ program
   .option('--world <file>', 'sim world file (default: the shipped world)')
   .option('--model <name>', 'a policy version served by the sim cluster (e.g. <runId>-<trainerModelId>-step-19); the initial policy in-process when absent')
   .option('--base-url <url>', 'the sim cluster\'s OpenAI-compatible endpoint, with --model', 'http://127.0.0.1:8765/v1')
-  .option('--episodes <n>', 'episodes per cell', (v) => Number(v), 400)
-  .option('--max-turns <n>', 'the run\'s max turns', (v) => Number(v), 5)
+  .option('--episodes <n>', 'episodes per cell', positiveInt('--episodes'), 400)
+  .option('--max-turns <n>', 'the run\'s max turns', positiveInt('--max-turns'), 5)
   .option('--json', 'machine-readable')
   .action(action(async (opts: { world?: string; model?: string; baseUrl: string; episodes: number; maxTurns: number; json?: boolean }) => {
     const policy = opts.model
-      ? { client: new PolicyClient({ baseUrl: opts.baseUrl, apiKey: 'EMPTY', requestTimeoutSeconds: 30 }), model: opts.model }
+      ? { client: new PolicyClient({ baseUrl: opts.baseUrl, apiKey: NO_API_KEY, requestTimeoutSeconds: 30 }), model: opts.model }
       : undefined;
     const matrix = await measureEffectMatrix(loadSimWorld(opts.world), { episodes: opts.episodes, maxTurns: opts.maxTurns, seed: 1, policy });
     if (opts.json) printJson(matrix);
@@ -302,7 +304,7 @@ dbbench
   .command('replay')
   .description('every task through the real runtime and scoring with a scripted gold agent; accuracy per type')
   .requiredOption('--data <file>', 'AgentBench DBBench JSONL')
-  .option('--concurrency <n>', 'episodes at once', (v) => Number(v), 4)
+  .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
   .option('--mysql-url <url>', 'admin connection (default $DBBENCH_MYSQL_URL or the local server)')
   .option('--json', 'print {"total":N,"passed":N,"byType":{...}}')
   .action(action(async (opts: { data: string; concurrency: number; mysqlUrl?: string; json?: boolean }) => {
@@ -321,14 +323,14 @@ program
   .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
   .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
   .requiredOption('--model <name>', 'model name at that endpoint')
-  .option('--api-key <key>', 'API key', process.env.OPENAI_API_KEY ?? 'EMPTY')
-  .option('--limit <n>', 'first N tasks only', (v) => Number(v))
-  .option('--concurrency <n>', 'episodes at once', (v) => Number(v), 4)
-  .option('--max-turns <n>', 'rounds per episode', (v) => Number(v), 15)
+  .option('--api-key-env <name>', 'the environment variable that holds the endpoint\'s API key (none sent when unset)', 'OPENAI_API_KEY')
+  .option('--limit <n>', 'first N tasks only', positiveInt('--limit'))
+  .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
+  .option('--max-turns <n>', 'rounds per episode', positiveInt('--max-turns'), 15)
   .option('--scoring <mode>', 'exact | normalized', 'exact')
   .option('--json', 'machine-readable')
   .action(action(async (opts: {
-    env: string; data: string; harness: string; baseUrl: string; model: string; apiKey: string;
+    env: string; data: string; harness: string; baseUrl: string; model: string; apiKeyEnv: string;
     limit?: number; concurrency: number; maxTurns: number; scoring: string; json?: boolean;
   }) => {
     const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, scoring: opts.scoring } }, 'eval options').env;
@@ -337,7 +339,7 @@ program
     await withStore(async (store) => {
       const result = await evaluate({
         evalId: newRunId(`eval-${opts.env}-${harness.id}`), env, envConfig, harness,
-        baseUrl: opts.baseUrl, model: opts.model, apiKey: opts.apiKey, limit: opts.limit,
+        baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
         concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
       });
       const table = evalTable(env, result);
@@ -421,11 +423,18 @@ config
   }));
 config
   .command('check <file>')
-  .description('validate a run config file; every bad field is named')
+  .description('validate a run config file: every bad or unknown field is named, and every file it names must exist')
   .action(action(async (file: string) => {
     const { config: parsed } = readConfigFile(file);
+    const missing = missingFiles(parsed);
+    if (missing.length) throw new UserError(`${file}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')} (paths are read by the workers, from their working directory)`);
     print(`${file}: valid (${parsed.env.kind}, ${parsed.steps} steps, B=${parsed.rollout.tasksPerStep}, G=${parsed.rollout.groupSize})`);
   }));
+
+/** The files a config names that this machine does not have. */
+function missingFiles(config: RunConfig): Array<{ path: string; file: string }> {
+  return filesNamedBy(config).filter(({ file }) => !existsSync(file));
+}
 
 program.parseAsync().catch((err) => {
   progress(`harness-s: ${err instanceof Error ? err.message : String(err)}`);

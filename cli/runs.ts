@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowExecutionDescription } from '@temporalio/client';
-import { parseRunConfig, type RunConfig } from '../core/config';
+import { parseRunConfig, parseStoredRunConfig, type RunConfig } from '../core/config';
+import { runInputProblem } from '../core/run-input';
 import { RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
 import { harnessSRun } from '../workflows';
@@ -41,7 +42,7 @@ export async function connectClient(): Promise<Client> {
   } catch (err) {
     throw new UserError(
       `cannot reach Temporal at ${address}: ${(err as Error).message}\n` +
-        'Fix: run `npm run harness-s -- dev` in another terminal, or set TEMPORAL_ADDRESS.',
+        'Fix: run `npx harness-s dev` in another terminal, or set TEMPORAL_ADDRESS.',
     );
   }
 }
@@ -54,7 +55,11 @@ export function readConfigFile(file: string): { raw: unknown; config: RunConfig 
   } catch (err) {
     throw new UserError(`${file}: cannot read it as JSON: ${(err as Error).message}`);
   }
-  const raw = json && typeof json === 'object' && 'config' in json ? (json as RunInput).config : json;
+  // A file holds either a config or a whole workflow input {"config": {...}} (as the Web UI takes it).
+  const isInput = json !== null && typeof json === 'object' && 'config' in json;
+  const inputProblem = isInput ? runInputProblem(json) : null;
+  if (inputProblem) throw new UserError(`${file} is invalid: ${inputProblem}`);
+  const raw = isInput ? (json as RunInput).config : json;
   return { raw, config: validateConfig(raw, file) };
 }
 
@@ -170,7 +175,7 @@ export async function recoverRun(client: Client, store: RunStore, runId: string)
   if (status === 'COMPLETED') throw new UserError(`run ${runId} completed; nothing to recover`);
   const run = await store.getRun(runId);
   if (!run) throw new UserError(`run ${runId} never got as far as registering in the run store; start it again instead`);
-  const config = parseRunConfig(run.config, `stored config of ${runId}`);
+  const config = parseStoredRunConfig(run.config, `stored config of ${runId}`);
   const last = await store.lastStep(runId);
   const profileVersion = await store.latestProfileVersion(runId);
   const lastEvaluation = (await store.evaluations(runId)).at(-1) ?? null;

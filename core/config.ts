@@ -5,20 +5,32 @@
  * code trusts the type. Defaults make the embedded sim cluster the default.
  */
 import { z } from 'zod';
-import { formatZodError } from './zod-errors';
+import { formatZodError, zodErrorPaths } from './zod-errors';
 import { UserError } from './errors';
+import { NO_API_KEY } from './secrets';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
+/**
+ * Where an endpoint's API key comes from: the name of an environment variable
+ * of the worker processes, read where the call is made (core/secrets.ts). A
+ * config never holds the key itself: configs are stored in every Temporal
+ * history and in the run store. No key is sent when absent.
+ */
+const ApiKeyEnv = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'the name of an environment variable of the workers, such as VLLM_API_KEY')
+  .optional();
+
 const Url = z.url({ protocol: /^https?$/, message: 'must be an absolute http(s) URL such as http://127.0.0.1:8000' });
 
-export const SimEnvConfig = z.object({
+export const SimEnvConfig = z.strictObject({
   kind: z.literal('sim'),
   /** A world file (see core/envs/sim/world.json); the shipped world when absent. */
   world: z.string().min(1).optional(),
 });
 
-export const DbBenchEnvConfig = z.object({
+export const DbBenchEnvConfig = z.strictObject({
   kind: z.literal('dbbench'),
   /** AgentBench DBBench JSONL file (the path as the worker sees it). */
   data: z.string().min(1),
@@ -30,7 +42,7 @@ export const DbBenchEnvConfig = z.object({
   harnessDir: z.string().min(1).optional(),
 });
 
-export const CharsetEnvConfig = z.object({
+export const CharsetEnvConfig = z.strictObject({
   kind: z.literal('charset'),
   /** A charset task file (see core/envs/charset/tasks.json); the shipped digits tasks when absent. */
   tasks: z.string().min(1).optional(),
@@ -41,14 +53,12 @@ export const CharsetEnvConfig = z.object({
 export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
-export const PolicyConfig = z.object({
+export const PolicyConfig = z.strictObject({
   /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1. */
   baseUrl: Url.default(`${SIM_CLUSTER_URL}/v1`),
   /** The base model id the endpoint serves; step 0 rolls out with it. */
   model: z.string().min(1).default('sim-policy-base'),
-  apiKey: z.string().default('EMPTY'),
-  /** The name of an environment variable holding the key, read by the workers (the key stays out of histories); used instead of apiKey. */
-  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').optional(),
+  apiKeyEnv: ApiKeyEnv,
   temperature: z.number().min(0).max(2).default(1),
   /** Where new policy versions are published (/v1/load_lora_adapter); baseUrl when empty. */
   inferenceServers: z.array(Url).default([]),
@@ -62,7 +72,7 @@ export const PolicyConfig = z.object({
   probeTolerance: z.number().positive().default(0.05),
 });
 
-export const AdamParams = z.object({
+export const AdamParams = z.strictObject({
   learningRate: z.number().positive().default(0.05),
   beta1: z.number().min(0).max(1).default(0.9),
   beta2: z.number().min(0).max(1).default(0.999),
@@ -74,7 +84,7 @@ export const AdamParams = z.object({
 });
 
 /** Which layers get LoRA adapters (Tinker's lora_config). */
-export const LoraTargets = z.object({
+export const LoraTargets = z.strictObject({
   trainAttn: z.boolean().default(true),
   trainMlp: z.boolean().default(true),
   trainUnembed: z.boolean().default(false),
@@ -82,12 +92,10 @@ export const LoraTargets = z.object({
   seed: z.number().int().min(0).optional(),
 });
 
-export const TrainerConfig = z.object({
+export const TrainerConfig = z.strictObject({
   /** A Tinker-compatible REST service (SkyRL's Tinker server, verl behind one, the sim cluster). */
   baseUrl: Url.default(SIM_CLUSTER_URL),
-  apiKey: z.string().default('EMPTY'),
-  /** The name of an environment variable holding the key, read by the workers (the key stays out of histories); used instead of apiKey. */
-  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').optional(),
+  apiKeyEnv: ApiKeyEnv,
   loraRank: z.number().int().positive().default(32),
   lora: LoraTargets.prefault({}),
   adam: AdamParams.prefault({}),
@@ -100,7 +108,7 @@ export const TrainerConfig = z.object({
   checkpointsDir: z.string().min(1).optional(),
 });
 
-export const RolloutConfig = z.object({
+export const RolloutConfig = z.strictObject({
   /** B: tasks sampled per step. */
   tasksPerStep: z.number().int().min(1).default(16),
   /** G: rollouts per task group. */
@@ -112,17 +120,17 @@ export const RolloutConfig = z.object({
   concurrency: z.number().int().min(1).default(8),
 });
 
-export const RescueConfig = z.object({
+export const RescueConfig = z.strictObject({
   enabled: z.boolean().default(true),
   /** k: sibling harnesses per rescued group (each runs G/k rollouts). */
   k: z.number().int().min(1).default(2),
 });
 
 /** A voter of the `vote` strategy: any OpenAI-compatible endpoint and model. */
-export const VoterConfig = z.object({
+export const VoterConfig = z.strictObject({
   baseUrl: Url,
   model: z.string().min(1),
-  apiKey: z.string().default('EMPTY'),
+  apiKeyEnv: ApiKeyEnv,
   /** Seconds the voter may take; past it the voter is dropped for that decision. */
   timeoutSeconds: z.number().positive().max(90, 'at most 90: a routing decision must finish inside its 2-minute activity').default(30),
 });
@@ -131,7 +139,7 @@ export type VoterConfig = z.infer<typeof VoterConfig>;
 export const ROUTER_STRATEGIES = ['validation', 'vote', 'random', 'all'] as const;
 export type RouterStrategy = (typeof ROUTER_STRATEGIES)[number];
 
-export const RouterConfig = z.object({
+export const RouterConfig = z.strictObject({
   /**
    * validation: top-k by profile evidence; vote: voter LLMs rank the siblings (Borda count);
    * random: k random siblings; all: every sibling (the last two for ablations).
@@ -149,7 +157,7 @@ export const RouterConfig = z.object({
   reanchorEvery: z.number().int().min(0).default(5),
 });
 
-export const EvalConfig = z.object({
+export const EvalConfig = z.strictObject({
   /** Run evaluatePolicy at all (every `every` steps and at the end). */
   enabled: z.boolean().default(true),
   /** Fraction of each task kind held out of training and probing: the eval split (0: evaluate on training tasks). */
@@ -162,13 +170,27 @@ export const EvalConfig = z.object({
   rollouts: z.number().int().min(1).default(4),
 });
 
-export const GrpoConfig = z.object({
+/**
+ * How long an activity that calls an endpoint keeps trying (exponential
+ * backoff from 1 s). Past its last attempt, a group whose task keeps failing
+ * is recorded as failed and the step goes on; an endpoint that keeps failing
+ * (the policy's, the trainer's, an inference server's) pauses the run with the
+ * reason, to be resumed once it is back.
+ */
+export const RetryConfig = z.strictObject({
+  maxAttempts: z.number().int().min(1).default(10),
+  /** The longest wait between two attempts. */
+  maxIntervalSeconds: z.number().positive().default(30),
+});
+export type RetryConfig = z.infer<typeof RetryConfig>;
+
+export const GrpoConfig = z.strictObject({
   /** false: Dr.GRPO (no division by the group's std). */
   normalizeByStd: z.boolean().default(true),
 });
 
 export const RunConfig = z
-  .object({
+  .strictObject({
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-quickstart'),
     env: EnvConfig.default({ kind: 'sim' }),
     /** Harness ids of the pool to use, base first; every harness the env defines when empty. */
@@ -180,6 +202,7 @@ export const RunConfig = z
     router: RouterConfig.prefault({}),
     grpo: GrpoConfig.prefault({}),
     eval: EvalConfig.prefault({}),
+    retry: RetryConfig.prefault({}),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })
@@ -211,16 +234,98 @@ export class RunConfigError extends UserError {
   }
 }
 
-/** Validates a run config; the error names every bad field by its path. */
+/**
+ * Validates a run config a user wrote: every field is checked and every key
+ * must be known, so a typo is refused instead of training with a default. The
+ * error names each bad field by its path.
+ */
 export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
-  const parsed = RunConfig.safeParse(raw);
-  if (!parsed.success) {
-    throw new RunConfigError(
-      `${source} is invalid:\n${formatZodError(parsed.error)}`,
-      parsed.error.issues.map((i) => i.path.join('.')),
-    );
+  const { config, keyProblems } = takeLiteralKeys(raw);
+  const parsed = RunConfig.safeParse(config);
+  if (parsed.success && keyProblems.length === 0) return parsed.data;
+  const lines = [...keyProblems.map((p) => `  - ${p.path}: ${p.message}`), ...(parsed.success ? [] : [formatZodError(parsed.error, RunConfig)])];
+  throw new RunConfigError(`${source} is invalid:\n${lines.join('\n')}`, [
+    ...keyProblems.map((p) => p.path),
+    ...(parsed.success ? [] : zodErrorPaths(parsed.error)),
+  ]);
+}
+
+/**
+ * A config this project stored itself (runs.config, a continued execution's
+ * input): written by an older version, it may hold keys this one no longer
+ * has (such as the literal `apiKey` that configs held before keys moved to
+ * `apiKeyEnv`); those are dropped rather than refused, so old runs still load.
+ */
+export function parseStoredRunConfig(raw: unknown, source: string): RunConfig {
+  const cleaned = structuredClone(raw);
+  for (const endpoint of endpointsOf(cleaned)) delete endpoint.value.apiKey;
+  const first = RunConfig.safeParse(cleaned);
+  if (first.success) return first.data;
+  for (const issue of first.error.issues) {
+    if (issue.code !== 'unrecognized_keys') continue;
+    const holder = valueAt(cleaned, issue.path);
+    if (holder !== null && typeof holder === 'object') for (const key of issue.keys) delete (holder as Record<string, unknown>)[key];
   }
-  return parsed.data;
+  return parseRunConfig(cleaned, source);
+}
+
+/** The placeholder key OpenAI-compatible servers without auth accept ("EMPTY"), which older configs carried as a default. */
+const NO_KEY = NO_API_KEY;
+
+interface KeyProblem {
+  path: string;
+  message: string;
+}
+
+/**
+ * Literal API keys are refused: a config is stored in Temporal histories and
+ * the run store. vLLM's "EMPTY" placeholder (the old default) is no secret and
+ * is dropped.
+ */
+function takeLiteralKeys(raw: unknown): { config: unknown; keyProblems: KeyProblem[] } {
+  const config = structuredClone(raw);
+  const keyProblems: KeyProblem[] = [];
+  for (const { path, value } of endpointsOf(config)) {
+    if (!('apiKey' in value)) continue;
+    if (value.apiKey !== NO_KEY && value.apiKey !== '') {
+      keyProblems.push({
+        path: `${path}.apiKey`,
+        message:
+          'a literal API key is not accepted: a run config is stored in Temporal histories and in the run store. ' +
+          `Put the key in an environment variable of the workers and name it instead, e.g. "${path}": {"apiKeyEnv": "VLLM_API_KEY"}`,
+      });
+    }
+    delete value.apiKey;
+  }
+  return { config, keyProblems };
+}
+
+/** The endpoint objects of a raw config that may carry a key: the policy, the trainer and each voter. */
+function endpointsOf(config: unknown): Array<{ path: string; value: Record<string, unknown> }> {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!isObject(config)) return [];
+  const found: Array<{ path: string; value: Record<string, unknown> }> = [];
+  for (const name of ['policy', 'trainer']) if (isObject(config[name])) found.push({ path: name, value: config[name] });
+  const voters = isObject(config.router) ? config.router.voters : undefined;
+  if (Array.isArray(voters)) voters.forEach((v, i) => isObject(v) && found.push({ path: `router.voters.${i}`, value: v }));
+  return found;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  return path.reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined), root);
+}
+
+/** Every file or folder a config names, by its path in the config (the worker reads them). */
+export function filesNamedBy(config: RunConfig): Array<{ path: string; file: string }> {
+  const env = config.env;
+  const named: Array<[string, string | undefined]> = [
+    ['env.world', env.kind === 'sim' ? env.world : undefined],
+    ['env.data', env.kind === 'dbbench' ? env.data : undefined],
+    ['env.tasks', env.kind === 'charset' ? env.tasks : undefined],
+    ['env.harnessDir', env.kind !== 'sim' ? env.harnessDir : undefined],
+    ['trainer.checkpointsDir', config.trainer.checkpointsDir],
+  ];
+  return named.flatMap(([path, file]) => (file === undefined ? [] : [{ path, file }]));
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
- * API keys by reference: a config may name the environment variable that
- * holds an endpoint's key (`apiKeyEnv`), read in the worker process that
- * makes the call, so the key itself never enters a workflow history or the
- * run store.
+ * API keys by reference: a config names the environment variable that holds
+ * an endpoint's key (`apiKeyEnv`), read in the worker process that makes the
+ * call, so the key itself never enters a workflow history or the run store
+ * (core/config.ts refuses a literal key).
  */
 import { UserError } from './errors';
 
@@ -10,9 +10,12 @@ export class MissingSecretError extends UserError {
   override name = 'MissingSecretError';
 }
 
-/** The key of an endpoint: from $apiKeyEnv when it is set, else the config's literal `apiKey`. */
-export function apiKeyOf(endpoint: { apiKey: string; apiKeyEnv?: string }, where: string): string {
-  if (!endpoint.apiKeyEnv) return endpoint.apiKey;
+/** What OpenAI-compatible servers without auth accept as a key. */
+export const NO_API_KEY = 'EMPTY';
+
+/** The key of an endpoint: the value of $apiKeyEnv in this process, or no key when the config names none. */
+export function apiKeyOf(endpoint: { apiKeyEnv?: string }, where: string): string {
+  if (!endpoint.apiKeyEnv) return NO_API_KEY;
   const value = process.env[endpoint.apiKeyEnv];
   if (!value) {
     throw new MissingSecretError(`${where}.apiKeyEnv names $${endpoint.apiKeyEnv}, which is not set in this worker's environment; set it where the workers run`);

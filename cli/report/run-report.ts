@@ -6,7 +6,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseRunConfig } from '../../core/config';
+import { parseStoredRunConfig } from '../../core/config';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
 import { summarizeRunSteps, type RunSummary } from '../../core/rl/step-summary';
 import type { BehaviorProfiles } from '../../core/router/profiles';
@@ -42,7 +42,7 @@ export function defaultReportDir(id: string): string {
 export async function loadRunReport(store: RunStore, runId: string): Promise<RunReportData> {
   const run = await store.getRun(runId);
   if (!run) throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
-  const config = parseRunConfig(run.config, `stored config of run ${runId}`);
+  const config = parseStoredRunConfig(run.config, `stored config of run ${runId}`);
   const simulated = config.env.kind === 'sim';
   const steps = (await store.steps(runId)).map((s) => s.summary);
   const evaluations = await store.evaluations(runId);

@@ -8,6 +8,7 @@
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
 import { z } from 'zod';
+import { apiKeyOf } from '../secrets';
 import type { VoterConfig } from '../config';
 import { isThinCell, meanTurns, smoothedRescueRate, type BehaviorProfiles, type ProfileCell } from './profiles';
 import type { DeadGroup } from './validation';
@@ -218,7 +219,7 @@ function requestFailureReason(err: unknown, voter: VoterConfig, cancelled: boole
   return `request failed: ${typeof err === 'object' && err !== null && 'message' in err ? rootCauseMessage(err as Error) : String(err)}`;
 }
 
-async function askVoter(voter: VoterConfig, context: VoteContext, signal: AbortSignal | undefined): Promise<VoteOutcome> {
+async function askVoter(voter: VoterConfig, apiKey: string, context: VoteContext, signal: AbortSignal | undefined): Promise<VoteOutcome> {
   const label = voterLabel(voter);
   const started = performance.now();
   const latencyMs = () => Math.round(performance.now() - started);
@@ -226,7 +227,7 @@ async function askVoter(voter: VoterConfig, context: VoteContext, signal: AbortS
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), voter.timeoutSeconds * 1000);
   try {
-    const client = new OpenAI({ baseURL: voter.baseUrl, apiKey: voter.apiKey, timeout: voter.timeoutSeconds * 1000, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: voter.baseUrl, apiKey, timeout: voter.timeoutSeconds * 1000, maxRetries: 0 });
     const response = await client.chat.completions.create(
       { model: voter.model, messages: voterMessages(context), temperature: 0 },
       { signal: signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal },
@@ -252,13 +253,16 @@ async function askVoter(voter: VoterConfig, context: VoteContext, signal: AbortS
  * No retries (maxRetries 0) and temperature 0: a late or flaky voter is
  * dropped for this decision rather than delaying the rescue. Outcomes are in
  * the order of `voters`. Aborting `options.signal` cancels every request.
+ * A voter's `apiKeyEnv` that is not set in this process throws (MissingSecretError).
  */
 export async function collectVotes(
   voters: readonly VoterConfig[],
   context: VoteContext,
   options: { signal?: AbortSignal } = {},
 ): Promise<VoteOutcome[]> {
-  return Promise.all(voters.map((voter) => askVoter(voter, context, options.signal)));
+  // A voter whose key is missing from this worker's environment is a setup to fix, not a ballot to drop: it throws here.
+  const keys = voters.map((voter, i) => apiKeyOf(voter, `router.voters.${i}`));
+  return Promise.all(voters.map((voter, i) => askVoter(voter, keys[i], context, options.signal)));
 }
 
 /**

@@ -110,3 +110,51 @@ test('`profiles show` of an unknown run says so and exits 2', async () => {
   expect(failure?.code).toBe(2);
   expect(failure?.stderr).toMatch(/no run no-such-run in the run store/);
 });
+
+test('a numeric option that is not a whole number of at least 1 is refused, naming the option', async () => {
+  for (const [args, option] of [
+    [['eval', '--env', 'dbbench', '--data', 'data/dbbench/dev.jsonl', '--harness', 'base', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--concurrency', '0'], '--concurrency'],
+    [['eval', '--env', 'dbbench', '--data', 'data/dbbench/dev.jsonl', '--harness', 'base', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--limit', 'abc'], '--limit'],
+    [['run', 'list', '--limit', '2.5'], '--limit'],
+    [['demo', '--steps', '-3'], '--steps'],
+  ] as const) {
+    const failure = await harnessS(...args).then(() => null, (err) => err as { code: number; stderr: string });
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toContain(`${option} must be a whole number of at least 1`);
+  }
+});
+
+test('a mistyped workflow input sent straight to Temporal fails the run at once, naming the field and the nearest known one', async () => {
+  const cli = findTemporalCli()!;
+  const start = async (input: unknown) => {
+    const id = uniqueRunId('typo');
+    await run(cli.path, ['workflow', 'start', '--address', TEST_TEMPORAL_ADDRESS, '--type', 'harnessSRun', '--task-queue', 'harness-s-control', '--workflow-id', id, '--input', JSON.stringify(input)]);
+    const failure = await stack.client.workflow.getHandle(id).result().then(() => null, (err: Error) => err);
+    return (failure?.cause as Error | undefined)?.message ?? '';
+  };
+  expect(await start({ cfg: {} })).toBe('workflow input is invalid: cfg: unknown; known here: config, resume, recover');
+  const typos = await start({ config: { ...stack.config({ steps: 1 }), stepz: 40, rollout: { groupsize: 4 } } });
+  expect(typos).toContain('stepz: unknown; did you mean steps?');
+  expect(typos).toContain('rollout.groupsize: unknown; did you mean groupSize?');
+});
+
+test('`config check` refuses typos and files the config names that do not exist', async () => {
+  const file = path.join(dir, 'typo.json');
+  writeFileSync(file, JSON.stringify({ config: { stepz: 40, rollout: { groupsize: 4 } } }));
+  const typo = await harnessS('config', 'check', file).then(() => null, (err) => err as { code: number; stderr: string });
+  expect(typo?.code).toBe(2);
+  expect(typo?.stderr).toMatch(/stepz: unknown; did you mean steps\?/);
+  writeFileSync(file, JSON.stringify({ config: { env: { kind: 'charset', tasks: 'no/such/tasks.json' } } }));
+  const missing = await harnessS('config', 'check', file).then(() => null, (err) => err as { code: number; stderr: string });
+  expect(missing?.stderr).toMatch(/env\.tasks: no\/such\/tasks\.json does not exist/);
+  expect((await harnessS('config', 'check', 'examples/sim-quickstart.json')).stdout).toMatch(/valid \(sim, 20 steps/);
+});
+
+test('`npx harness-s` works in the checkout, and the command installed with `npm install -g` works from any folder', async () => {
+  expect((await run('npx', ['harness-s', 'config', 'check', 'examples/sim-quickstart.json'], { cwd: ROOT, env })).stdout).toMatch(/valid/);
+  const prefix = mkdtempSync(path.join(os.tmpdir(), 'harness-s-global-'));
+  await run('npm', ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', ROOT], { env });
+  const elsewhere = mkdtempSync(path.join(os.tmpdir(), 'harness-s-cwd-'));
+  const { stdout } = await run(path.join(prefix, 'bin', 'harness-s'), ['config', 'check', path.join(ROOT, 'examples', 'sim-quickstart.json')], { cwd: elsewhere, env });
+  expect(stdout).toMatch(/valid \(sim, 20 steps/);
+}, 120_000);

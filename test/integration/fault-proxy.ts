@@ -30,13 +30,25 @@ async function body(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-export async function startFaultProxy(target: string): Promise<FaultProxy> {
+export interface FaultProxyOptions {
+  /** Answer 401 to a request whose `Authorization` is not `Bearer <requireKey>`, as an endpoint with auth does. */
+  requireKey?: string;
+  /** Listen on this port (0: a free one), e.g. to come back where a client expects it after an outage. */
+  port?: number;
+}
+
+export async function startFaultProxy(target: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   const proxy: FaultProxy = { url: '', faults: [], seen: [], close: async () => undefined };
   const server = createServer((req, res) => {
     void (async () => {
       const path = req.url ?? '/';
       proxy.seen.push(`${req.method} ${path}`);
       const raw = await body(req);
+      if (options.requireKey !== undefined && req.headers.authorization !== `Bearer ${options.requireKey}`) {
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 }, detail: 'invalid API key' }));
+        return;
+      }
       const i = proxy.faults.findIndex((f) => f.match(req.method ?? 'GET', path));
       const fault = i >= 0 ? proxy.faults.splice(i, 1)[0] : undefined;
       if (fault?.status) {
@@ -59,8 +71,12 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       res.end(String(err));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  proxy.close = () => new Promise((resolve) => server.close(() => resolve()));
+  proxy.close = () =>
+    new Promise((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return proxy;
 }

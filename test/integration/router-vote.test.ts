@@ -51,7 +51,7 @@ const context: VoteContext = {
 };
 
 let server: VoterServer;
-const voter = (model: string, timeoutSeconds = 5): VoterConfig => ({ baseUrl: server.baseUrl, model, apiKey: 'EMPTY', timeoutSeconds });
+const voter = (model: string, timeoutSeconds = 5): VoterConfig => ({ baseUrl: server.baseUrl, model, timeoutSeconds });
 
 beforeAll(async () => {
   server = await startVoterServer(VOTERS);

@@ -31,7 +31,8 @@ const chatCompletion = (model: string, content: string) => ({
   choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
 });
 
-export async function startVoterServer(answers: Record<string, VoterAnswer>): Promise<VoterServer> {
+/** `requireKey`: answer 401 unless the request carries `Authorization: Bearer <requireKey>`. */
+export async function startVoterServer(answers: Record<string, VoterAnswer>, options: { requireKey?: string } = {}): Promise<VoterServer> {
   const requests: VoterServer['requests'] = [];
   const pending = new Set<NodeJS.Timeout>();
   const sendJson = (res: ServerResponse, status: number, value: unknown) => {
@@ -41,6 +42,9 @@ export async function startVoterServer(answers: Record<string, VoterAnswer>): Pr
   const answer = (req: IncomingMessage, res: ServerResponse, body: string) => {
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
       return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'NotFoundError', code: 404 } });
+    }
+    if (options.requireKey !== undefined && req.headers.authorization !== `Bearer ${options.requireKey}`) {
+      return sendJson(res, 401, { error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 } });
     }
     const json = JSON.parse(body) as VoterServer['requests'][number];
     requests.push({ model: json.model, temperature: json.temperature, messages: json.messages });

@@ -46,7 +46,7 @@ test('all sends the group to every sibling; with more siblings than G rollouts, 
 });
 
 test('vote without a usable voter falls back to the validation rule and says so', async () => {
-  const decision = await routeDeadGroup(request({ strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: 'x', timeoutSeconds: 1 }] }));
+  const decision = await routeDeadGroup(request({ strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:9/v1', model: 'm', timeoutSeconds: 1 }] }));
   expect(decision).toMatchObject({ strategy: 'vote', fallback: true, chosen: ['e', 'd'] });
   expect(decision.votes).toHaveLength(1);
   expect(decision.votes[0].ok).toBe(false);

@@ -178,5 +178,5 @@ describe('voterMessages', () => {
 });
 
 test("a voter's label is its model at its base URL", () => {
-  expect(voterLabel({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'qwen3-32b', apiKey: 'EMPTY', timeoutSeconds: 30 })).toBe('qwen3-32b@http://127.0.0.1:8000/v1');
+  expect(voterLabel({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'qwen3-32b', timeoutSeconds: 30 })).toBe('qwen3-32b@http://127.0.0.1:8000/v1');
 });

@@ -1,4 +1,5 @@
-import { parseRunConfig, RunConfigError, runConfigJsonSchema } from '../../core/config';
+import { parseRunConfig, parseStoredRunConfig, RunConfigError, runConfigJsonSchema } from '../../core/config';
+import { runInputProblem } from '../../core/run-input';
 import { apiKeyOf } from '../../core/secrets';
 import sample from '../../examples/sim-quickstart.json';
 import dbbench from '../../examples/dbbench.json';
@@ -52,7 +53,7 @@ test('the vote strategy needs at least one voter, each with an absolute URL and 
     /router\.voters\.0\.baseUrl: must be an absolute http\(s\) URL[\s\S]*router\.voters\.0\.model/,
   );
   const config = parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:8000/v1', model: 'judge' }] } });
-  expect(config.router.voters[0]).toEqual({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'judge', apiKey: 'EMPTY', timeoutSeconds: 30 });
+  expect(config.router.voters[0]).toEqual({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'judge', timeoutSeconds: 30 });
 });
 
 test('an unknown router strategy is refused with the ones there are', () => {
@@ -70,4 +71,46 @@ test('an endpoint key named by apiKeyEnv is read from the worker environment; a 
   expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow("trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_KEY, which is not set in this worker's environment");
   expect(apiKeyOf(parseRunConfig({}).trainer, 'trainer')).toBe('EMPTY');
   expect(() => parseRunConfig({ policy: { apiKeyEnv: 'not a name' } })).toThrow(/policy\.apiKeyEnv/);
+});
+
+test('a typo anywhere in a config is refused, naming its path and the nearest known key', () => {
+  const problems = (raw: unknown) => {
+    try {
+      parseRunConfig(raw);
+    } catch (err) {
+      return { message: (err as RunConfigError).message, paths: (err as RunConfigError).paths };
+    }
+    throw new Error('accepted');
+  };
+  const typos = problems({ stepz: 40, rollout: { groupsize: 4 }, env: { kind: 'sim', wrld: 'w.json' }, router: { voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeout: 3 }] } });
+  expect(typos.message).toContain('stepz: unknown; did you mean steps?');
+  expect(typos.message).toContain('rollout.groupsize: unknown; did you mean groupSize?');
+  expect(typos.message).toContain('env.wrld: unknown; did you mean world?');
+  expect(typos.message).toMatch(/router\.voters\.0\.timeout: unknown; did you mean timeoutSeconds\?/);
+  expect(typos.paths).toEqual(expect.arrayContaining(['stepz', 'rollout.groupsize', 'env.wrld', 'router.voters.0.timeout']));
+  expect(problems({ cfg: {} }).message).toMatch(/cfg: unknown; known here: name, env, /);
+});
+
+test('a literal API key is refused with what to do instead; the old "EMPTY" placeholder is no key and is dropped', () => {
+  expect(() => parseRunConfig({ policy: { apiKey: 'sk-live-123' } })).toThrow(/policy\.apiKey: a literal API key is not accepted.*"policy": \{"apiKeyEnv": "VLLM_API_KEY"\}/);
+  expect(() => parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey: 'sk-x' }] } })).toThrow(/router\.voters\.0\.apiKey: a literal API key/);
+  const config = parseRunConfig({ policy: { apiKey: 'EMPTY' }, trainer: { apiKey: 'EMPTY' } });
+  expect(config.policy).not.toHaveProperty('apiKey');
+  expect(JSON.stringify(config)).not.toContain('apiKey"');
+});
+
+test('a config stored by an older version still loads: its placeholder keys and retired keys are dropped', () => {
+  const stored = { ...parseRunConfig({ steps: 7 }), policy: { ...parseRunConfig({}).policy, apiKey: 'EMPTY' }, trainer: { ...parseRunConfig({}).trainer, apiKey: 'old-literal' }, retired: 1 };
+  const config = parseStoredRunConfig(stored, 'stored config of run-x');
+  expect(config.steps).toBe(7);
+  expect(JSON.stringify(config)).not.toMatch(/apiKey"|old-literal|retired/);
+  expect(() => parseStoredRunConfig({ steps: 0 }, 'stored config of run-x')).toThrow(/stored config of run-x is invalid:\n {2}- steps/);
+});
+
+test('a workflow input must be {"config": {...}}: a mistyped wrapper is named', () => {
+  expect(runInputProblem({ config: {} })).toBeNull();
+  expect(runInputProblem({ cfg: {} })).toBe('cfg: unknown; known here: config, resume, recover');
+  expect(runInputProblem({ conf: {} })).toBe('conf: unknown; did you mean config?');
+  expect(runInputProblem({})).toMatch(/^config: missing/);
+  expect(runInputProblem('x')).toMatch(/must be a JSON object/);
 });

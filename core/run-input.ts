@@ -1,0 +1,24 @@
+/**
+ * The shape of harnessSRun's argument, `{"config": {...}}`, checked where it
+ * enters: the CLI's config files and the workflow itself (a run started from
+ * the Web UI or the `temporal` CLI). Pure and dependency-free: the workflow
+ * bundle imports it. The config inside is checked by core/config.ts.
+ */
+import { unknownKeyHint } from './did-you-mean';
+
+const INPUT_KEYS = ['config', 'resume', 'recover'] as const;
+
+/** Why `input` is not a run input, or null when its shape is right. */
+export function runInputProblem(input: unknown): string | null {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return 'must be a JSON object {"config": {...}} ({"config": {}} runs the embedded default)';
+  }
+  const unknown = Object.keys(input).filter((key) => !(INPUT_KEYS as readonly string[]).includes(key));
+  if (unknown.length > 0) {
+    return unknown.map((key) => `${key}: unknown${unknownKeyHint(key, INPUT_KEYS)}`).join('; ');
+  }
+  const config = (input as { config?: unknown }).config;
+  if (config === undefined) return 'config: missing ({"config": {}} runs the embedded default)';
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) return 'config: must be a JSON object';
+  return null;
+}
