@@ -22,7 +22,11 @@ export interface ActivityClients {
 export const defaultClients: ActivityClients = {
   policy: (config) => new PolicyClient({ ...config.policy, apiKey: apiKeyOf(config.policy, 'policy') }),
   trainer: (config, signal) =>
-    new TinkerClient({ baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal }),
+    new TinkerClient({
+      baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal,
+      // A config stored before `retry` existed has none: the client's own default.
+      maxConnectionRetrySeconds: config.retry?.maxIntervalSeconds,
+    }),
   policyApiKey: (config) => apiKeyOf(config.policy, 'policy'),
   trainerApiKey: (config) => apiKeyOf(config.trainer, 'trainer'),
 };

@@ -1,30 +1,44 @@
 /**
- * How an activity's error reaches the workflow. An error the user must fix
- * (core/errors.ts UserError: a config, a task file, a spec, a secret, an
- * endpoint outside its contract) or a request an endpoint refuses for good
- * fails the run at once, non-retryable, with its message; anything else is
- * retried by the activity's retry policy. `asNonRetryable` is applied once,
- * around every activity (index.ts); `asTrainerFailure` adds the trainer's own
- * refusals.
+ * How an activity's error reaches the workflow (workflows/failures.ts acts on it):
+ *
+ * - an error the user must fix (core/errors.ts UserError: a config, a task
+ *   file, a spec, a secret, an endpoint outside its contract), or a request an
+ *   endpoint or the trainer refuses for good: non-retryable, so the run fails
+ *   at once with its message;
+ * - an endpoint that cannot be reached or answers with a server error (the
+ *   policy or an inference server: `PolicyUnavailable`; the trainer:
+ *   `TrainerUnavailable`): retried; once the retries are spent, the run pauses
+ *   itself with the reason;
+ * - anything else: retried, then the workflow decides (a rollout group is
+ *   recorded as failed).
+ *
+ * `asWorkflowFailure` is applied once, around every activity (index.ts).
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import { APIError } from 'openai';
+import { APIConnectionError, APIError } from 'openai';
 import { UserError } from '../core/errors';
+import { PublishError } from '../core/policy/publisher';
 import { TrainerError } from '../core/rl/tinker/client';
 
 /** HTTP statuses with which a policy endpoint refuses the request itself (bad model or adapter name, bad key). */
 const REFUSED = [400, 401, 403, 404, 422];
 
-export function asNonRetryable(err: unknown): never {
+export function asWorkflowFailure(err: unknown): never {
+  if (err instanceof ApplicationFailure) throw err;
   if (err instanceof UserError) throw ApplicationFailure.nonRetryable(err.message, err.name);
   if (err instanceof APIError && err.status !== undefined && REFUSED.includes(err.status)) {
     throw ApplicationFailure.nonRetryable(`policy endpoint: HTTP ${err.status}: ${err.message}`, 'PolicyRequestRefused');
   }
-  throw err;
-}
-
-/** Trainer errors a user must fix fail the run at once; the rest are retried (user errors: asNonRetryable, around every activity). */
-export function asTrainerFailure(err: unknown): never {
-  if (err instanceof TrainerError && err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
+  if (err instanceof APIConnectionError || (err instanceof APIError && err.status !== undefined && (err.status >= 500 || err.status === 429))) {
+    throw ApplicationFailure.retryable(`policy endpoint: ${err.message}`, 'PolicyUnavailable');
+  }
+  if (err instanceof PublishError) {
+    if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
+    throw ApplicationFailure.retryable(`inference server: ${err.message}`, 'PolicyUnavailable');
+  }
+  if (err instanceof TrainerError) {
+    if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
+    throw ApplicationFailure.retryable(err.message, 'TrainerUnavailable');
+  }
   throw err;
 }

@@ -13,7 +13,7 @@
  *   train-step.ts  trainStep                       (task queue harness-s-trainer)
  *   publish.ts     publishPolicy, republishPolicy
  */
-import { asNonRetryable } from './failures';
+import { asWorkflowFailure } from './failures';
 import { createPublishActivities } from './publish';
 import { createRolloutActivities } from './rollouts';
 import { createRoutingActivities } from './routing';
@@ -38,7 +38,7 @@ export function createActivities(deps: ActivityDeps) {
   });
 }
 
-/** Every activity, wrapped so that an error a user must fix (wherever it is thrown) fails the run at once (failures.ts). */
+/** Every activity, wrapped so that its errors say what the workflow should do: fail the run, pause it, or retry (failures.ts). */
 function userErrorsFailAtOnce<T extends Record<string, (input: never) => Promise<unknown>>>(activities: T): T {
   const wrapped = Object.entries(activities).map(([name, activity]) => [
     name,
@@ -46,7 +46,7 @@ function userErrorsFailAtOnce<T extends Record<string, (input: never) => Promise
       try {
         return await activity(input);
       } catch (err) {
-        return asNonRetryable(err);
+        return asWorkflowFailure(err);
       }
     },
   ]);

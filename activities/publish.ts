@@ -4,10 +4,10 @@
  * a heartbeat clock: unpacking a big adapter takes minutes.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { publishAdapter, PublishError, type PublishResult } from '../core/policy/publisher';
+import { publishAdapter, type PublishResult } from '../core/policy/publisher';
 import { adapterDirFromEnv, resolveSamplerWeights, SamplerWeightsError } from '../core/policy/sampler-weights';
 import { defaultClients } from './clients';
-import { asTrainerFailure } from './failures';
+import { asWorkflowFailure } from './failures';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
@@ -57,8 +57,8 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
         },
       );
     } catch (err) {
-      if ((err instanceof PublishError || err instanceof SamplerWeightsError) && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
-      return asTrainerFailure(err);
+      if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
+      return asWorkflowFailure(err);
     }
   }
 

@@ -6,6 +6,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { mapWithConcurrency } from '../core/concurrency';
 import { runEpisode } from '../core/harness/runtime';
+import { countEpisode, observeRescueLatency, recordRolloutStored } from '../core/metrics';
 import { hashSeed } from '../core/random';
 import type { GroupSummary } from '../core/rl/groups';
 import { defaultClients } from './clients';
@@ -42,6 +43,7 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
       let completed = stored.length;
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
+      if (input.role === 'rescue' && Context.current().info.attempt === 1) observeRescueLatency(config.env.kind, await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'));
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const activity = Context.current();
       await withHeartbeatClock(
@@ -50,12 +52,13 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
           mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
             const harness = pool.find((h) => h.id === harnessId);
             if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
-            const trajectory = await runEpisode({
+            const trajectory = await countEpisode({ env: config.env.kind, harness: harnessId }, runEpisode({
               env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
               maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
               seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
-            });
-            await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+            }));
+            const inserted = await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+            for (const t of inserted) recordRolloutStored({ env: config.env.kind, harness: t.harnessId, role: input.role, success: t.success });
             completed += 1;
             activity.heartbeat({ completed });
           }, activity.cancellationSignal),

@@ -4,8 +4,9 @@
  * final summary. Each is idempotent: the store keeps the first record.
  */
 import { Context } from '@temporalio/activity';
-import { keepPreEvaluationShape, parseRunConfig, RunConfigError, type RunConfig } from '../core/config';
+import { keepPreEvaluationShape, parseRunConfig, parseStoredRunConfig, RunConfigError, type RunConfig } from '../core/config';
 import type { EvaluationSummary } from '../core/rl/evaluation';
+import { recordStepMetrics } from '../core/metrics';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
@@ -35,7 +36,8 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
   return {
     /** Validates the config (every bad field named), registers the run, describes its harness pool. */
     async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
-      let config = parseRunConfig(input.config);
+      // A continued execution's config was written by this project (perhaps an older version); a new run's by a user.
+      let config = input.continuing ? parseStoredRunConfig(input.config, 'run config') : parseRunConfig(input.config);
       // Continuing a run stored by an older version: it keeps what it began with.
       if (input.continuing) config = keepPreEvaluationShape(config, (await store.getRun(input.runId))?.config ?? config);
       const env = deps.environmentFor(config);
@@ -61,7 +63,9 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
       await store.settleRoutingDecisions(input.runId, input.summary.step);
-      await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
+      const recorded = await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
+      // Counted by the attempt that stored the step, so a retried activity does not count it twice.
+      if (recorded) recordStepMetrics((await store.getRun(input.runId))?.env ?? 'unknown', input.summary);
       logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
     },
 

@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
 import { mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import { defaultClients } from './clients';
-import { asTrainerFailure } from './failures';
+import { asWorkflowFailure } from './failures';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
@@ -59,7 +59,7 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
       const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
       return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
     } catch (err) {
-      return asTrainerFailure(err);
+      return asWorkflowFailure(err);
     }
   };
 }

@@ -1,41 +1,48 @@
 /**
  * Timeouts and retries per task queue. Errors a user must fix (bad config,
- * an endpoint without token ids) are thrown non-retryable by the activities.
+ * an endpoint without token ids) are thrown non-retryable by the activities;
+ * the rest are retried as the run config's `retry` says (defaults when a
+ * config from before it has none).
  */
 import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
+import type { RetryConfig } from '../core/config';
 import { TASK_QUEUES } from './definitions';
 
-const retry: RetryPolicy = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 10 };
+const DEFAULT_RETRY: RetryConfig = { maxAttempts: 10, maxIntervalSeconds: 30 };
 
-export const controlActivityOptions: ActivityOptions = {
+function retryPolicy(retry: RetryConfig | undefined = DEFAULT_RETRY): RetryPolicy {
+  return { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: `${retry.maxIntervalSeconds}s`, maximumAttempts: retry.maxAttempts };
+}
+
+export const controlActivityOptions = (retry?: RetryConfig): ActivityOptions => ({
   taskQueue: TASK_QUEUES.control,
   startToCloseTimeout: '2m',
-  retry,
-};
+  retry: retryPolicy(retry),
+});
 
 /** A rollout group heartbeats on a clock and after each rollout; a dead worker's group moves on within the heartbeat timeout. */
-export const rolloutActivityOptions: ActivityOptions = {
+export const rolloutActivityOptions = (retry?: RetryConfig): ActivityOptions => ({
   taskQueue: TASK_QUEUES.rollout,
   startToCloseTimeout: '30m',
   heartbeatTimeout: '15s',
-  retry,
-};
+  retry: retryPolicy(retry),
+});
 
 /** The trainer activity heartbeats every 5 s on a clock, also while one trainer request is held for minutes. */
-export const trainerActivityOptions: ActivityOptions = {
+export const trainerActivityOptions = (retry?: RetryConfig): ActivityOptions => ({
   taskQueue: TASK_QUEUES.trainer,
   startToCloseTimeout: '2h',
   heartbeatTimeout: '30s',
-  retry,
-};
+  retry: retryPolicy(retry),
+});
 
 /**
  * Publishing downloads and unpacks a step's weights and loads them on every
  * inference server: minutes on a big adapter, with a heartbeat clock.
  */
-export const publishActivityOptions: ActivityOptions = {
+export const publishActivityOptions = (retry?: RetryConfig): ActivityOptions => ({
   taskQueue: TASK_QUEUES.control,
   startToCloseTimeout: '30m',
   heartbeatTimeout: '30s',
-  retry,
-};
+  retry: retryPolicy(retry),
+});

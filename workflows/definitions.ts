@@ -64,6 +64,8 @@ export interface RunStatus {
   profileShift: number | null;
   paused: boolean;
   pauseReason: string | null;
+  /** The running step's groups done and rescues started; null between steps. */
+  stepProgress: StepProgress | null;
   lastStep: StepSummary | null;
   /** The last evaluatePolicy result: base harness and Rank-1 success on the eval split. */
   lastEvaluation: EvaluationSummary | null;
@@ -100,6 +102,16 @@ export interface EvaluatePolicyInput {
   profileVersion: number;
   baseHarnessId: string;
 }
+
+/** How far the running step is: sent by the step to its run, so the run's own page shows it. */
+export interface StepProgress {
+  step: number;
+  groupsDone: number;
+  groups: number;
+  rescuesStarted: number;
+  failedGroups: number;
+}
+export const stepProgressSignal = defineSignal<[StepProgress]>('stepProgress');
 
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');
 export const resumeSignal = defineSignal('resume');

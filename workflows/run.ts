@@ -31,10 +31,13 @@ import {
 import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
 import { applyConfigChange, parseConfigChange } from '../core/config-change';
+import { runInputProblem } from '../core/run-input';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
   pauseSignal,
   resumeSignal,
+  stepProgressSignal,
+  type StepProgress,
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUES,
@@ -47,16 +50,21 @@ import { controlActivityOptions, publishActivityOptions } from './activity-optio
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
+import { outageOf, runFailure } from './failures';
 
-const control = proxyActivities<Activities>(controlActivityOptions);
-const publish = proxyActivities<Activities>(publishActivityOptions);
+const control = proxyActivities<Activities>(controlActivityOptions());
+const publish = proxyActivities<Activities>(publishActivityOptions());
 const RECENT_STEPS = 10;
 
 export async function harnessSRun(input: RunInput): Promise<RunSummary> {
+  // Runs started from the Web UI or the temporal CLI skip the CLI's checks; a mistyped input fails at once, saying what is wrong.
+  const inputProblem = patched('strict-run-input') ? runInputProblem(input) : null;
+  if (inputProblem) throw ApplicationFailure.nonRetryable(`workflow input is invalid: ${inputProblem}`, 'RunConfigError');
   const run = new HarnessSRun(input);
   setHandler(statusQuery, () => run.status);
   setHandler(pauseSignal, (args) => run.pause(args?.reason));
   setHandler(resumeSignal, () => run.resume());
+  setHandler(stepProgressSignal, (progress) => run.stepProgressed(progress));
   setHandler(updateConfigUpdate, (change) => run.updateConfig(change), { validator: (change) => void run.checkChange(change) });
   return run.execute();
 }
@@ -83,7 +91,7 @@ class HarnessSRun {
     this.status = {
       runId: this.runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
       policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
-      paused: false, pauseReason: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
+      paused: false, pauseReason: null, stepProgress: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
     };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
     if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
@@ -99,6 +107,14 @@ class HarnessSRun {
   resume(): void {
     this.status.paused = false;
     this.status.pauseReason = null;
+  }
+
+  /** The running step's progress, shown on the run's own page (a late signal from an earlier step is ignored). */
+  stepProgressed(progress: StepProgress): void {
+    if (progress.step !== this.status.step || this.status.phase !== 'training') return;
+    this.status.stepProgress = progress;
+    const failed = progress.failedGroups ? `, ${progress.failedGroups} failed` : '';
+    this.details(`step ${progress.step}/${this.config.steps}, policy ${this.status.policyVersion}: ${progress.groupsDone}/${progress.groups} base groups done, ${progress.rescuesStarted} rescues started${failed}`);
   }
 
   /**
@@ -148,7 +164,7 @@ class HarnessSRun {
     status.phase = 'training';
     while (status.step < this.config.steps) {
       if (status.paused) {
-        setCurrentDetails(`paused before step ${status.step}: ${status.pauseReason}`);
+        this.details(`paused before step ${status.step}: ${status.pauseReason}`);
         await condition(() => !status.paused);
         if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
       }
@@ -178,7 +194,7 @@ class HarnessSRun {
     const result = await control.summarizeRun({ runId: this.runId });
     await condition(allHandlersFinished);
     status.phase = 'done';
-    setCurrentDetails(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
+    this.details(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
     return result;
   }
 
@@ -217,16 +233,20 @@ class HarnessSRun {
     const { status } = this;
     this.stepInFlight = true; // from here a change applies from the next step
     await this.persistConfig();
-    setCurrentDetails(`step ${status.step}/${this.config.steps}, policy ${status.policyVersion}`);
-    const summary: StepSummary = await executeChild(trainingStep, {
-      workflowId: `${this.runId}/step-${status.step}`,
-      taskQueue: TASK_QUEUES.control,
-      args: [{
-        runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
-        profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
-      }],
-    });
+    this.details(`step ${status.step}/${this.config.steps}, policy ${status.policyVersion}`);
+    const summary: StepSummary = await this.untilDone(`step ${status.step}`, () =>
+      executeChild(trainingStep, {
+        workflowId: `${this.runId}/step-${status.step}`,
+        taskQueue: TASK_QUEUES.control,
+        staticSummary: `step ${status.step} of Harness-S run ${this.config.name}`,
+        args: [{
+          runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
+          profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
+        }],
+      }),
+    );
     this.stepInFlight = false;
+    status.stepProgress = null;
     status.lastStep = summary;
     status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
     status.policyVersion = summary.policyVersion;
@@ -238,12 +258,15 @@ class HarnessSRun {
   /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */
   private async measureProfiles(prepared: Prepared, version: number, extraTaskIds: string[]): Promise<void> {
     const { status } = this;
-    setCurrentDetails(`measuring behaviour profiles v${version} of ${prepared.harnessIds.length} harnesses with policy ${status.policyVersion}`);
-    const profiles = await executeChild(reanchorProfiles, {
-      workflowId: `${this.runId}/profiles-v${version}`,
-      taskQueue: TASK_QUEUES.control,
-      args: [{ runId: this.runId, config: this.config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
-    });
+    this.details(`measuring behaviour profiles v${version} of ${prepared.harnessIds.length} harnesses with policy ${status.policyVersion}`);
+    const profiles = await this.untilDone(`profiles v${version}`, () =>
+      executeChild(reanchorProfiles, {
+        workflowId: `${this.runId}/profiles-v${version}`,
+        taskQueue: TASK_QUEUES.control,
+        staticSummary: `behaviour profiles v${version} of Harness-S run ${this.config.name}`,
+        args: [{ runId: this.runId, config: this.config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
+      }),
+    );
     status.profileVersion = profiles.version;
     status.profileShift = profiles.shift;
   }
@@ -263,12 +286,13 @@ class HarnessSRun {
     const { status } = this;
     const phase = status.phase;
     status.phase = 'evaluating';
-    setCurrentDetails(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
-    status.lastEvaluation = await executeChild(evaluatePolicy, {
+    this.details(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
+    status.lastEvaluation = await this.untilDone(`evaluation after ${afterSteps} steps`, () => executeChild(evaluatePolicy, {
       workflowId: `${this.runId}/eval-${afterSteps}`,
       taskQueue: TASK_QUEUES.control,
+      staticSummary: `evaluation after ${afterSteps} steps of Harness-S run ${this.config.name}`,
       args: [{ runId: this.runId, config: this.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
-    });
+    }));
     status.phase = phase;
   }
 
@@ -297,6 +321,39 @@ class HarnessSRun {
     if (!this.configDirty) return;
     this.configDirty = false;
     await control.updateRunConfig({ runId: this.runId, fromStep: this.status.step, config: this.config });
+  }
+
+  /**
+   * The run's current details in the Web UI: what the run is (as the CLI's
+   * start summary says it; a run started from the UI has no other), then what
+   * it does now.
+   */
+  private details(now: string): void {
+    const { name, env } = this.status;
+    const what = name ? `Harness-S run ${name} (${env}${env === 'sim' ? ', SIMULATED' : ''})` : 'Harness-S run';
+    setCurrentDetails(`${what}\n${now}`);
+  }
+
+  /**
+   * A child (a step, a probe pass) until it succeeds: when an endpoint it
+   * needs is down past its retries, the run pauses itself with the reason and
+   * runs it again once resumed; the store keeps what was done, so nothing is
+   * lost or done twice. Any other failure ends the run, its root cause on top.
+   */
+  private async untilDone<T>(what: string, child: () => Promise<T>): Promise<T> {
+    const pausesOnOutage = patched('pause-on-outage');
+    for (;;) {
+      try {
+        return await child();
+      } catch (err) {
+        const outage = outageOf(err);
+        if (!pausesOnOutage) throw err;
+        if (outage === null) throw runFailure(err);
+        this.pause(`${what} stopped: ${outage.replace(/\.$/, '')}. Once it is back: harness-s run resume ${this.runId}`);
+        this.details(`paused in ${what}: ${this.status.pauseReason}`);
+        await condition(() => !this.status.paused);
+      }
+    }
   }
 
   /** The first step a change made now applies from. */

@@ -1,41 +1,66 @@
 /**
  * trainingStep: one GRPO step of a Harness-S run.
  * Base groups run one activity per task; a dead group goes to the router and
- * its rescue group starts at once, without waiting for the other groups.
+ * its rescue group starts at once, without waiting for the other groups. A
+ * group whose task fails for good is left out, with its reason
+ * (workflows/failures.ts); when every base group fails, the step fails as an
+ * outage and the run pauses.
  */
-import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ApplicationFailure, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { GroupSummary } from '../core/rl/groups';
 import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup } from '../core/rl/rescue';
-import { summarizeStep, type StepSummary } from '../core/rl/step-summary';
-import { TASK_QUEUES, type TrainingStepInput } from './definitions';
+import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
+import { stepProgressSignal, TASK_QUEUES, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
-
-const control = proxyActivities<Activities>(controlActivityOptions);
-const publish = proxyActivities<Activities>(publishActivityOptions);
-const rollout = proxyActivities<Activities>(rolloutActivityOptions);
-const trainer = proxyActivities<Activities>(trainerActivityOptions);
+import { groupOrFailure } from './failures';
 
 export async function trainingStep(input: TrainingStepInput): Promise<StepSummary> {
   const { runId, step, config, policyVersion, profileVersion, baseHarnessId } = input;
+  const control = proxyActivities<Activities>(controlActivityOptions(config.retry));
+  const publish = proxyActivities<Activities>(publishActivityOptions(config.retry));
+  const rollout = proxyActivities<Activities>(rolloutActivityOptions(config.retry));
+  const trainer = proxyActivities<Activities>(trainerActivityOptions(config.retry));
+  const keepsFailedGroups = patched('failed-groups');
+  const reportsToRun = patched('step-progress-to-run');
   const started = Date.now(); // deterministic inside a workflow
   const G = config.rollout.groupSize;
   const tasks = await control.sampleTasks({ runId, purpose: 'train', step });
+  const failedGroups: FailedGroup[] = [];
   let groupsDone = 0;
   let rescuesStarted = 0;
-  const progress = () =>
-    setCurrentDetails(`step ${step}: ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started`);
+  const progress = () => {
+    const failed = failedGroups.length ? `, ${failedGroups.length} failed` : '';
+    setCurrentDetails(`step ${step}: ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`);
+    // The run's own page shows it too. A run that has ended meanwhile is no reason to fail the step.
+    if (reportsToRun) {
+      void getExternalWorkflowHandle(runId)
+        .signal(stepProgressSignal, { step, groupsDone, groups: tasks.length, rescuesStarted, failedGroups: failedGroups.length })
+        .catch(() => undefined);
+    }
+  };
   progress();
+
+  /** A group's activity; with failed groups kept, a task that fails for good is recorded and gives null. */
+  const group = async (taskId: string, role: 'base' | 'rescue', run: () => Promise<GroupSummary>): Promise<GroupSummary | null> => {
+    if (!keepsFailedGroups) return run();
+    const outcome = await groupOrFailure(run);
+    if ('group' in outcome) return outcome.group;
+    failedGroups.push({ taskId, role, reason: outcome.failed });
+    return null;
+  };
 
   const outcomes = await Promise.all(
     tasks.map(async (task) => {
-      const base = await rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
-        plan: [{ harnessId: baseHarnessId, samples: G }],
-      });
+      const base = await group(task.taskId, 'base', () =>
+        rollout.runRolloutGroup({
+          runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
+          plan: [{ harnessId: baseHarnessId, samples: G }],
+        }),
+      );
       groupsDone += 1;
       progress();
-      if (!config.rescue.enabled || !groupIsDead(base)) return { base, rescue: null };
+      if (!base || !config.rescue.enabled || !groupIsDead(base)) return { base, rescue: null };
       const decision = await control.chooseRescueHarnesses({
         runId, step, profileVersion,
         group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
@@ -43,16 +68,23 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
       if (decision.chosen.length === 0) return { base, rescue: null };
       rescuesStarted += 1;
       progress();
-      const rescue = await rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
-        plan: planRescueGroup(decision.chosen, G),
-      });
+      const rescue = await group(task.taskId, 'rescue', () =>
+        rollout.runRolloutGroup({
+          runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
+          plan: planRescueGroup(decision.chosen, G),
+        }),
+      );
       return { base, rescue };
     }),
   );
+  const rolloutsDone = Date.now();
 
-  const baseGroups = outcomes.map((o) => o.base);
-  const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : [])) as GroupSummary[];
+  const baseGroups = outcomes.flatMap((o) => (o.base ? [o.base] : []));
+  if (baseGroups.length === 0) {
+    // Not one task could run: the environment, not a task, is failing. The run pauses on it.
+    throw ApplicationFailure.create({ type: 'AllGroupsFailed', message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}` });
+  }
+  const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : []));
   const trainingGroups = assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd);
   setCurrentDetails(`step ${step}: training on ${trainingGroups.length} groups (${TASK_QUEUES.trainer})`);
   const trained = await trainer.trainStep({
@@ -62,6 +94,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
       rollouts: g.rollouts.map((r) => ({ harnessId: r.harnessId, sample: r.sample, advantage: r.advantage })),
     })),
   });
+  const trainDone = Date.now();
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
   const published = await publish.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
   const summary = summarizeStep({
@@ -72,6 +105,8 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     logprobMismatch: trained.logprobMismatch ?? null,
     publishProbeMeanAbsDiff: published?.probeMeanAbsDiff ?? null,
     durationSeconds: (Date.now() - started) / 1000,
+    phaseSeconds: { rollout: (rolloutsDone - started) / 1000, train: (trainDone - rolloutsDone) / 1000, publish: (Date.now() - trainDone) / 1000 },
+    failedGroups,
   });
   await control.recordStep({ runId, summary });
   setCurrentDetails(`step ${step}: done, base success ${(summary.baseSuccessRate * 100).toFixed(1)}%`);

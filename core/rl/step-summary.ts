@@ -43,6 +43,22 @@ export interface StepSummary {
   /** After publishing: the largest mean |Δ| between an inference server's log-probs of the probe and the trainer's. */
   publishProbeMeanAbsDiff: number | null;
   durationSeconds: number;
+  /** Wall time of the step's phases: rollouts (base and rescue groups), the trainer's update, publishing. */
+  phaseSeconds: StepPhaseSeconds | null;
+  /** Groups whose rollouts failed for good (a task its environment cannot run): left out of training, with why. */
+  failedGroups: FailedGroup[];
+}
+
+export interface StepPhaseSeconds {
+  rollout: number;
+  train: number;
+  publish: number;
+}
+
+export interface FailedGroup {
+  taskId: string;
+  role: 'base' | 'rescue';
+  reason: string;
 }
 
 export function summarizeStep(args: {
@@ -58,6 +74,8 @@ export function summarizeStep(args: {
   logprobMismatch?: LogprobMismatch | null;
   publishProbeMeanAbsDiff?: number | null;
   durationSeconds: number;
+  phaseSeconds?: StepPhaseSeconds | null;
+  failedGroups?: FailedGroup[];
 }): StepSummary {
   const baseRollouts = args.baseGroups.flatMap((g) => g.rollouts);
   const siblings: StepSummary['siblings'] = {};
@@ -97,6 +115,8 @@ export function summarizeStep(args: {
     logprobMismatch: args.logprobMismatch ?? null,
     publishProbeMeanAbsDiff: args.publishProbeMeanAbsDiff ?? null,
     durationSeconds: args.durationSeconds,
+    phaseSeconds: args.phaseSeconds ?? null,
+    failedGroups: args.failedGroups ?? [],
   };
 }
 

@@ -66,6 +66,9 @@ export const StoredStepSummary = z.object({
   logprobMismatch: StoredMismatch,
   publishProbeMeanAbsDiff: z.number().nullable().default(null),
   durationSeconds: z.number(),
+  /** Absent from steps recorded before the phases were timed and failed groups were kept. */
+  phaseSeconds: z.object({ rollout: z.number(), train: z.number(), publish: z.number() }).nullable().default(null),
+  failedGroups: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reason: z.string() })).default([]),
 });
 export type StoredStepSummary = z.infer<typeof StoredStepSummary>;
 

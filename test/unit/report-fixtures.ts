@@ -15,7 +15,7 @@ export function stepSummary(n: number, overrides: Partial<StoredStepSummary> = {
     siblings: { 'ec-schema': { lookup: { groupsChosen: 2, groupsRescued: 1, rollouts: 4, successes: 1 } } },
     datums: 12, trainerMetrics: { 'loss:sum': -0.5 + 0.1 * n, grad_norm: 1.5 - 0.2 * n, 'optim/step': n + 1, 'logprob_mismatch/mean_abs_diff': 1e-7, 'logprob_mismatch/ratio_mean': 1 },
     logprobMismatch: { tokens: 100, meanAbsDiff: 1e-7 * (n + 1), ratioMean: 1, ratioStd: 0, ratioMin: 1, ratioMax: 1 },
-    publishProbeMeanAbsDiff: 2e-7, durationSeconds: 1.5,
+    publishProbeMeanAbsDiff: 2e-7, durationSeconds: 1.5, phaseSeconds: { rollout: 1, train: 0.4, publish: 0.1 }, failedGroups: [],
     ...overrides,
   };
 }

@@ -4,7 +4,7 @@ const step = (n: number, base: number, siblings: StepSummary['siblings']): StepS
   step: n, policyVersionBefore: `v${n}`, policyVersion: `v${n + 1}`, profileVersion: 1, tasks: 4, baseRollouts: 16,
   rescueRollouts: 8, baseSuccessRate: base, deadGroups: 2, deadTaskIds: ['a', 'b'], rescuedGroups: 1, liveGroupFraction: 0.5, siblings,
   datums: 10, trainerMetrics: {}, durationSeconds: 1, baseMeanReward: base, baseRewardStdErr: 0.05,
-  logprobMismatch: { tokens: 10 * (n + 1), meanAbsDiff: 0.01 * (n + 1), ratioMean: 1, ratioStd: 0, ratioMin: 1, ratioMax: 1 }, publishProbeMeanAbsDiff: 0,
+  logprobMismatch: { tokens: 10 * (n + 1), meanAbsDiff: 0.01 * (n + 1), ratioMean: 1, ratioStd: 0, ratioMin: 1, ratioMax: 1 }, publishProbeMeanAbsDiff: 0, phaseSeconds: null, failedGroups: [],
 });
 const stats = (chosen: number, rescued: number) => ({ groupsChosen: chosen, groupsRescued: rescued, rollouts: chosen * 4, successes: rescued });
 

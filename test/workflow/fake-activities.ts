@@ -72,6 +72,8 @@ export interface FakeActivities {
   hold<N extends ActivityName>(name: N, when: (input: ActivityInput<N>) => boolean): HeldActivity;
   /** Lets every held call go on (before the workers shut down). */
   releaseAll(): void;
+  /** Makes every call of `name` that `when` accepts throw `error()` (an env that cannot run a task, an endpoint that is down) until stopped. */
+  fail<N extends ActivityName>(name: N, when: (input: ActivityInput<N>) => boolean, error: () => Error): { stop(): void };
 }
 
 export function createFakeActivities(): FakeActivities {
@@ -79,6 +81,7 @@ export function createFakeActivities(): FakeActivities {
   const calls: ActivityCall[] = [];
   const holds: Hold[] = [];
   const releases: Array<() => void> = [];
+  const failures: Array<{ name: ActivityName; matches(input: unknown): boolean; error: () => Error }> = [];
 
   const runOf = (runId: string): RunRecord => {
     const run = runs.get(runId);
@@ -188,6 +191,8 @@ export function createFakeActivities(): FakeActivities {
         held.reach();
         await held.released;
       }
+      const failure = failures.find((f) => f.name === name && f.matches(input));
+      if (failure) throw failure.error();
       return (run as (input: ActivityInput<N>) => unknown)(input);
     }) as Activities[N];
 
@@ -212,6 +217,11 @@ export function createFakeActivities(): FakeActivities {
     releaseAll() {
       holds.length = 0;
       for (const release of releases) release();
+    },
+    fail(name, when, error) {
+      const failure = { name, matches: (input: unknown) => when(input as never), error };
+      failures.push(failure);
+      return { stop: () => void failures.splice(failures.indexOf(failure), 1) };
     },
   };
 }

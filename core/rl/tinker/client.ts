@@ -16,6 +16,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { formatZodError } from '../../zod-errors';
+import { countTrainerRetry, timeTrainerOp } from '../../metrics';
 import {
   type AdamParams,
   CheckpointArchiveUrlResponse,
@@ -67,6 +68,8 @@ export interface TinkerClientOptions {
   signal?: AbortSignal;
   /** First wait, in seconds, before a request to an unreachable server is tried again (doubling up to 30 s). */
   connectionRetrySeconds?: number;
+  /** The longest wait between two attempts to reach the server (30 s when absent); a run's `retry.maxIntervalSeconds`. */
+  maxConnectionRetrySeconds?: number;
   /** Seconds one HTTP request may take; a long poll past it is simply polled again. */
   requestTimeoutSeconds?: number;
 }
@@ -317,7 +320,11 @@ export class TinkerClient {
    * it resolves. `submit` returns null when the op needs no future (see
    * save_weights_for_sampler's 409).
    */
-  private async runFuture(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
+  private runFuture(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
+    return timeTrainerOp(op, () => this.submitAndPoll(op, submit));
+  }
+
+  private async submitAndPoll(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
     let future = await submit();
     if (future === null) return {};
     let resubmits = 0;
@@ -326,13 +333,17 @@ export class TinkerClient {
     for (;;) {
       const polled = Date.now();
       const reply = await this.withConnectionRetries(op, () => this.retrieve(future!.request_id));
-      if (reply === 'poll-again') continue;
+      if (reply === 'poll-again') {
+        countTrainerRetry(op, 'poll_timeout');
+        continue;
+      }
       const { status } = reply;
       if (status < 500) serverErrors = 0;
       if (status === 200 && reply.contentType.startsWith(PROTOBUF_CONTENT_TYPE)) return { proto: reply.body };
       if (status === 200) {
         const json = this.parseBody(op, reply);
         if (TryAgain.safeParse(json).success) {
+          countTrainerRetry(op, 'try_again');
           await this.pause(this.options.pollSeconds);
           continue;
         }
@@ -352,6 +363,7 @@ export class TinkerClient {
       }
       if (status === 408) {
         // A long poll that ended without a result; one answered at once (a proxy, a server without long polls) is paced.
+        countTrainerRetry(op, 'poll_timeout');
         if (Date.now() - polled < 1000) await this.pause(this.options.pollSeconds);
         continue;
       }
@@ -359,21 +371,27 @@ export class TinkerClient {
         if (++serverErrors > MAX_SERVER_ERROR_POLLS) {
           throw new TrainerError(`trainer ${this.base}: ${op}: retrieve_future failed ${serverErrors} times in a row: HTTP ${status}: ${this.detail(reply)}`, 'server');
         }
+        countTrainerRetry(op, 'server_error');
         await this.pause(this.options.pollSeconds);
         continue;
       }
       if (status === 429) {
+        countTrainerRetry(op, 'rate_limited');
         await this.pause(Math.max(1, this.options.pollSeconds));
         continue;
       }
       if (status === 410 || status === 404) {
         // The future is gone (the server restarted, or expired it): send the op again; its seq_id makes that exactly-once.
         if (++resubmits > MAX_RESUBMITS) throw new TrainerError(`trainer ${this.base}: ${op}: its future vanished ${resubmits} times (HTTP ${status})`, 'server');
+        countTrainerRetry(op, 'future_gone');
         future = await submit();
         if (future === null) return {};
         continue;
       }
-      if (status === 400 && ++badRequests <= MAX_BAD_REQUEST_POLLS) continue;
+      if (status === 400 && ++badRequests <= MAX_BAD_REQUEST_POLLS) {
+        countTrainerRetry(op, 'bad_request');
+        continue;
+      }
       // A 400 {detail} on retrieve_future is the future's failure (SkyRL); other answers say nothing of the op.
       throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server', status === 400);
     }
@@ -389,7 +407,8 @@ export class TinkerClient {
         if (failures + 1 >= MAX_CONNECTION_FAILURES) {
           throw new TrainerError(`trainer ${this.base} is unreachable (${op}): ${err.message}`, 'server');
         }
-        await this.pause(Math.min(30, (this.options.connectionRetrySeconds ?? 1) * 2 ** failures));
+        countTrainerRetry(routeOf(op), 'unreachable');
+        await this.pause(Math.min(this.options.maxConnectionRetrySeconds ?? 30, (this.options.connectionRetrySeconds ?? 1) * 2 ** failures));
       }
     }
   }
@@ -509,6 +528,11 @@ export class TinkerClient {
   private async pause(seconds: number): Promise<void> {
     await sleep(seconds * 1000, undefined, this.options.signal ? { signal: this.options.signal } : undefined);
   }
+}
+
+/** A metric label for a request: checkpoint routes name a model and a checkpoint, which would make a label per model. */
+function routeOf(op: string): string {
+  return op.startsWith('training_runs/') ? (op.endsWith('/archive') ? 'checkpoint_archive' : 'list_checkpoints') : op;
 }
 
 class UnreachableError extends Error {}
