@@ -20,8 +20,8 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const STEPS = 3;
 const B = 4;
 const G = 4;
-/** About 3 s of retries: the test's outage lasts longer. */
-const RETRY = { maxAttempts: 3, maxIntervalSeconds: 1 };
+/** A few seconds of retries: the test's outage lasts longer. */
+const RETRY = { maxAttempts: 2, maxIntervalSeconds: 1 };
 
 let stack: TestStack;
 const workers: ChildProcess[] = [];

