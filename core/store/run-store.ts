@@ -34,7 +34,8 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
     const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (exists.rowCount === 0) {
       await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`).catch((err: { code?: string }) => {
-        if (err.code !== '42P04') throw err; // created meanwhile by another process
+        // Created meanwhile by another process (42P04; 23505 when both inserted into pg_database at once).
+        if (err.code !== '42P04' && err.code !== '23505') throw err;
       });
     }
   } finally {
@@ -42,18 +43,36 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   }
 }
 
-/** Applies pending migrations; safe to run from several processes at once (advisory lock). */
+/** How long a process waits for another one's migrations before giving up. */
+const MIGRATION_WAIT_MS = 120_000;
+
+/**
+ * Applies pending migrations; safe to run from several processes at once
+ * (workers started together): node-pg-migrate holds an advisory lock and
+ * refuses at once while another process holds it, so this waits for that
+ * process and tries again (its migrations are then done).
+ */
 export async function migrate(databaseUrl: string): Promise<void> {
   await ensureDatabase(databaseUrl);
-  await runner({
-    databaseUrl,
-    dir: MIGRATIONS_DIR,
-    direction: 'up',
-    migrationsTable: 'pgmigrations',
-    count: Infinity,
-    log: () => undefined,
-    checkOrder: true,
-  });
+  const deadline = Date.now() + MIGRATION_WAIT_MS;
+  for (;;) {
+    try {
+      await runner({
+        databaseUrl,
+        dir: MIGRATIONS_DIR,
+        direction: 'up',
+        migrationsTable: 'pgmigrations',
+        count: Infinity,
+        log: () => undefined,
+        checkOrder: true,
+      });
+      return;
+    } catch (err) {
+      const busy = err instanceof Error && /another migration is already running/i.test(err.message);
+      if (!busy || Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 250 + Math.random() * 250));
+    }
+  }
 }
 
 export interface StoredRun {

@@ -16,7 +16,7 @@ import {
 } from './chaos-helpers';
 import { TEST_DATABASE_URL } from './env';
 import { uniqueRunId } from './stack';
-import { killWorkerProcess, startWorkerProcess, stopWorkerProcesses } from './worker-process';
+import { killWorkerProcess, startWorkerProcess, stopAllWorkerProcesses, stopWorkerProcesses } from './worker-process';
 
 const STEPS = 3;
 const B = 4;
@@ -32,6 +32,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stopWorkerProcesses(workers);
+  await stopAllWorkerProcesses();
   await stack?.close();
   await server?.stop();
 });

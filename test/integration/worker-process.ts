@@ -7,6 +7,8 @@ import path from 'node:path';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 
 const ROOT = path.resolve(__dirname, '..', '..');
+/** Every worker process this test file started that has not exited, ready or not. */
+const live = new Set<ChildProcess>();
 
 /**
  * Starts a worker process on `queues` (all when absent) and resolves once it
@@ -20,6 +22,8 @@ export function startWorkerProcess(queues?: string[], env: Record<string, string
     env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn', HARNESS_S_METRICS_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -39,6 +43,11 @@ export async function stopWorkerProcesses(workers: readonly ChildProcess[]): Pro
       await exited;
     }),
   );
+}
+
+/** Stops every worker process still alive, also those that never got ready (a test that failed while starting several). */
+export function stopAllWorkerProcesses(): Promise<void> {
+  return stopWorkerProcesses([...live]);
 }
 
 /** Kills a worker with SIGKILL (no shutdown of any kind) and waits until it is gone. */
