@@ -18,6 +18,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { APIConnectionError, APIError } from 'openai';
 import { UserError } from '../core/errors';
 import { PublishError } from '../core/policy/publisher';
+import { SamplerWeightsError } from '../core/policy/sampler-weights';
 import { TrainerError } from '../core/rl/tinker/client';
 
 /** HTTP statuses with which a policy endpoint refuses the request itself (bad model or adapter name, bad key). */
@@ -36,6 +37,7 @@ export function asWorkflowFailure(err: unknown): never {
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
     throw ApplicationFailure.retryable(`inference server: ${err.message}`, 'PolicyUnavailable');
   }
+  if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
   if (err instanceof TrainerError) {
     if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
     throw ApplicationFailure.retryable(err.message, 'TrainerUnavailable');

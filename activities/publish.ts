@@ -3,11 +3,10 @@
  * every inference server (core/policy/sampler-weights.ts, publisher.ts), under
  * a heartbeat clock: unpacking a big adapter takes minutes.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { publishAdapter, type PublishResult } from '../core/policy/publisher';
-import { adapterDirFromEnv, resolveSamplerWeights, SamplerWeightsError } from '../core/policy/sampler-weights';
+import { adapterDirFromEnv, resolveSamplerWeights } from '../core/policy/sampler-weights';
 import { defaultClients } from './clients';
-import { asWorkflowFailure } from './failures';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
@@ -34,32 +33,27 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     const signal = Context.current().cancellationSignal;
     const probe = (await store.trainerStep(runId, step))?.probe ?? null;
     let phase = 'unpacking the sampler weights';
-    try {
-      return await withHeartbeatClock(
-        () => ({ step, phase }),
-        async () => {
-          const adapterDir = await resolveSamplerWeights({
-            samplerPath,
-            trainer: clients.trainer(config, signal),
-            checkpointsDir: config.trainer.checkpointsDir,
-            adapterDir: deps.adapterDir ?? adapterDirFromEnv(),
-          });
-          const results: PublishResult[] = [];
-          for (const server of servers) {
-            phase = `loading on ${server}`;
-            results.push(
-              await publishAdapter({ server, apiKey: clients.policyApiKey(config), adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
-            );
-          }
-          const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
-          logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
-          return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
-        },
-      );
-    } catch (err) {
-      if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
-      return asWorkflowFailure(err);
-    }
+    return await withHeartbeatClock(
+      () => ({ step, phase }),
+      async () => {
+        const adapterDir = await resolveSamplerWeights({
+          samplerPath,
+          trainer: clients.trainer(config, signal),
+          checkpointsDir: config.trainer.checkpointsDir,
+          adapterDir: deps.adapterDir ?? adapterDirFromEnv(),
+        });
+        const results: PublishResult[] = [];
+        for (const server of servers) {
+          phase = `loading on ${server}`;
+          results.push(
+            await publishAdapter({ server, apiKey: clients.policyApiKey(config), adapterName: policyVersion, adapterDir, probe, tolerance: config.policy.probeTolerance, signal }),
+          );
+        }
+        const diffs = results.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
+        logger.info({ runId, step, policyVersion, servers: results }, 'policy published');
+        return { servers: results.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: results.filter((r) => r.reloaded).length };
+      },
+    );
   }
 
   return {

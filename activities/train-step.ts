@@ -8,7 +8,6 @@ import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
 import { mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import { defaultClients } from './clients';
-import { asWorkflowFailure } from './failures';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
@@ -35,31 +34,27 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
     const { config } = await context.loadRun(input.runId);
     const activity = Context.current();
     let phase = 'starting';
-    try {
-      // Before the clock starts: a missing secret fails at once.
-      const trainer = clients.trainer(config, activity.cancellationSignal);
-      const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
-      const record = await withHeartbeatClock(
-        () => ({ step: input.step, phase }),
-        () =>
-          runTrainerStep(
-            {
-              trainer,
-              sessions,
-              store: deps.store,
-              logger: deps.logger,
-              onProgress: (what) => {
-                phase = what;
-                activity.heartbeat({ step: input.step, phase });
-              },
+    // Before the clock starts: a missing secret fails at once.
+    const trainer = clients.trainer(config, activity.cancellationSignal);
+    const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
+    const record = await withHeartbeatClock(
+      () => ({ step: input.step, phase }),
+      () =>
+        runTrainerStep(
+          {
+            trainer,
+            sessions,
+            store: deps.store,
+            logger: deps.logger,
+            onProgress: (what) => {
+              phase = what;
+              activity.heartbeat({ step: input.step, phase });
             },
-            { ...input, config },
-          ),
-      );
-      const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
-      return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
-    } catch (err) {
-      return asWorkflowFailure(err);
-    }
+          },
+          { ...input, config },
+        ),
+    );
+    const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
+    return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
   };
 }

@@ -29,7 +29,9 @@ async function main(): Promise<void> {
   installQuietTemporalRuntime({ prometheusBindAddress: metrics?.temporalBindAddress });
   const databaseUrl = databaseUrlFromEnv();
   await migrate(databaseUrl);
-  const store = RunStore.connect(databaseUrl);
+  const store = RunStore.connect(databaseUrl, (err) =>
+    logger.warn({ err: err.message }, 'run store: the database cut an idle connection; the pool reconnects on the next query'),
+  );
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
   const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity });
   const stop = new AbortController();

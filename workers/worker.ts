@@ -64,21 +64,7 @@ export interface WorkerGroup {
   run(signal?: AbortSignal): Promise<void>;
 }
 
-/**
- * A database restart cuts the pool's idle connections, which pg reports as an
- * 'error' event on the pool: with no listener, that ends the process. The pool
- * drops those connections and opens new ones on the next query; an activity
- * that was mid-query fails and is retried.
- */
-function keepStoreThroughDatabaseRestarts(store: RunStore, logger: Logger): void {
-  if (store.pool.listenerCount('error') > 0) return;
-  store.pool.on('error', (err) => {
-    logger.warn({ err: err.message }, 'run store: the database cut an idle connection; the pool reconnects on the next query');
-  });
-}
-
 export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup> {
-  keepStoreThroughDatabaseRestarts(options.store, options.logger);
   const environments = new EnvironmentCache();
   const trainerSessions = new TrainerSessions(options.logger);
   const activities = createActivities({

@@ -43,6 +43,9 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   }
 }
 
+const reportLostConnection = (err: Error) =>
+  process.stderr.write(`run store: the database cut an idle connection (${err.message}); the pool reconnects on the next query\n`);
+
 /** How long a process waits for another one's migrations before giving up. */
 const MIGRATION_WAIT_MS = 120_000;
 
@@ -148,8 +151,17 @@ export class RunIdInUseError extends UserError {
 export class RunStore {
   constructor(readonly pool: Pool) {}
 
-  static connect(databaseUrl: string): RunStore {
-    return new RunStore(new Pool({ connectionString: databaseUrl, max: 10 }));
+  /**
+   * A database restart cuts the pool's idle connections, which pg reports as
+   * an 'error' event on the pool: with no listener, that ends the process. The
+   * pool drops those connections and opens new ones on the next query; a query
+   * in flight fails (an activity is retried). `onConnectionLost` says so where
+   * the caller logs; stderr when absent.
+   */
+  static connect(databaseUrl: string, onConnectionLost: (err: Error) => void = reportLostConnection): RunStore {
+    const pool = new Pool({ connectionString: databaseUrl, max: 10 });
+    pool.on('error', onConnectionLost);
+    return new RunStore(pool);
   }
 
   close(): Promise<void> {
