@@ -25,11 +25,12 @@ COPY cli ./cli
 COPY data ./data
 COPY examples ./examples
 # Mount points of the named volumes: Docker gives a new volume the owner of the
-# folder it is mounted on, so the worker (user node) can write its adapters.
-RUN mkdir -p /data/adapters /data/skyrl-checkpoints && chown node:node /data/adapters
+# folder it is mounted on, so the worker (user node) can write its adapters and frozen pools.
+RUN mkdir -p /data/adapters /data/pools /data/skyrl-checkpoints && chown node:node /data/adapters /data/pools
 USER node
 
 ENV HARNESS_S_ADAPTER_DIR=/data/adapters \
+    HARNESS_S_POOLS_DIR=/data/pools \
     HARNESS_S_METRICS_PORT=9464
 EXPOSE 9464
 # One process (tsx as a loader, not a parent process), so SIGTERM from

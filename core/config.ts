@@ -24,31 +24,68 @@ const ApiKeyEnv = z
 
 const Url = z.url({ protocol: /^https?$/, message: 'must be an absolute http(s) URL such as http://127.0.0.1:8000' });
 
-export const SimEnvConfig = z.strictObject({
-  kind: z.literal('sim'),
-  /** A world file (see core/envs/sim/world.json); the shipped world when absent. */
-  world: z.string().min(1).optional(),
-});
+/**
+ * Where frozen pools are kept, as the worker's environment sets it:
+ * $HARNESS_S_POOLS_DIR, else .data/pools under the working directory.
+ * core/harness/frozen-pool.ts resolves it (`poolsRoot`); this module stays
+ * free of node built-ins, as the workflow bundle holds it.
+ */
+export function poolsDirSetting(): string {
+  return process.env.HARNESS_S_POOLS_DIR || '.data/pools';
+}
 
-export const DbBenchEnvConfig = z.strictObject({
-  kind: z.literal('dbbench'),
-  /** AgentBench DBBench JSONL file (the path as the worker sees it). */
-  data: z.string().min(1),
-  /** Admin connection to the MySQL-compatible server episodes run on; $DBBENCH_MYSQL_URL or the local server when absent. */
-  mysqlUrl: z.string().regex(/^mysql:\/\//, 'must be a mysql:// URL').optional(),
-  /** Query answer matching: AgentBench v0.2's exact mode, or its later normalized mode. */
-  scoring: z.enum(['exact', 'normalized']).default('exact'),
-  /** A folder of harness spec files (base + siblings); the shipped DBBench pool when absent. */
-  harnessDir: z.string().min(1).optional(),
-});
+/** A frozen pool by its hash: the env's harnesses come from `<poolsRoot>/<hash>/`, verified against the hash. */
+const FrozenPoolHash = z
+  .string()
+  .regex(/^[0-9a-f]{16}$/, "a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve` or `harness-s pool list`")
+  .optional();
 
-export const CharsetEnvConfig = z.strictObject({
-  kind: z.literal('charset'),
-  /** A charset task file (see core/envs/charset/tasks.json); the shipped digits tasks when absent. */
-  tasks: z.string().min(1).optional(),
-  /** A folder of harness spec files (base + siblings); the shipped charset pool when absent. */
-  harnessDir: z.string().min(1).optional(),
-});
+/** A pool comes from one place: a frozen pool or a folder of specs, not both. */
+function oneHarnessSource(env: { pool?: string; harnessDir?: string }, ctx: z.RefinementCtx): void {
+  if (env.pool !== undefined && env.harnessDir !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['pool'], message: 'name either a frozen pool (pool) or a folder of harness files (harnessDir), not both' });
+  }
+}
+
+export const SimEnvConfig = z
+  .strictObject({
+    kind: z.literal('sim'),
+    /** A world file (see core/envs/sim/world.json); the shipped world when absent. */
+    world: z.string().min(1).optional(),
+    /** A folder of SimHarness JSON files that replace the world's harnesses (checked against its behaviours). */
+    harnessDir: z.string().min(1).optional(),
+    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
+    pool: FrozenPoolHash,
+  })
+  .superRefine(oneHarnessSource);
+
+export const DbBenchEnvConfig = z
+  .strictObject({
+    kind: z.literal('dbbench'),
+    /** AgentBench DBBench JSONL file (the path as the worker sees it). */
+    data: z.string().min(1),
+    /** Admin connection to the MySQL-compatible server episodes run on; $DBBENCH_MYSQL_URL or the local server when absent. */
+    mysqlUrl: z.string().regex(/^mysql:\/\//, 'must be a mysql:// URL').optional(),
+    /** Query answer matching: AgentBench v0.2's exact mode, or its later normalized mode. */
+    scoring: z.enum(['exact', 'normalized']).default('exact'),
+    /** A folder of harness spec files (base + siblings); the shipped DBBench pool when absent. */
+    harnessDir: z.string().min(1).optional(),
+    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
+    pool: FrozenPoolHash,
+  })
+  .superRefine(oneHarnessSource);
+
+export const CharsetEnvConfig = z
+  .strictObject({
+    kind: z.literal('charset'),
+    /** A charset task file (see core/envs/charset/tasks.json); the shipped digits tasks when absent. */
+    tasks: z.string().min(1).optional(),
+    /** A folder of harness spec files (base + siblings); the shipped charset pool when absent. */
+    harnessDir: z.string().min(1).optional(),
+    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
+    pool: FrozenPoolHash,
+  })
+  .superRefine(oneHarnessSource);
 
 export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
@@ -315,15 +352,16 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
   return path.reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined), root);
 }
 
-/** Every file or folder a config names, by its path in the config (the worker reads them). */
-export function filesNamedBy(config: RunConfig): Array<{ path: string; file: string }> {
+/** Every file or folder a config names, by its path in the config (the worker reads them); an evolution config has no trainer. */
+export function filesNamedBy(config: Pick<RunConfig, 'env'> & { trainer?: Pick<RunConfig['trainer'], 'checkpointsDir'> }): Array<{ path: string; file: string }> {
   const env = config.env;
   const named: Array<[string, string | undefined]> = [
     ['env.world', env.kind === 'sim' ? env.world : undefined],
     ['env.data', env.kind === 'dbbench' ? env.data : undefined],
     ['env.tasks', env.kind === 'charset' ? env.tasks : undefined],
-    ['env.harnessDir', env.kind !== 'sim' ? env.harnessDir : undefined],
-    ['trainer.checkpointsDir', config.trainer.checkpointsDir],
+    ['env.harnessDir', env.harnessDir],
+    ['env.pool', env.pool === undefined ? undefined : `${poolsDirSetting()}/${env.pool}`],
+    ['trainer.checkpointsDir', config.trainer?.checkpointsDir],
   ];
   return named.flatMap(([path, file]) => (file === undefined ? [] : [{ path, file }]));
 }

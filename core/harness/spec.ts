@@ -3,7 +3,6 @@
  * zod, versioned by a hash of its content. A spec changes what the policy
  * sees and how its text becomes an action; the env keeps its protocol.
  */
-import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -12,6 +11,7 @@ import { formatZodError } from '../zod-errors';
 import { RepairDirection } from './direction';
 import { UserError } from '../errors';
 import { baseFirst, basePoolIssue } from './pool';
+import { contentHash, POOL_MANIFEST_FILE } from './frozen-pool';
 
 const Regex = z.string().refine(
   (source) => {
@@ -98,12 +98,7 @@ export class HarnessSpecError extends UserError {
 
 /** Content-hash version: the same spec text (after parsing) always has the same version. */
 export function specVersion(spec: HarnessSpec): string {
-  const canonical = JSON.stringify(spec, (_key, value) =>
-    value && typeof value === 'object' && !Array.isArray(value)
-      ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b)))
-      : value,
-  );
-  return createHash('sha256').update(canonical).digest('hex').slice(0, 12);
+  return contentHash(spec);
 }
 
 export interface LoadedSpec {
@@ -155,10 +150,10 @@ export function loadHarnessPool(files: readonly string[]): LoadedSpec[] {
   return baseFirst(loaded.map((l) => l.spec)).map((spec) => byId.get(spec.id)!);
 }
 
-/** The spec files (.json, .yaml, .yml) of a pool folder, in name order. */
+/** The spec files (.json, .yaml, .yml) of a pool folder, in name order; a frozen pool's manifest is not one. */
 export function specFiles(dir: string): string[] {
   return readdirSync(dir)
-    .filter((f) => /\.(json|ya?ml)$/i.test(f))
+    .filter((f) => /\.(json|ya?ml)$/i.test(f) && f !== POOL_MANIFEST_FILE)
     .sort()
     .map((f) => path.join(dir, f));
 }

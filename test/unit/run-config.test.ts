@@ -114,3 +114,15 @@ test('a workflow input must be {"config": {...}}: a mistyped wrapper is named', 
   expect(runInputProblem({})).toMatch(/^config: missing/);
   expect(runInputProblem('x')).toMatch(/must be a JSON object/);
 });
+
+test('a frozen pool and a harness folder cannot both be named', () => {
+  expect(() => parseRunConfig({ env: { kind: 'sim', pool: '0123456789abcdef', harnessDir: 'my-harnesses' } })).toThrow(
+    /env\.pool: name either a frozen pool \(pool\) or a folder of harness files \(harnessDir\), not both/,
+  );
+  expect(() => parseRunConfig({ env: { kind: 'charset', pool: '0123456789abcdef', harnessDir: 'my-harnesses' } })).toThrow(/env\.pool:/);
+  expect(parseRunConfig({ env: { kind: 'dbbench', data: 'tasks.jsonl', pool: '0123456789abcdef' } }).env).toMatchObject({ pool: '0123456789abcdef' });
+});
+
+test("env.pool must be a frozen pool's hash, and the message says where hashes come from", () => {
+  expect(() => parseRunConfig({ env: { kind: 'sim', pool: 'my-pool' } })).toThrow(/env\.pool: a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve`/);
+});

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { specHarness } from '../../harness/spec-harness';
-import { loadHarnessPool, specFiles } from '../../harness/spec';
+import { loadHarnessPool, specFiles, type LoadedSpec } from '../../harness/spec';
 import type { Harness } from '../../harness/harness';
 import { formatZodError } from '../../zod-errors';
 import type { Environment, Episode, StepOutcome } from '../environment';
@@ -109,9 +109,10 @@ export class CharsetEnvironment implements Environment {
   private readonly tasks: CharsetTask[];
   private readonly pool: Harness[];
 
+  /** `pool`: the harness specs, base first (loadHarnessPool); the shipped pool when absent. */
   constructor(
     private readonly file: CharsetTaskFile,
-    harnessDir = CHARSET_POOL_DIR,
+    pool: readonly LoadedSpec[] = loadHarnessPool(specFiles(CHARSET_POOL_DIR)),
   ) {
     this.tasks = file.kinds.flatMap((kind) =>
       kind.instructions.map((instruction, i) => ({
@@ -121,11 +122,11 @@ export class CharsetEnvironment implements Environment {
         charset: file.charsets[kind.charset],
       })),
     );
-    this.pool = loadHarnessPool(specFiles(harnessDir)).map((loaded) => specHarness(loaded, ''));
+    this.pool = pool.map((loaded) => specHarness(loaded, ''));
   }
 
-  static fromFile(tasksFile?: string, harnessDir?: string): CharsetEnvironment {
-    return new CharsetEnvironment(loadCharsetTasks(tasksFile), harnessDir);
+  static fromFile(tasksFile?: string, harnessDir = CHARSET_POOL_DIR): CharsetEnvironment {
+    return new CharsetEnvironment(loadCharsetTasks(tasksFile), loadHarnessPool(specFiles(harnessDir)));
   }
 
   listTasks(): TaskRef[] {

@@ -5,6 +5,7 @@
  */
 import type { ActionRealization, Harness } from '../../harness/harness';
 import type { SimHarness } from './world';
+import { contentHash } from '../../harness/frozen-pool';
 
 const ACTION = /^\s*Action:\s*(\S+)\s*$/;
 const MALFORMED = /^\s*Maybe:\s*(\S+)\s*$/;
@@ -23,6 +24,7 @@ export function simHarness(spec: SimHarness): Harness {
     parent: spec.parent,
     direction: spec.direction,
     description: spec.description,
+    version: contentHash(spec),
     systemPrompt: () => systemPrompt,
     scaffoldActions: () => [...spec.scaffold.performs],
     realizeAction(text: string): ActionRealization {

@@ -27,13 +27,14 @@
  * +15.9 points, 95% CI [+6.6, +25.2], while the scaffolded control world
  * (examples/sim-worlds/scaffolded.json) gives +1.4, CI [-12.8, +15.6].
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { formatZodError } from '../../zod-errors';
 import { RepairDirection } from '../../harness/direction';
 import { UserError } from '../../errors';
 import { basePoolIssue, splitPool } from '../../harness/pool';
+import { POOL_MANIFEST_FILE } from '../../harness/frozen-pool';
 
 /** The behaviour that ends an episode; every world has it. */
 export const FINISH = 'finish';
@@ -96,6 +97,11 @@ export const SimWorld = z
     name: z.string(),
     description: z.string(),
     behaviours: z.array(Name).min(1),
+    /**
+     * Behaviours that consult the environment (its schema, its docs): the
+     * environment-contract direction works with these; the others are procedure.
+     */
+    contractBehaviours: z.array(Name).default([]),
     /** Turns a behaviour costs; 1 when absent. */
     turnCosts: z.record(z.string(), z.number().int().min(1)).default({}),
     kinds: z.array(SimKind).min(1),
@@ -107,6 +113,9 @@ export const SimWorld = z
     if (behaviours.has(FINISH)) {
       ctx.addIssue({ code: 'custom', path: ['behaviours'], message: `'${FINISH}' is implicit; do not list it` });
     }
+    world.contractBehaviours.forEach((b, i) => {
+      if (!behaviours.has(b)) ctx.addIssue({ code: 'custom', path: ['contractBehaviours', i], message: `unknown behaviour '${b}'` });
+    });
     const actions = new Set([...world.behaviours, FINISH]);
     const kinds = new Set(world.kinds.map((k) => k.name));
     world.kinds.forEach((kind, i) =>
@@ -174,6 +183,49 @@ export function loadSimWorld(file: string = DEFAULT_WORLD_PATH): SimWorld {
   const parsed = SimWorld.safeParse(raw);
   if (!parsed.success) throw new SimWorldError(`sim world ${file} is invalid:\n${formatZodError(parsed.error)}`);
   return parsed.data;
+}
+
+/** A SimHarness as written in a file of its own, not yet checked. */
+export interface SimHarnessFile {
+  file: string;
+  spec: unknown;
+}
+
+/** The SimHarness JSON files of a folder, in name order (a frozen pool's manifest is not one). */
+export function readSimHarnessDir(dir: string): SimHarnessFile[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((f) => /\.json$/i.test(f) && f !== POOL_MANIFEST_FILE).sort();
+  } catch (err) {
+    throw new SimWorldError(`sim harness folder ${dir}: cannot read it: ${(err as Error).message}`);
+  }
+  if (names.length === 0) throw new SimWorldError(`sim harness folder ${dir} has no .json harness files`);
+  return names.map((name) => {
+    const file = path.join(dir, name);
+    try {
+      return { file, spec: JSON.parse(readFileSync(file, 'utf8')) as unknown };
+    } catch (err) {
+      throw new SimWorldError(`sim harness ${file}: cannot read it as JSON: ${(err as Error).message}`);
+    }
+  });
+}
+
+/**
+ * The world with these harnesses in place of its own. The world is parsed
+ * again with them, so every rule a world file's harnesses keep (known
+ * behaviours, parents in the pool, one base) holds; each problem names its file.
+ */
+export function withHarnessFiles(world: SimWorld, harnesses: readonly SimHarnessFile[]): SimWorld {
+  const parsed = SimWorld.safeParse({ ...world, harnesses: harnesses.map((h) => h.spec) });
+  if (parsed.success) return parsed.data;
+  const files = harnesses.map((h) => h.file);
+  const lines = parsed.error.issues.map((issue) => {
+    const [section, index, ...field] = issue.path;
+    if (section === 'harnesses' && typeof index === 'number') return `  - ${files[index]}: ${field.length ? field.join('.') : '(root)'}: ${issue.message}`;
+    if (section === 'harnesses') return `  - ${issue.message} (in ${files.map((f) => path.basename(f)).join(', ')})`;
+    return `  - ${issue.path.join('.')}: ${issue.message}`;
+  });
+  throw new SimWorldError(`sim harnesses for world '${world.name}' are invalid:\n${lines.join('\n')}`);
 }
 
 export function turnCost(world: SimWorld, behaviour: string): number {
