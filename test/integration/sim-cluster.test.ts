@@ -16,7 +16,8 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import pino from 'pino';
-import { loadSimWorld } from '../../core/envs/sim/world';
+import { SIM_PROPOSER_MODEL } from '../../core/envs/sim/proposer';
+import { baseHarness, loadSimWorld, SimHarness } from '../../core/envs/sim/world';
 import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
 import { TinkerClient, TrainerError } from '../../core/rl/tinker/client';
 import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/rl/tinker/wire';
@@ -178,6 +179,31 @@ describe('sim cluster: inference (vLLM subset)', () => {
     const request = openai(cluster).chat.completions.create({ model: 'no-such-model', messages: taskMessages });
     await expect(request).rejects.toBeInstanceOf(NotFoundError);
     await expect(request).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no-such-model') });
+  });
+
+  it('answers a proposal request under model sim-proposer with a harness spec in its last json block, listed under /v1/models', async () => {
+    const request = {
+      env: 'sim', direction: 'environment_contract', round: 1, slot: 1, parent: baseHarness(world),
+      envFacts: { behaviours: world.behaviours, finish: 'finish' },
+      failures: [{ taskId: 'api_call-001', kind: 'api_call', failureType: 'wrong_answer', turns: [{ role: 'assistant', content: 'Action: finish' }] }],
+      parentResults: null,
+    };
+    const completion = await openai(cluster).chat.completions.create({
+      model: SIM_PROPOSER_MODEL,
+      messages: [
+        { role: 'system', content: 'You propose harness changes.' },
+        { role: 'user', content: `The request:\n\n\`\`\`json proposal-request\n${JSON.stringify(request, null, 2)}\n\`\`\`` },
+      ],
+    });
+    expect(completion).toMatchObject({ object: 'chat.completion', model: SIM_PROPOSER_MODEL, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant' } }] });
+    expect(completion.usage!.completion_tokens).toBeGreaterThan(0);
+    const blocks = [...completion.choices[0].message.content!.matchAll(/```json\n([\s\S]*?)\n```/g)];
+    const spec = SimHarness.parse(JSON.parse(blocks.at(-1)![1]).spec);
+    expect(spec).toMatchObject({ parent: 'base', direction: 'environment_contract', hints: [world.behaviours[0]] });
+    expect(spec.description).toContain('SIMULATED proposer');
+
+    const proposer = (await openai(cluster).models.list()).data.find((m) => m.id === SIM_PROPOSER_MODEL);
+    expect(proposer).toMatchObject({ object: 'model', owned_by: 'sim' });
   });
 
   describe('rejects bad bodies with HTTP 400 naming the field', () => {

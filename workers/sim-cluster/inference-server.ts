@@ -2,7 +2,9 @@
  * The SIMULATED inference server: the subset of vLLM's OpenAI-compatible API
  * the project uses (chat completions with logprobs and token ids, completions
  * of token-id prompts with prompt_logprobs, models, runtime LoRA loading),
- * answering with the sim policy. Errors have vLLM's shape,
+ * answering with the sim policy. Chat completions for model `sim-proposer`
+ * are answered by the SIMULATED harness proposer instead (core/envs/sim/proposer.ts),
+ * the stand-in for the LLM that Directional Harness Evolution asks. Errors have vLLM's shape,
  * `{"error": {"message", "type", "param", "code"}}`.
  *
  * A "LoRA adapter" here is a local directory, as vLLM wants: the sim
@@ -22,6 +24,7 @@ import {
   SimPolicyModel,
   seededRandom,
 } from '../../core/envs/sim/policy-model';
+import { SIM_PROPOSER_MODEL, simProposal } from '../../core/envs/sim/proposer';
 import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
 import type { SimWorld } from '../../core/envs/sim/world';
 import { formatZodError } from '../../core/zod-errors';
@@ -163,6 +166,7 @@ export class SimInferenceServer implements SimApi {
       object: 'list',
       data: [
         entry(base, this.startedAt, base, null),
+        entry(SIM_PROPOSER_MODEL, this.startedAt, SIM_PROPOSER_MODEL, null),
         ...[...this.adapters].map(([name, adapter]) => entry(name, adapter.loadedAt, adapter.path, base)),
       ],
     };
@@ -172,6 +176,7 @@ export class SimInferenceServer implements SimApi {
     const parsed = ChatCompletionBody.safeParse(rawBody);
     if (!parsed.success) return this.badRequest(invalidBody('/v1/chat/completions', parsed.error));
     const body = parsed.data;
+    if (body.model === SIM_PROPOSER_MODEL) return { status: 200, json: this.proposerCompletion(body) };
     const params = this.paramsOf(body.model);
     if (!params) return vllmError(404, 'NotFoundError', `The model \`${body.model}\` does not exist.`);
 
@@ -249,6 +254,28 @@ export class SimInferenceServer implements SimApi {
     };
   }
 
+  /** The sim proposer's answer in the chat-completion shape; it has no tokens, so usage is a rough count (4 characters a token). */
+  private proposerCompletion(body: ChatCompletionBody) {
+    const messages = body.messages.map(toChatMessage);
+    const proposal = simProposal(messages);
+    this.deps.logger.info(
+      proposal.kind === 'candidate'
+        ? { model: body.model, outcome: proposal.kind, direction: proposal.spec.direction, move: proposal.move }
+        : { model: body.model, outcome: proposal.kind, reason: proposal.reason },
+      `[SIMULATED] sim proposer ${proposal.kind === 'candidate' ? 'proposed a harness' : 'declined'}`,
+    );
+    const promptTokens = roughTokenCount(messages.map((m) => m.content).join('\n'));
+    const completionTokens = roughTokenCount(proposal.text);
+    return {
+      id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
+      object: 'chat.completion',
+      created: unixSeconds(),
+      model: body.model,
+      choices: [{ index: 0, message: { role: 'assistant', content: proposal.text }, finish_reason: 'stop', logprobs: null }],
+      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    };
+  }
+
   private completionResponse(body: ChatCompletionBody, promptIds: number[], generated: GeneratedToken[]) {
     const tokenizer = this.model.tokenizer;
     const endId = tokenizer.id(END);
@@ -291,6 +318,9 @@ export class SimInferenceServer implements SimApi {
     const { lora_name: name, lora_path: path, load_inplace: inplace } = parsed.data;
     if (name === this.deps.world.model.name) {
       return this.badRequest(`lora_name '${name}' is the base model's name; pick another adapter name`);
+    }
+    if (name === SIM_PROPOSER_MODEL) {
+      return this.badRequest(`lora_name '${name}' is the SIMULATED proposer's name; pick another adapter name`);
     }
     if (this.adapters.has(name) && !inplace) {
       return vllmError(400, 'InvalidUserInput', `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`);
@@ -360,6 +390,10 @@ function invalidBody(route: string, error: z.ZodError): string {
 function toChatMessage(message: z.infer<typeof ChatMessageBody>): ChatMessage {
   const content = message.content ?? '';
   return { role: message.role, content: typeof content === 'string' ? content : content.map((p) => p.text).join('\n') };
+}
+
+function roughTokenCount(text: string): number {
+  return Math.ceil(text.length / 4);
 }
 
 function unixSeconds(): number {
