@@ -12,8 +12,11 @@
  *   routing.ts     saveProfiles, chooseRescueHarnesses, rank1Routes
  *   train-step.ts  trainStep                       (task queue harness-s-trainer)
  *   publish.ts     publishPolicy, republishPolicy
+ *   evolution.ts   prepareEvolution, runEvolutionGroup (harness-s-rollout), proposeCandidate,
+ *                  recordSelection, freezePool   (workflow evolveHarnessPool)
  */
 import { asWorkflowFailure } from './failures';
+import { createEvolutionActivities } from './evolution';
 import { createPublishActivities } from './publish';
 import { createRolloutActivities } from './rollouts';
 import { createRoutingActivities } from './routing';
@@ -35,6 +38,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createRoutingActivities(deps, context),
     trainStep: createTrainStep(deps, context),
     ...createPublishActivities(deps, context),
+    ...createEvolutionActivities(deps),
   });
 }
 
@@ -54,3 +58,6 @@ function userErrorsFailAtOnce<T extends Record<string, (input: never) => Promise
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+export type EvolutionActivities = ReturnType<typeof createEvolutionActivities>;
+/** The activities of a run (without the evolution's): what a run's workflows call. */
+export type RunActivities = Omit<Activities, keyof EvolutionActivities>;

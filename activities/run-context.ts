@@ -16,8 +16,8 @@ import type { ActivityClients } from './clients';
 export interface ActivityDeps {
   store: RunStore;
   logger: Logger;
-  /** The environment a run's config names (callers cache as they see fit). */
-  environmentFor(config: RunConfig): Environment;
+  /** The environment a run's (or an evolution's) config names (callers cache as they see fit). */
+  environmentFor(config: Pick<RunConfig, 'env'>): Environment;
   /** This worker process's Tinker sessions, kept alive while it lives. */
   trainerSessions: TrainerSessions;
   /** Where sampler weights are unpacked for the inference servers (they must see it at the same path). */

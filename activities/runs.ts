@@ -4,6 +4,7 @@
  * final summary. Each is idempotent: the store keeps the first record.
  */
 import { Context } from '@temporalio/activity';
+import { poolHashOfHarnesses } from '../core/harness/frozen-pool';
 import { keepPreEvaluationShape, parseRunConfig, parseStoredRunConfig, RunConfigError, type RunConfig } from '../core/config';
 import type { EvaluationSummary } from '../core/rl/evaluation';
 import { recordStepMetrics } from '../core/metrics';
@@ -45,10 +46,12 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       if (config.rescue.enabled && pool.siblings.length === 0) {
         throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
       }
-      await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing });
-      logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id) }, 'run prepared');
+      const poolHash = poolHashOfHarnesses(config.env.kind, env.harnesses());
+      await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing, poolHash });
+      logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id), poolHash }, 'run prepared');
       return {
         config,
+        poolHash,
         baseHarnessId: pool.base.id,
         harnessIds: pool.all.map((h) => h.id),
         simulated: config.env.kind === 'sim',

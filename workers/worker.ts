@@ -23,7 +23,7 @@ export const WORKFLOWS_PATH = path.join(__dirname, '..', 'workflows', 'index.ts'
 export class EnvironmentCache {
   private readonly cache = new Map<string, Environment>();
 
-  get(config: RunConfig): Environment {
+  get(config: Pick<RunConfig, 'env'>): Environment {
     const key = JSON.stringify(config.env);
     let env = this.cache.get(key);
     if (!env) {

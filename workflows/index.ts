@@ -3,3 +3,4 @@ export { harnessSRun } from './run';
 export { trainingStep } from './training-step';
 export { reanchorProfiles } from './reanchor-profiles';
 export { evaluatePolicy } from './evaluation';
+export { evolveHarnessPool } from './evolve-harness-pool';

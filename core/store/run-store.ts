@@ -12,6 +12,7 @@ import type { BehaviorProfiles } from '../router/profiles';
 import type { RoutingDecision } from '../router/router';
 import type { EvaluationSummary } from '../rl/evaluation';
 import { UserError } from '../errors';
+import { EvolutionStore } from './evolution-store';
 import { parseRow, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
@@ -86,6 +87,8 @@ export interface StoredRun {
   trainerModelId: string | null;
   /** The Tinker session that owns the trainer model. */
   trainerSessionId: string | null;
+  /** The content hash of the harness pool the run trained with (core/harness/frozen-pool.ts). */
+  poolHash: string | null;
   createdAt: Date;
 }
 
@@ -149,7 +152,12 @@ export class RunIdInUseError extends UserError {
 }
 
 export class RunStore {
-  constructor(readonly pool: Pool) {}
+  /** The evolution records and frozen pools (evolution-store.ts), on the same connection pool. */
+  readonly evolutions: EvolutionStore;
+
+  constructor(readonly pool: Pool) {
+    this.evolutions = new EvolutionStore(pool);
+  }
 
   /**
    * A database restart cuts the pool's idle connections, which pg reports as
@@ -174,13 +182,14 @@ export class RunStore {
    * over only when it says it continues it (`takeOver`: recovery); otherwise
    * the id is refused, since its stored results belong to another run.
    */
-  async registerRun(run: { runId: string; name: string; env: string; config: unknown; incarnation: string; takeOver: boolean }): Promise<void> {
+  async registerRun(run: { runId: string; name: string; env: string; config: unknown; incarnation: string; takeOver: boolean; poolHash?: string | null }): Promise<void> {
     const { rows } = await this.pool.query(
-      `INSERT INTO runs (run_id, name, env, config, incarnation) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, incarnation = EXCLUDED.incarnation, updated_at = now()
+      `INSERT INTO runs (run_id, name, env, config, incarnation, pool_hash) VALUES ($1, $2, $3, $4, $5, $7)
+       ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, incarnation = EXCLUDED.incarnation,
+         pool_hash = COALESCE(EXCLUDED.pool_hash, runs.pool_hash), updated_at = now()
          WHERE runs.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation OR $6::boolean
        RETURNING run_id`,
-      [run.runId, run.name, run.env, JSON.stringify(run.config), run.incarnation, run.takeOver],
+      [run.runId, run.name, run.env, JSON.stringify(run.config), run.incarnation, run.takeOver, run.poolHash ?? null],
     );
     if (rows.length === 0) throw new RunIdInUseError(run.runId);
   }
@@ -221,7 +230,7 @@ export class RunStore {
     const r = rows[0];
     return {
       runId: r.run_id, name: r.name, env: r.env, config: r.config,
-      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, createdAt: r.created_at,
+      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, poolHash: r.pool_hash, createdAt: r.created_at,
     };
   }
 

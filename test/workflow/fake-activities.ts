@@ -11,7 +11,7 @@
  * other group succeeds on even samples, so it has a learning signal.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import type { Activities } from '../../activities';
+import type { RunActivities as Activities } from '../../activities';
 import { parseRunConfig, RunConfigError, type RunConfig } from '../../core/config';
 import type { TaskRef } from '../../core/envs/task';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
@@ -109,7 +109,7 @@ export function createFakeActivities(): FakeActivities {
       }
       const kept = input.continuing ? runs.get(input.runId) : undefined;
       runs.set(input.runId, { config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [] });
-      return { config, baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true };
+      return { config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true };
     },
 
     async sampleTasks(input) {

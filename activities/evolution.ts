@@ -1,0 +1,215 @@
+/**
+ * The evolution's activities (workflow evolveHarnessPool): preparing it,
+ * rolling out a harness on a task (diagnosis, validation, effect matrix),
+ * asking a proposer for a candidate, recording selections, freezing the pool.
+ * Each reads what the store holds before it works: a rollout, a proposal
+ * attempt, a candidate, a selection or a pool recorded once is never redone.
+ */
+import path from 'node:path';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { mapWithConcurrency } from '../core/concurrency';
+import type { Environment } from '../core/envs/environment';
+import { parseEvolutionConfig, type EvolutionConfig } from '../core/evolution/config';
+import type { EvolutionGroup } from '../core/evolution/diagnosis';
+import { failureDirectionsFor, type SiblingDirection } from '../core/evolution/failure-directions';
+import { baseSpecFor, harnessSpaceFor, type HarnessSpace } from '../core/evolution/harness-space';
+import { frozenPoolOf, type FreezeRequest } from '../core/evolution/freeze';
+import {
+  buildProposalRequest, judgeAnswer, proposalMessages, refusalMessages, truncateTurns, type FailureExample, type ParentResults,
+} from '../core/evolution/proposal';
+import { askProposer, proposerLabel } from '../core/evolution/proposer-client';
+import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
+import { devTasksFor } from '../core/evolution/dev-tasks';
+import { contentHash, poolsRoot, writeFrozenPool } from '../core/harness/frozen-pool';
+import { runEpisode } from '../core/harness/runtime';
+import { PolicyClient } from '../core/policy/client';
+import type { ChatMessage, FailureType } from '../core/policy/trajectory';
+import { hashSeed } from '../core/random';
+import { apiKeyOf } from '../core/secrets';
+import { withHeartbeatClock } from './heartbeat';
+import type { ActivityDeps } from './run-context';
+
+export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'logger' | 'environmentFor'>) {
+  const { logger } = deps;
+  const store = deps.store.evolutions;
+
+  async function loadEvolution(evolutionId: string): Promise<{ config: EvolutionConfig; env: Environment; space: HarnessSpace; baseSpec: Record<string, unknown> }> {
+    const stored = await store.getEvolution(evolutionId);
+    if (!stored) throw ApplicationFailure.nonRetryable(`evolution ${evolutionId} is not registered in the run store`, 'UnknownEvolution');
+    const config = parseEvolutionConfig(stored.config, `stored config of evolution ${evolutionId}`);
+    const env = deps.environmentFor(config);
+    return { config, env, space: harnessSpaceFor(config.env, env), baseSpec: stored.baseSpec };
+  }
+
+  return {
+    /** Validates the config, registers the evolution (or finds it: a resume), draws the dev tasks. */
+    async prepareEvolution(input: { config: unknown }): Promise<PreparedEvolution> {
+      const config = parseEvolutionConfig(input.config);
+      const env = deps.environmentFor(config);
+      const baseSpec = baseSpecFor(config.env, env, config.base);
+      const devTasks = devTasksFor(env.listTasks(), config.dev, config.seed);
+      await store.registerEvolution({ evolutionId: config.name, env: config.env.kind, config, baseSpec, devTasks });
+      logger.info({ evolutionId: config.name, env: config.env.kind, devTasks: devTasks.length }, 'evolution prepared');
+      return {
+        evolutionId: config.name,
+        config,
+        env: config.env.kind,
+        simulated: config.env.kind === 'sim',
+        devTasks,
+        baseId: String(baseSpec.id),
+        baseVersion: contentHash(baseSpec),
+        failureDirections: failureDirectionsFor(config.env.kind, config.failureDirections),
+      };
+    },
+
+    /**
+     * `samples` rollouts of one harness (the base or a candidate) on one task,
+     * each stored as it ends, with the executor policy and the sampling a run
+     * uses; rollouts already stored are not redone.
+     */
+    async runEvolutionGroup(input: { evolutionId: string; phase: string; candidateId: string; taskId: string; samples: number }): Promise<EvolutionGroup> {
+      const { config, env, space, baseSpec } = await loadEvolution(input.evolutionId);
+      const spec = input.candidateId === baseSpec.id ? baseSpec : (await store.getCandidate(input.evolutionId, input.candidateId))?.spec;
+      if (!spec) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} has no candidate ${input.candidateId}`, 'UnknownCandidate');
+      const harness = space.harness(spec);
+      const task = env.listTasks().find((t) => t.taskId === input.taskId);
+      if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
+      const stored = await store.groupRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId);
+      const have = new Set(stored.map((r) => r.sample));
+      const todo = Array.from({ length: input.samples }, (_, sample) => sample).filter((s) => !have.has(s));
+      const policy = new PolicyClient({ ...config.executor, apiKey: apiKeyOf(config.executor, 'executor') });
+      const activity = Context.current();
+      let completed = stored.length;
+      await withHeartbeatClock(
+        () => ({ completed }),
+        () =>
+          mapWithConcurrency(todo, config.concurrency, async (sample) => {
+            const t = await runEpisode({
+              env, harness, policy, model: config.executor.model, taskId: input.taskId, sample,
+              maxTurns: config.maxTurns, maxTokens: config.maxTokens, temperature: config.executor.temperature,
+              seed: hashSeed(config.seed, 'evolve', input.phase, input.candidateId, input.taskId, sample),
+            });
+            await store.insertRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId, [
+              { sample, taskKind: t.taskKind, success: t.success, failureType: t.failureType, turns: t.turns, tokens: t.tokens, messages: t.messages },
+            ]);
+            completed += 1;
+            activity.heartbeat({ completed });
+          }, activity.cancellationSignal),
+      );
+      const rows = (await store.groupRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId)).filter((r) => r.sample < input.samples);
+      const failures: EvolutionGroup['failures'] = {};
+      for (const r of rows) if (!r.success) failures[r.failureType ?? 'policy_error'] = (failures[r.failureType ?? 'policy_error'] ?? 0) + 1;
+      return {
+        phase: input.phase, candidateId: input.candidateId, taskId: input.taskId, kind: task.kind,
+        rollouts: rows.length, successes: rows.filter((r) => r.success).length, failures,
+      };
+    },
+
+    /**
+     * One candidate of (round, direction, slot): a proposer is asked (the
+     * slot picks which, in turn), its answer judged; a refused answer goes
+     * back with the reason, up to `proposalRetries` times. Attempts already
+     * recorded are replayed from the store, not asked again.
+     */
+    async proposeCandidate(input: {
+      evolutionId: string;
+      round: number;
+      direction: SiblingDirection;
+      slot: number;
+      parentId: string;
+      parentResults: ParentResults | null;
+      /** The tasks this direction targets (their failing base rollouts are the examples). */
+      targetTaskIds: string[];
+    }): Promise<ProposalOutcome> {
+      const { config, space, baseSpec } = await loadEvolution(input.evolutionId);
+      const candidateId = candidateIdOf(input.direction, input.round, input.slot);
+      const candidateRef = (version: string, attempts: number): ProposalOutcome => ({
+        status: 'accepted', attempts,
+        candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: input.parentId, version },
+      });
+      const parent = input.parentId === baseSpec.id ? baseSpec : (await store.getCandidate(input.evolutionId, input.parentId))?.spec;
+      if (!parent) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} has no candidate ${input.parentId} to be a parent`, 'UnknownCandidate');
+      const existing = await store.getCandidate(input.evolutionId, candidateId);
+      const recorded = await store.proposals(input.evolutionId, { round: input.round, direction: input.direction, slot: input.slot });
+      if (existing) return candidateRef(existing.version, recorded.length);
+
+      const mapping = failureDirectionsFor(config.env.kind, config.failureDirections);
+      const failed = await store.failedRollouts(input.evolutionId, 'diagnose', String(baseSpec.id), input.targetTaskIds);
+      const examples = pickExamples(
+        failed.filter((r) => r.failureType !== null && mapping[r.failureType].includes(input.direction)),
+        config.failuresInPrompt,
+        config.turnChars,
+      );
+      const request = buildProposalRequest({ space, direction: input.direction, round: input.round, slot: input.slot, parent, failures: examples, parentResults: input.parentResults });
+      let messages: ChatMessage[] = proposalMessages(request);
+      const proposer = config.proposers[(input.slot - 1) % config.proposers.length];
+      const where = `proposers.${(input.slot - 1) % config.proposers.length}`;
+      const log = logger.child({ evolutionId: input.evolutionId, round: input.round, direction: input.direction, slot: input.slot });
+      let lastReason = '';
+      for (let attempt = 0; attempt <= config.proposalRetries; attempt++) {
+        const before = recorded.find((p) => p.attempt === attempt);
+        let answer: string;
+        if (before) {
+          answer = before.answer;
+        } else {
+          answer = await askProposer(proposer, messages, where, Context.current().cancellationSignal);
+        }
+        const verdict = judgeAnswer({ answer, space, direction: input.direction, parent, candidateId, parentId: input.parentId });
+        const reason = verdict.verdict === 'accepted' ? null : verdict.reason;
+        const stored = before ?? (await store.recordProposal(input.evolutionId, {
+          round: input.round, direction: input.direction, slot: input.slot, attempt,
+          proposer: proposerLabel(proposer), messages, answer, verdict: verdict.verdict, reason,
+        }));
+        if (verdict.verdict === 'accepted' && stored.answer === answer) {
+          const version = contentHash(verdict.spec);
+          await store.recordCandidate(input.evolutionId, {
+            candidateId, round: input.round, direction: input.direction, slot: input.slot, parent: input.parentId, spec: verdict.spec, version,
+          });
+          log.info({ candidateId, attempt, version }, 'candidate accepted');
+          return candidateRef(version, attempt + 1);
+        }
+        lastReason = stored.reason ?? reason ?? 'refused';
+        log.info({ attempt, verdict: stored.verdict, reason: lastReason }, 'proposal refused');
+        messages = [...messages, ...refusalMessages(stored.answer, lastReason)];
+      }
+      return { status: 'dropped', slot: input.slot, attempts: config.proposalRetries + 1, reason: `refused ${config.proposalRetries + 1} times; last: ${lastReason}` };
+    },
+
+    async recordSelection(input: { evolutionId: string; round: number; direction: string; decision: unknown }): Promise<void> {
+      await store.recordSelection(input.evolutionId, input.round, input.direction, input.decision);
+    },
+
+    /** Writes the pool (spec files and manifest) under its hash, and stores it; a pool frozen before is left as it is. */
+    async freezePool(input: FreezeRequest): Promise<{ poolHash: string; dir: string }> {
+      const stored = await store.getEvolution(input.evolutionId);
+      if (!stored) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} is not registered in the run store`, 'UnknownEvolution');
+      const candidates = await store.candidates(input.evolutionId);
+      const { manifest, specs } = frozenPoolOf({ request: input, env: stored.env, baseSpec: stored.baseSpec, candidates, createdAt: new Date().toISOString() });
+      const existing = await store.getPool(manifest.hash);
+      const frozen = existing ? { manifest: existing.manifest as typeof manifest, specs: existing.specs } : { manifest, specs };
+      const dir = writeFrozenPool(poolsRoot(), frozen.manifest, frozen.specs);
+      await store.savePool({ poolHash: manifest.hash, env: stored.env, evolutionId: input.evolutionId, manifest: frozen.manifest, specs: frozen.specs });
+      logger.info({ evolutionId: input.evolutionId, poolHash: manifest.hash, dir, siblings: manifest.members.length - 1 }, 'harness pool frozen');
+      return { poolHash: manifest.hash, dir: path.resolve(dir) };
+    },
+  };
+}
+
+/** ar-r1-c2: the candidate of round 1, slot 2, of action realization. */
+export function candidateIdOf(direction: SiblingDirection, round: number, slot: number): string {
+  const prefix = { action_realization: 'ar', environment_contract: 'ec', trajectory_regulation: 'tr', procedural_skill: 'ps' }[direction];
+  return `${prefix}-r${round}-c${slot}`;
+}
+
+/** Up to `limit` failing trajectories, spread over task kinds and tasks (one per task first), in a fixed order. */
+function pickExamples(failed: ReadonlyArray<{ taskId: string; taskKind: string; failureType: FailureType | null; messages: ChatMessage[] }>, limit: number, turnChars: number): FailureExample[] {
+  const byKind = new Map<string, typeof failed[number][]>();
+  const seenTasks = new Set<string>();
+  const firsts = failed.filter((r) => (seenTasks.has(r.taskId) ? false : (seenTasks.add(r.taskId), true)));
+  const rest = failed.filter((r) => !firsts.includes(r));
+  for (const r of [...firsts, ...rest]) byKind.set(r.taskKind, [...(byKind.get(r.taskKind) ?? []), r]);
+  const picked: typeof failed[number][] = [];
+  const queues = [...byKind.values()];
+  while (picked.length < limit && queues.some((q) => q.length > 0)) for (const q of queues) if (q.length > 0 && picked.length < limit) picked.push(q.shift()!);
+  return picked.map((r) => ({ taskId: r.taskId, kind: r.taskKind, failureType: r.failureType ?? 'unknown', turns: truncateTurns(r.messages, turnChars) }));
+}

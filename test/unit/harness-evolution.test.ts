@@ -1,0 +1,156 @@
+import { parseEvolutionConfig } from '../../core/evolution/config';
+import { allTargets, diagnoseFailures, type EvolutionGroup } from '../../core/evolution/diagnosis';
+import { measurePoolEffect } from '../../core/evolution/effect-matrix';
+import { failureDirectionsFor } from '../../core/evolution/failure-directions';
+import { lineageOf } from '../../core/evolution/freeze';
+import { beatsBase, selectForDirection, summarizeCandidate, type CandidateRef } from '../../core/evolution/selection';
+
+const group = (candidateId: string, taskId: string, kind: string, successes: number, failures: EvolutionGroup['failures'] = {}, rollouts = 4): EvolutionGroup => ({
+  phase: 'x', candidateId, taskId, kind, rollouts, successes, failures,
+});
+
+describe('failure directions', () => {
+  test('a format error calls for action realization and a turn limit for trajectory regulation', () => {
+    const mapping = failureDirectionsFor('dbbench');
+    expect(mapping.format_error).toEqual(['action_realization']);
+    expect(mapping.turn_limit).toEqual(['trajectory_regulation']);
+    expect(mapping.policy_error).toEqual([]);
+  });
+
+  test("the sim maps its wrong answers (early finishes) to trajectory regulation too, and a config's override wins", () => {
+    expect(failureDirectionsFor('sim').wrong_answer).toContain('trajectory_regulation');
+    expect(failureDirectionsFor('sim', { wrong_answer: ['procedural_skill'] }).wrong_answer).toEqual(['procedural_skill']);
+  });
+});
+
+describe('diagnoseFailures', () => {
+  const mapping = failureDirectionsFor('dbbench');
+  const groups = [
+    group('base', 't1', 'select', 0, { format_error: 3, wrong_answer: 1 }),
+    group('base', 't2', 'select', 1, { execution_error: 3 }),
+    group('base', 't3', 'insert', 4),
+    group('base', 't4', 'insert', 3, { turn_limit: 1 }),
+    group('base', 't5', 'insert', 2, { turn_limit: 2 }),
+  ];
+  const diagnosis = diagnoseFailures(groups, mapping, ['action_realization', 'environment_contract', 'trajectory_regulation']);
+
+  test('a task mostly failed goes to the directions its most common failure type calls for', () => {
+    expect(diagnosis.targets.action_realization).toEqual([{ taskId: 't1', kind: 'select', failureType: 'format_error' }]);
+    expect(diagnosis.targets.environment_contract).toEqual([{ taskId: 't2', kind: 'select', failureType: 'execution_error' }]);
+    expect(diagnosis.targets.trajectory_regulation).toEqual([{ taskId: 't5', kind: 'insert', failureType: 'turn_limit' }]);
+  });
+
+  test('a task failed on fewer than half its rollouts is no target; one solved on every rollout can be a regression task', () => {
+    expect(allTargets(diagnosis).map((t) => t.taskId)).not.toContain('t4');
+    expect(diagnosis.solved).toEqual([{ taskId: 't3', kind: 'insert' }]);
+    expect(diagnosis.baseSuccess).toBeCloseTo(10 / 20);
+    expect(diagnosis.failures.select).toEqual({ format_error: 3, wrong_answer: 1, execution_error: 3 });
+  });
+
+  test('a direction not asked for gets no targets', () => {
+    expect(diagnosis.targets.procedural_skill).toBeUndefined();
+  });
+});
+
+describe('selection', () => {
+  const targets = [
+    { taskId: 't1', kind: 'a', failureType: 'wrong_answer' as const },
+    { taskId: 't2', kind: 'b', failureType: 'wrong_answer' as const },
+  ];
+  const baseline = [group('base', 't1', 'a', 0), group('base', 't2', 'b', 1)];
+  const ref = (candidateId: string, slot: number): CandidateRef => ({ candidateId, direction: 'procedural_skill', round: 1, slot, parent: 'base', version: 'v' });
+  const result = (candidateId: string, slot: number, t1: number, t2: number, regression: number) =>
+    summarizeCandidate({
+      candidate: ref(candidateId, slot),
+      groups: [group(candidateId, 't1', 'a', t1), group(candidateId, 't2', 'b', t2), group(candidateId, 'r1', 'a', regression)],
+      targets, regressionTaskIds: ['r1'], baseline, penalty: 1,
+    });
+
+  test("a candidate's rescue rate, the base's on the same targets, and its regressions make its score", () => {
+    const r = result('ps-r1-c1', 1, 4, 2, 3);
+    expect(r.targetRescueRate).toBeCloseTo(6 / 8);
+    expect(r.baseRateOnTargets).toBeCloseTo(1 / 8);
+    expect(r.regressionRate).toBeCloseTo(1 / 4);
+    expect(r.score).toBeCloseTo(6 / 8 - 1 / 4);
+    expect(r.byKind).toEqual({ a: { rollouts: 4, successes: 4 }, b: { rollouts: 4, successes: 2 } });
+  });
+
+  test('the best score is kept, and a regression costs a candidate its lead', () => {
+    const breaker = result('ps-r1-c1', 1, 4, 4, 0);
+    const careful = result('ps-r1-c2', 2, 4, 2, 4);
+    const { best, decision } = selectForDirection({ round: 1, direction: 'procedural_skill', previous: null, results: [breaker, careful], dropped: [{ slot: 3, reason: 'invalid' }] });
+    expect(best?.candidateId).toBe('ps-r1-c2');
+    expect(decision.ranked.map((r) => r.candidateId)).toEqual(['ps-r1-c2', 'ps-r1-c1']);
+    expect(decision.dropped).toEqual([{ slot: 3, reason: 'invalid' }]);
+  });
+
+  test('on a tie the candidate kept before stays', () => {
+    const previous = result('ps-r1-c1', 1, 4, 2, 4);
+    const same = { ...result('ps-r2-c1', 1, 4, 2, 4), round: 2 };
+    const { best, decision } = selectForDirection({ round: 2, direction: 'procedural_skill', previous, results: [same], dropped: [] });
+    expect(best?.candidateId).toBe('ps-r1-c1');
+    expect(decision.reason).toContain('kept ps-r1-c1');
+  });
+
+  test('a sibling enters the pool only when it rescues more of its targets than the base solves', () => {
+    expect(beatsBase(result('ps-r1-c1', 1, 1, 0, 4))).toBe(false);
+    expect(beatsBase(result('ps-r1-c1', 1, 2, 0, 4))).toBe(true);
+    expect(beatsBase(null)).toBe(false);
+  });
+});
+
+describe('measurePoolEffect', () => {
+  const targets = [
+    { taskId: 't1', kind: 'lookup', failureType: 'wrong_answer' as const },
+    { taskId: 't2', kind: 'api', failureType: 'format_error' as const },
+  ];
+
+  test('siblings that each help their own cells show locality and complementarity', () => {
+    const effect = measurePoolEffect({
+      targets, base: 'base', siblings: ['ec', 'ar'],
+      groups: [group('base', 't1', 'lookup', 0), group('base', 't2', 'api', 0), group('ec', 't1', 'lookup', 3), group('ec', 't2', 'api', 0), group('ar', 't1', 'lookup', 0), group('ar', 't2', 'api', 4)],
+    });
+    expect(effect.cells).toEqual(['api/format_error', 'lookup/wrong_answer']);
+    expect(effect.helps).toEqual({ ec: ['lookup/wrong_answer'], ar: ['api/format_error'] });
+    expect(effect.locality).toBe(true);
+    expect(effect.complementarity).toEqual({ unionCells: 2, bestSingleCells: 1, shown: true });
+  });
+
+  test('a sibling that helps everywhere shows neither (control)', () => {
+    const effect = measurePoolEffect({
+      targets, base: 'base', siblings: ['all', 'none'],
+      groups: [group('base', 't1', 'lookup', 0), group('base', 't2', 'api', 0), group('all', 't1', 'lookup', 4), group('all', 't2', 'api', 4), group('none', 't1', 'lookup', 0), group('none', 't2', 'api', 0)],
+    });
+    expect(effect.locality).toBe(false);
+    expect(effect.complementarity.shown).toBe(false);
+  });
+});
+
+describe('lineageOf', () => {
+  test("a sibling's ancestors from the base", () => {
+    const candidates = [
+      { candidateId: 'ec-r1-c2', parent: 'base' },
+      { candidateId: 'ec-r2-c1', parent: 'ec-r1-c2' },
+    ];
+    expect(lineageOf('ec-r2-c1', candidates, 'base')).toEqual(['base', 'ec-r1-c2', 'ec-r2-c1']);
+  });
+});
+
+describe('EvolutionConfig', () => {
+  test('the defaults evolve the sim base with the SIMULATED proposer along all four directions', () => {
+    const config = parseEvolutionConfig({});
+    expect(config.env).toEqual({ kind: 'sim' });
+    expect(config.proposers[0].model).toBe('sim-proposer');
+    expect(config.directions).toHaveLength(4);
+  });
+
+  test('an unknown key, a repeated direction and a literal API key are refused, each named by its path', () => {
+    expect(() => parseEvolutionConfig({ round: 2 })).toThrow(/round/);
+    expect(() => parseEvolutionConfig({ directions: ['procedural_skill', 'procedural_skill'] })).toThrow(/directions: list each direction once/);
+    expect(() => parseEvolutionConfig({ proposers: [{ baseUrl: 'http://x/v1', model: 'm', apiKey: 'sk-123' }] })).toThrow(/proposers\.0/);
+  });
+
+  test("the base direction is no direction to evolve along", () => {
+    expect(() => parseEvolutionConfig({ directions: ['base'] })).toThrow(/directions\.0/);
+  });
+});
