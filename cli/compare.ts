@@ -22,6 +22,8 @@ export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
   'random-k': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'random' } }),
   all: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'all' } }),
   vote: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'vote' } }),
+  /** harness-s with the frozen pool given by `--pool` (an evolved pool) instead of the config's: paired with `harness-s`, evolved against hand-written. */
+  'harness-s-pool': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true } }),
 };
 
 export interface ArmFigures {
@@ -74,13 +76,14 @@ export interface ComparePlan {
  * before anything starts. `world`: a sim world file every arm runs on (its
  * env.world).
  */
-export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string): ComparePlan[] {
+export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string, pool?: string): ComparePlan[] {
   if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
   if (world !== undefined) {
     const env = section(raw as RawConfig, 'env');
     if ((env.kind ?? 'sim') !== 'sim') throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
     raw = { ...(raw as RawConfig), env: { ...env, kind: 'sim', world } };
   }
+  if (arms.includes('harness-s-pool') && pool === undefined) throw new UserError('compare: the harness-s-pool arm needs --pool HASH (a frozen pool, see `harness-s pool list`)');
   const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
   if (unknown.length) throw new UserError(`compare: unknown arm ${unknown.join(', ')} (arms: ${Object.keys(COMPARE_ARMS).join(', ')})`);
   if (arms.length === 0 || seeds.length === 0) throw new UserError('compare: give at least one arm and one seed');
@@ -90,7 +93,9 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
   const name = typeof base.name === 'string' ? base.name : 'compare';
   return arms.flatMap((arm) =>
     seeds.map((seed) => {
-      const armRaw = { ...COMPARE_ARMS[arm](base), name: `${name}-${arm}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true } };
+      const armed = COMPARE_ARMS[arm](base);
+      const pooled = arm === 'harness-s-pool' ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? 'sim', pool } } : armed;
+      const armRaw = { ...pooled, name: `${name}-${arm}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true } };
       let config: RunConfig;
       try {
         config = parseRunConfig(armRaw, `config of arm ${arm}`);

@@ -36,6 +36,8 @@ import { profilesText, profilesView } from './profiles';
 import { COMPARE_ARMS, compareText, planCompare, runCompare } from './compare';
 import { defaultReportDir, writeRunReport } from './report/run-report';
 import { writeCompareReport } from './report/compare-report';
+import { effectText, evolutionJson, evolutionText, poolList, poolShowText, readEvolutionConfigFile, startEvolution } from './pools';
+import { evolutionConfigJsonSchema } from '../core/evolution/config';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -357,10 +359,11 @@ program
   .option('--steps <n>', "override the config's steps", positiveInt('--steps'))
   .option('--parallel <n>', 'runs at once', positiveInt('--parallel'), 3)
   .option('--world <file>', "sim configs: the world every arm runs on (the embedded sim cluster loads it too; with --attach, start your sim cluster with the same --world); default: the config's env.world, else the shipped world")
+  .option('--pool <hash>', 'the frozen pool (from `harness-s pool evolve`) the harness-s-pool arm rescues with')
   .option('--attach', 'use the Temporal server and workers at $TEMPORAL_ADDRESS instead of starting the embedded stack')
   .option('--report <dir>', 'also write the compare report (curves per arm with seed bands, the difference CIs) to DIR/index.html')
   .option('--json', 'machine-readable: {"arms": {"<arm>": {...figures}}, "diffs": {"<arm> - <arm>": {"<figure>": {"mean", "lo", "hi", "excludesZero"}}}, ...}')
-  .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; world?: string; attach?: boolean; report?: string; json?: boolean }) => {
+  .action(action(async (opts: { config: string; arms: string; seeds: string; steps?: number; parallel: number; world?: string; pool?: string; attach?: boolean; report?: string; json?: boolean }) => {
     const seeds = opts.seeds.split(',').map((v) => {
       const n = Number(v.trim());
       if (v.trim() === '' || !Number.isInteger(n) || n < 0) throw new UserError(`--seeds: '${v}' is not a whole number >= 0 (give e.g. --seeds 1,2,3)`);
@@ -369,7 +372,7 @@ program
     const arms = opts.arms.split(',').map((a) => a.trim()).filter(Boolean);
     const { raw } = readConfigFile(opts.config);
     const world = opts.world === undefined ? undefined : path.resolve(opts.world);
-    const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds, new Date(), world);
+    const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds, new Date(), world, opts.pool);
     progress(`compare: ${arms.length} arms x ${seeds.length} seeds = ${plan.length} runs, ${opts.parallel} at a time`);
     const simWorld = plan[0].config.env.kind === 'sim' ? plan[0].config.env.world : undefined;
     const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log: progress, world: simWorld });
@@ -429,6 +432,51 @@ config
     const missing = missingFiles(parsed);
     if (missing.length) throw new UserError(`${file}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')} (paths are read by the workers, from their working directory)`);
     print(`${file}: valid (${parsed.env.kind}, ${parsed.steps} steps, B=${parsed.rollout.tasksPerStep}, G=${parsed.rollout.groupSize})`);
+  }));
+
+const pool = program.command('pool').description('sibling harness pools: evolve one from the base harness (Directional Harness Evolution), show, list');
+pool
+  .command('evolve')
+  .description('evolve a sibling pool from the base harness and freeze it (workflow evolveHarnessPool; needs `harness-s dev` or workers)')
+  .requiredOption('--config <file>', 'an evolution config JSON file (see examples/evolve-sim.json), or a workflow input {"config": {...}}')
+  .option('--wait', 'wait for the frozen pool and print it')
+  .option('--json', 'with --wait: print {"pool", "siblings": [...]} as JSON')
+  .action(action(async (opts: { config: string; wait?: boolean; json?: boolean }) => {
+    const { raw, config: parsed } = readEvolutionConfigFile(opts.config);
+    const missing = filesNamedBy(parsed).filter(({ file }) => !existsSync(file));
+    if (parsed.base !== undefined && !existsSync(parsed.base)) missing.push({ path: 'base', file: parsed.base });
+    if (missing.length) throw new UserError(`${opts.config}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')}`);
+    const { handle, attached } = await startEvolution(await connectClient(), raw, parsed);
+    progress(`${attached ? 'attached to the running' : 'started'} evolution ${handle.workflowId}; Web UI ${uiUrlFor(temporalAddressFromEnv())}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`);
+    if (!opts.wait) return print(handle.workflowId);
+    const result = await handle.result();
+    if (opts.json) printJson(evolutionJson(result));
+    else print(`${evolutionText(result)}
+${effectText(result.effect)}`);
+  }));
+pool
+  .command('show <pool>')
+  .description('a frozen pool (its hash, a unique prefix, or the evolution name): members, lineage tree, effect matrix with locality and complementarity')
+  .action(action(async (ref: string) => {
+    await withStore(async (store) => print(await poolShowText(store.evolutions, ref)));
+  }));
+pool
+  .command('list')
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: { json?: boolean }) => {
+    const pools = await withStore((store) => poolList(store.evolutions));
+    if (opts.json) return printJson(pools);
+    if (pools.length === 0) return print('no frozen pools (evolve one with `harness-s pool evolve --config examples/evolve-sim.json --wait`)');
+    for (const p of pools) print(`${p.pool}  ${p.env.padEnd(8)} ${String(p.evolution ?? '-').padEnd(20)} ${p.createdAt}  ${p.siblings.join(' ')}`);
+  }));
+pool
+  .command('schema')
+  .description('the JSON Schema of an evolution config')
+  .option('--out <file>', 'write it to a file instead of stdout')
+  .action(action(async (opts: { out?: string }) => {
+    const schema = JSON.stringify(evolutionConfigJsonSchema(), null, 2);
+    if (opts.out) writeFileSync(opts.out, `${schema}\n`);
+    else print(schema);
   }));
 
 /** The files a config names that this machine does not have. */
