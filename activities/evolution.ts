@@ -19,8 +19,9 @@ import {
 } from '../core/evolution/proposal';
 import { askProposer, proposerLabel } from '../core/evolution/proposer-client';
 import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
+import { EvolutionNameInUseError, type StoredCandidate } from '../core/store/evolution-store';
 import { devTasksFor } from '../core/evolution/dev-tasks';
-import { contentHash, poolsRoot, writeFrozenPool } from '../core/harness/frozen-pool';
+import { contentHash, poolsRoot, readFrozenPool, writeFrozenPool } from '../core/harness/frozen-pool';
 import { runEpisode } from '../core/harness/runtime';
 import { PolicyClient } from '../core/policy/client';
 import type { ChatMessage, FailureType } from '../core/policy/trajectory';
@@ -48,7 +49,12 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       const env = deps.environmentFor(config);
       const baseSpec = baseSpecFor(config.env, env, config.base);
       const devTasks = devTasksFor(env.listTasks(), config.dev, config.seed);
-      await store.registerEvolution({ evolutionId: config.name, env: config.env.kind, config, baseSpec, devTasks });
+      const stored = await store.registerEvolution({ evolutionId: config.name, env: config.env.kind, config, baseSpec, devTasks });
+      if (contentHash(stored.devTasks) !== contentHash(devTasks)) {
+        throw new EvolutionNameInUseError(
+          `evolution ${config.name} was started on other dev tasks than its env now gives (did its task file change?); its records are of those tasks: start this one under another name`,
+        );
+      }
       logger.info({ evolutionId: config.name, env: config.env.kind, devTasks: devTasks.length }, 'evolution prepared');
       return {
         evolutionId: config.name,
@@ -123,15 +129,15 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
     }): Promise<ProposalOutcome> {
       const { config, space, baseSpec } = await loadEvolution(input.evolutionId);
       const candidateId = candidateIdOf(input.direction, input.round, input.slot);
-      const candidateRef = (version: string, attempts: number): ProposalOutcome => ({
+      const accepted = (candidate: StoredCandidate, attempts: number): ProposalOutcome => ({
         status: 'accepted', attempts,
-        candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: input.parentId, version },
+        candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: candidate.parent, version: candidate.version },
       });
       const parent = input.parentId === baseSpec.id ? baseSpec : (await store.getCandidate(input.evolutionId, input.parentId))?.spec;
       if (!parent) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} has no candidate ${input.parentId} to be a parent`, 'UnknownCandidate');
-      const existing = await store.getCandidate(input.evolutionId, candidateId);
       const recorded = await store.proposals(input.evolutionId, { round: input.round, direction: input.direction, slot: input.slot });
-      if (existing) return candidateRef(existing.version, recorded.length);
+      const existing = await store.getCandidate(input.evolutionId, candidateId);
+      if (existing) return accepted(existing, recorded.length);
 
       const mapping = failureDirectionsFor(config.env.kind, config.failureDirections);
       const failed = await store.failedRollouts(input.evolutionId, 'diagnose', String(baseSpec.id), input.targetTaskIds);
@@ -142,37 +148,53 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       );
       const request = buildProposalRequest({ space, direction: input.direction, round: input.round, slot: input.slot, parent, failures: examples, parentResults: input.parentResults });
       let messages: ChatMessage[] = proposalMessages(request);
-      const proposer = config.proposers[(input.slot - 1) % config.proposers.length];
-      const where = `proposers.${(input.slot - 1) % config.proposers.length}`;
+      const proposerIndex = (input.slot - 1) % config.proposers.length;
+      const proposer = config.proposers[proposerIndex];
+      const where = `proposers.${proposerIndex}`;
       const log = logger.child({ evolutionId: input.evolutionId, round: input.round, direction: input.direction, slot: input.slot });
+      const activity = Context.current();
+      let attemptsDone = 0;
       let lastReason = '';
-      for (let attempt = 0; attempt <= config.proposalRetries; attempt++) {
-        const before = recorded.find((p) => p.attempt === attempt);
-        let answer: string;
-        if (before) {
-          answer = before.answer;
-        } else {
-          answer = await askProposer(proposer, messages, where, Context.current().cancellationSignal);
-        }
-        const verdict = judgeAnswer({ answer, space, direction: input.direction, parent, candidateId, parentId: input.parentId });
-        const reason = verdict.verdict === 'accepted' ? null : verdict.reason;
-        const stored = before ?? (await store.recordProposal(input.evolutionId, {
-          round: input.round, direction: input.direction, slot: input.slot, attempt,
-          proposer: proposerLabel(proposer), messages, answer, verdict: verdict.verdict, reason,
-        }));
-        if (verdict.verdict === 'accepted' && stored.answer === answer) {
-          const version = contentHash(verdict.spec);
-          await store.recordCandidate(input.evolutionId, {
-            candidateId, round: input.round, direction: input.direction, slot: input.slot, parent: input.parentId, spec: verdict.spec, version,
-          });
-          log.info({ candidateId, attempt, version }, 'candidate accepted');
-          return candidateRef(version, attempt + 1);
-        }
-        lastReason = stored.reason ?? reason ?? 'refused';
-        log.info({ attempt, verdict: stored.verdict, reason: lastReason }, 'proposal refused');
-        messages = [...messages, ...refusalMessages(stored.answer, lastReason)];
-      }
-      return { status: 'dropped', slot: input.slot, attempts: config.proposalRetries + 1, reason: `refused ${config.proposalRetries + 1} times; last: ${lastReason}` };
+      // A proposer may think for minutes: heartbeat on a clock, so a dead worker's proposal moves on soon and a cancel reaches the request.
+      return withHeartbeatClock(
+        () => ({ attempts: attemptsDone }),
+        async (): Promise<ProposalOutcome> => {
+          for (let attempt = 0; attempt <= config.proposalRetries; attempt++) {
+            // What the store kept decides: an attempt recorded before (or by a concurrent run of this slot) is never asked again.
+            const stored =
+              recorded.find((p) => p.attempt === attempt) ??
+              (await (async () => {
+                const answer = await askProposer(proposer, messages, where, activity.cancellationSignal);
+                const verdict = judgeAnswer({ answer, space, direction: input.direction, parent, candidateId, parentId: input.parentId });
+                return store.recordProposal(input.evolutionId, {
+                  round: input.round, direction: input.direction, slot: input.slot, attempt,
+                  proposer: proposerLabel(proposer), messages, answer, verdict: verdict.verdict, reason: verdict.verdict === 'accepted' ? null : verdict.reason,
+                });
+              })());
+            attemptsDone = attempt + 1;
+            activity.heartbeat({ attempts: attemptsDone });
+            if (stored.verdict === 'accepted') {
+              const verdict = judgeAnswer({ answer: stored.answer, space, direction: input.direction, parent, candidateId, parentId: input.parentId });
+              if (verdict.verdict !== 'accepted') {
+                throw ApplicationFailure.nonRetryable(
+                  `evolution ${input.evolutionId}: the answer recorded as accepted for ${candidateId} (attempt ${attempt}) no longer passes this version's checks: ${verdict.reason}; start the evolution under a new name`,
+                  'RecordedProposalInvalid',
+                );
+              }
+              await store.recordCandidate(input.evolutionId, {
+                candidateId, round: input.round, direction: input.direction, slot: input.slot, parent: input.parentId, spec: verdict.spec, version: contentHash(verdict.spec),
+              });
+              const kept = (await store.getCandidate(input.evolutionId, candidateId))!;
+              log.info({ candidateId, attempt, version: kept.version }, 'candidate accepted');
+              return accepted(kept, attempt + 1);
+            }
+            lastReason = stored.reason ?? 'refused';
+            log.info({ attempt, verdict: stored.verdict, reason: lastReason }, 'proposal refused');
+            messages = [...messages, ...refusalMessages(stored.answer, lastReason)];
+          }
+          return { status: 'dropped', slot: input.slot, attempts: config.proposalRetries + 1, reason: `refused ${config.proposalRetries + 1} times; last: ${lastReason}` };
+        },
+      );
     },
 
     async recordSelection(input: { evolutionId: string; round: number; direction: string; decision: unknown }): Promise<void> {
@@ -186,8 +208,9 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       const candidates = await store.candidates(input.evolutionId);
       const { manifest, specs } = frozenPoolOf({ request: input, env: stored.env, baseSpec: stored.baseSpec, candidates, createdAt: new Date().toISOString() });
       const existing = await store.getPool(manifest.hash);
-      const frozen = existing ? { manifest: existing.manifest as typeof manifest, specs: existing.specs } : { manifest, specs };
-      const dir = writeFrozenPool(poolsRoot(), frozen.manifest, frozen.specs);
+      const dir = writeFrozenPool(poolsRoot(), existing ? (existing.manifest as typeof manifest) : manifest, existing ? existing.specs : specs);
+      // What the folder holds is the pool (a crash between writing it and storing it must not leave two versions of it).
+      const frozen = readFrozenPool(dir, manifest.hash);
       await store.savePool({ poolHash: manifest.hash, env: stored.env, evolutionId: input.evolutionId, manifest: frozen.manifest, specs: frozen.specs });
       logger.info({ evolutionId: input.evolutionId, poolHash: manifest.hash, dir, siblings: manifest.members.length - 1 }, 'harness pool frozen');
       return { poolHash: manifest.hash, dir: path.resolve(dir) };

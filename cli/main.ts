@@ -440,7 +440,7 @@ pool
   .description('evolve a sibling pool from the base harness and freeze it (workflow evolveHarnessPool; needs `harness-s dev` or workers)')
   .requiredOption('--config <file>', 'an evolution config JSON file (see examples/evolve-sim.json), or a workflow input {"config": {...}}')
   .option('--wait', 'wait for the frozen pool and print it')
-  .option('--json', 'with --wait: print {"pool", "siblings": [...]} as JSON')
+  .option('--json', 'wait, then print {"pool", "siblings": [...]} as JSON')
   .action(action(async (opts: { config: string; wait?: boolean; json?: boolean }) => {
     const { raw, config: parsed } = readEvolutionConfigFile(opts.config);
     const missing = filesNamedBy(parsed).filter(({ file }) => !existsSync(file));
@@ -448,7 +448,7 @@ pool
     if (missing.length) throw new UserError(`${opts.config}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')}`);
     const { handle, attached } = await startEvolution(await connectClient(), raw, parsed);
     progress(`${attached ? 'attached to the running' : 'started'} evolution ${handle.workflowId}; Web UI ${uiUrlFor(temporalAddressFromEnv())}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`);
-    if (!opts.wait) return print(handle.workflowId);
+    if (!opts.wait && !opts.json) return print(handle.workflowId);
     const result = await handle.result();
     if (opts.json) printJson(evolutionJson(result));
     else print(`${evolutionText(result)}

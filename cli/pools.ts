@@ -5,6 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { contentHash } from '../core/harness/frozen-pool';
 import { parseEvolutionConfig, type EvolutionConfig } from '../core/evolution/config';
 import { rateOf, type PoolEffect } from '../core/evolution/effect-matrix';
 import type { PoolManifest } from '../core/harness/frozen-pool';
@@ -45,8 +47,26 @@ export async function startEvolution(client: Client, raw: unknown, config: Evolu
     });
     return { handle, attached: false };
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return { handle: client.workflow.getHandle<typeof evolveHarnessPool>(workflowId), attached: true };
-    throw err;
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    const handle = client.workflow.getHandle<typeof evolveHarnessPool>(workflowId);
+    const running = await runningConfig(handle);
+    if (running === null || contentHash(running) !== contentHash(config)) {
+      throw new UserError(`an evolution named '${config.name}' is running with another config (workflow ${workflowId}); wait for it to finish, or give this one another name`);
+    }
+    return { handle, attached: true };
+  }
+}
+
+/** The config a running evolution was started with (the first event of its history), parsed; null when it cannot be read. */
+async function runningConfig(handle: WorkflowHandle<typeof evolveHarnessPool>): Promise<EvolutionConfig | null> {
+  const history = await handle.fetchHistory();
+  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload) return null;
+  try {
+    const input = defaultPayloadConverter.fromPayload<{ config: unknown }>(payload);
+    return parseEvolutionConfig(input.config);
+  } catch {
+    return null;
   }
 }
 
@@ -59,13 +79,17 @@ export function evolutionJson(result: EvolutionResult) {
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+const points = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
 
 export function evolutionText(result: EvolutionResult): string {
   return [
     `${result.simulated ? '[SIMULATED] ' : ''}evolution ${result.evolutionId} froze pool ${result.pool} (${result.env}) in ${result.dir}`,
     `base ${result.base}: ${pct(result.baseDevSuccess)} success on ${result.devTasks} dev tasks`,
+    'siblings (rescue on their targets, fresh rollouts after the choice; the difference paired by task, 95% t interval over tasks):',
     ...result.siblings.map(
-      (s) => `  ${s.id.padEnd(10)} ${s.direction.padEnd(22)} rescues ${pct(s.targetRescueRate).padStart(4)} of its ${s.targets} target tasks' rollouts (base ${pct(s.baseRateOnTargets)}), regression ${pct(s.regressionRate)}`,
+      (s) =>
+        `  ${s.id.padEnd(10)} ${s.direction.padEnd(22)} rescues ${pct(s.targetRescueRate).padStart(4)} of ${s.targets} target tasks (base ${pct(s.baseRateOnTargets)}; ` +
+        `${points(s.difference.mean)} [${points(s.difference.lo)}, ${points(s.difference.hi)}]), ${pct(s.validationRescueRate)} in validation, regression ${pct(s.regressionRate)}`,
     ),
     ...result.withoutSibling.map((w) => `  (no sibling) ${w.direction}: ${w.reason}`),
     `records: ${result.plan.proposals} proposal attempts, ${result.plan.candidates} candidates validated, ${result.plan.dropped} dropped`,
@@ -77,10 +101,10 @@ export function evolutionText(result: EvolutionResult): string {
 export function effectText(effect: PoolEffect): string {
   const width = Math.max(12, ...effect.cells.map((c) => c.length + 2));
   const lines = [
-    `success on the dev tasks the base failed, by task kind / base failure type (a sibling helps a cell at +${pct(effect.helpMargin)} over the base):`,
+    'success on the dev tasks the base failed, by task kind / base failure type (* the sibling helps: above the base with 95% confidence, paired by task):',
     `${'harness'.padEnd(12)}${effect.cells.map((c) => c.padStart(width)).join('')}`,
     ...effect.harnesses.map((h) => `${h.padEnd(12)}${effect.cells.map((c) => `${pct(rateOf(effect.success[h][c]))}${effect.helps[h]?.includes(c) ? '*' : ' '}`.padStart(width)).join('')}`),
-    `locality: ${effect.locality ? 'yes' : 'no'} (every sibling helps some cells but not all)`,
+    `locality: ${effect.locality ? 'yes' : 'no'} (siblings help some cells, none helps all: ${Object.entries(effect.helps).map(([s, c]) => `${s} ${c.length}`).join(', ')} of ${effect.cells.length})`,
     `complementarity: ${effect.complementarity.shown ? 'yes' : 'no'} (the siblings together help ${effect.complementarity.unionCells} cells, the best one alone ${effect.complementarity.bestSingleCells})`,
   ];
   return lines.join('\n');
@@ -129,11 +153,14 @@ export async function poolShowText(store: EvolutionStore, ref: string): Promise<
   const lines = [`pool ${pool.poolHash} (${pool.env}${pool.env === 'sim' ? ', SIMULATED' : ''}), frozen ${pool.createdAt.toISOString()}${pool.evolutionId ? ` by evolution ${pool.evolutionId}` : ''}`];
   lines.push('members:');
   for (const m of manifest.members) {
-    const measured = m.measured as { targetRescueRate?: number; baseRateOnTargets?: number; regressionRate?: number; evolvedFrom?: string } | null;
+    const measured = m.measured as {
+      targetRescueRate?: number; baseRateOnTargets?: number; regressionRate?: number; evolvedFrom?: string; difference?: { mean: number; lo: number; hi: number };
+    } | null;
+    const ci = measured?.difference ? ` ${points(measured.difference.mean)} [${points(measured.difference.lo)}, ${points(measured.difference.hi)}]` : '';
     lines.push(
       `  ${m.id.padEnd(10)} ${m.direction.padEnd(22)} ${m.version}` +
         (measured?.targetRescueRate !== undefined
-          ? `  born round ${m.bornRound} from ${measured.evolvedFrom}; rescues ${pct(measured.targetRescueRate)} of its targets (base ${pct(measured.baseRateOnTargets ?? 0)}), regression ${pct(measured.regressionRate ?? 0)}; targets ${m.targets.join(', ')}`
+          ? `  born round ${m.bornRound} from ${measured.evolvedFrom}; rescues ${pct(measured.targetRescueRate)} of its targets (base ${pct(measured.baseRateOnTargets ?? 0)};${ci}), regression ${pct(measured.regressionRate ?? 0)}; targets ${m.targets.join(', ')}`
           : ''),
     );
   }

@@ -18,14 +18,16 @@
  * crashed or restarted evolution asks no proposer twice and repeats no
  * finished rollout. Deterministic: decisions are pure core functions.
  */
-import { defineQuery, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { EvolutionActivities } from '../activities';
 import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
 import type { EvolutionConfigInput } from '../core/evolution/config';
 import { allTargets, diagnoseFailures, type Diagnosis, type EvolutionGroup, type TargetTask } from '../core/evolution/diagnosis';
 import { cellOf, measurePoolEffect, type PoolEffect } from '../core/evolution/effect-matrix';
 import type { SiblingDirection } from '../core/evolution/failure-directions';
-import { beatsBase, selectForDirection, summarizeCandidate, type CandidateResult } from '../core/evolution/selection';
+import type { FrozenSibling } from '../core/evolution/freeze';
+import { beatsBase, freshEffectOnTargets, selectForDirection, summarizeCandidate, type CandidateResult } from '../core/evolution/selection';
+import type { PairedDifference } from '../core/stats';
 import { sampleTasks } from '../core/rl/task-sampling';
 import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
 
@@ -38,8 +40,14 @@ export interface EvolvedSibling {
   direction: SiblingDirection;
   parent: string;
   bornRound: number;
+  /** Its success on its direction's targets, measured afresh after it was chosen. */
   targetRescueRate: number;
+  /** The base's there (fresh rollouts too). */
   baseRateOnTargets: number;
+  /** Sibling minus base, paired by target task, with its 95% t interval over the tasks. */
+  difference: PairedDifference;
+  /** Its success there in the validation that chose it (biased up by the choice). */
+  validationRescueRate: number;
   regressionRate: number;
   targets: number;
 }
@@ -75,6 +83,16 @@ export interface EvolutionStatus {
 export const evolutionStatusQuery = defineQuery<EvolutionStatus>('evolutionStatus');
 
 const PROPOSER_SLACK_SECONDS = 60;
+/** Rollout groups one evolution may plan: about 3 history events each, well under Temporal's 51,200-event limit. */
+const MAX_GROUPS = 8000;
+
+/** The most rollout groups the evolution can run, once its targets are known. */
+function plannedGroups(config: PreparedEvolution['config'], diagnosis: Diagnosis, regression: number, devTasks: number): number {
+  const targets = config.directions.map((d) => (diagnosis.targets[d] ?? []).length);
+  const union = allTargets(diagnosis).length;
+  const validation = targets.reduce((n, t) => n + (t > 0 ? config.rounds * config.candidatesPerDirection * (t + regression) : 0), 0);
+  return devTasks + union + validation + config.directions.length * union;
+}
 
 export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<EvolutionResult> {
   const status: EvolutionStatus = { evolutionId: '', phase: 'preparing', round: 0, rounds: 0, groupsDone: 0, groupsStarted: 0, proposalsDone: 0, best: {} };
@@ -90,6 +108,7 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
   const propose = proxyActivities<EvolutionActivities>({
     ...controlActivityOptions(config.retry),
     startToCloseTimeout: `${(config.proposalRetries + 1) * longestProposer + PROPOSER_SLACK_SECONDS}s`,
+    heartbeatTimeout: '30s',
   });
   const rollout = proxyActivities<EvolutionActivities>(rolloutActivityOptions(config.retry));
   const plan: EvolutionResult['plan'] = { proposals: 0, candidates: 0, dropped: 0, groups: {}, rollouts: {} };
@@ -111,6 +130,14 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
   const diagnosis: Diagnosis = diagnoseFailures(diagnosisGroups, prepared.failureDirections, config.directions);
   const regressionTaskIds = sampleTasks(diagnosis.solved, config.regressionTasks, config.seed, 0).map((t) => t.taskId);
   const targetsUnion = allTargets(diagnosis);
+  const planned = plannedGroups(config, diagnosis, regressionTaskIds.length, prepared.devTasks.length);
+  if (planned > MAX_GROUPS) {
+    throw ApplicationFailure.nonRetryable(
+      `evolution ${evolutionId} would run up to ${planned} rollout groups, more than one workflow history holds well (${MAX_GROUPS}); ` +
+        'lower rounds, candidatesPerDirection, dev.tasksPerKind or regressionTasks, or split the directions over several evolutions',
+      'EvolutionTooLarge',
+    );
+  }
   const baseline = await Promise.all(targetsUnion.map((t) => group('baseline', baseId, t.taskId)));
 
   // 2-4. Propose, validate, select, round after round; directions go on independently.
@@ -161,12 +188,20 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
 
   // 5. Measure the effect matrix and freeze.
   status.phase = 'measuring';
-  const siblings = config.directions.flatMap((d) => {
+  const finalists = config.directions.flatMap((d) => {
     const result = best[d] ?? null;
     return result !== null && beatsBase(result) ? [result] : [];
   });
-  const effectGroups = (await Promise.all(siblings.map((s) => Promise.all(targetsUnion.map((t) => group('effect', s.candidateId, t.taskId)))))).flat();
-  const effect = measurePoolEffect({ targets: targetsUnion, base: baseId, siblings: siblings.map((s) => s.candidateId), groups: [...baseline, ...effectGroups] });
+  const effectGroups = (await Promise.all(finalists.map((s) => Promise.all(targetsUnion.map((t) => group('effect', s.candidateId, t.taskId)))))).flat();
+  // The final word is the fresh measurement, not the validation that chose the finalist.
+  const measured = finalists.map((s) => ({ chosen: s, fresh: freshEffectOnTargets({ candidateId: s.candidateId, targets: diagnosis.targets[s.direction] ?? [], groups: effectGroups, baseline }) }));
+  const siblings: FrozenSibling[] = measured
+    .filter(({ fresh }) => fresh.targetRescueRate > fresh.baseRateOnTargets)
+    .map(({ chosen, fresh }) => ({ ...chosen, validationRescueRate: chosen.targetRescueRate, ...fresh }));
+  const siblingIds = new Set(siblings.map((s) => s.candidateId));
+  const effect = measurePoolEffect({
+    targets: targetsUnion, base: baseId, siblings: [...siblingIds], groups: [...baseline, ...effectGroups.filter((g) => siblingIds.has(g.candidateId))],
+  });
   status.phase = 'freezing';
   show('freezing the pool');
   const targetWords = Object.fromEntries(siblings.map((s) => [s.candidateId, [...new Set((diagnosis.targets[s.direction] ?? []).map(cellOf))]]));
@@ -178,6 +213,10 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
     const result = best[direction] ?? null;
     if (result === null) return [{ direction, reason: 'no candidate was accepted (see the recorded proposals)' }];
     if (!beatsBase(result)) return [{ direction, reason: `the best candidate ${result.candidateId} rescued ${result.targetRescueRate.toFixed(3)} of its targets, not above the base's ${result.baseRateOnTargets.toFixed(3)}` }];
+    const fresh = measured.find((m) => m.chosen.candidateId === result.candidateId)!.fresh;
+    if (!siblingIds.has(result.candidateId)) {
+      return [{ direction, reason: `the best candidate ${result.candidateId} rescued ${fresh.targetRescueRate.toFixed(3)} of its targets on fresh rollouts, not above the base's ${fresh.baseRateOnTargets.toFixed(3)} (${result.targetRescueRate.toFixed(3)} in its validation)` }];
+    }
     return [];
   });
   const result: EvolutionResult = {
@@ -189,7 +228,8 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
     base: baseId,
     siblings: siblings.map((s) => ({
       id: s.candidateId, direction: s.direction, parent: s.parent, bornRound: s.round,
-      targetRescueRate: s.targetRescueRate, baseRateOnTargets: s.baseRateOnTargets, regressionRate: s.regressionRate,
+      targetRescueRate: s.targetRescueRate, baseRateOnTargets: s.baseRateOnTargets, validationRescueRate: s.validationRescueRate,
+      difference: s.difference, regressionRate: s.regressionRate,
       targets: (diagnosis.targets[s.direction] ?? []).length,
     })),
     withoutSibling,

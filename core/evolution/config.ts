@@ -30,6 +30,7 @@ export type ProposerConfig = z.infer<typeof ProposerConfig>;
 export const ExecutorConfig = PolicyConfig.pick({ baseUrl: true, model: true, apiKeyEnv: true, temperature: true, requestTimeoutSeconds: true });
 
 const SiblingDirection = RepairDirection.exclude(['base']);
+const SIM_PROPOSER = 'sim-proposer';
 
 const FailureType = z.enum(['format_error', 'execution_error', 'wrong_answer', 'turn_limit', 'policy_error']);
 
@@ -41,7 +42,7 @@ export const EvolutionConfig = z
     /** A harness spec file (the env's spec format) to evolve from; the env's own base harness when absent. */
     base: z.string().min(1).optional(),
     executor: ExecutorConfig.prefault({}),
-    proposers: z.array(ProposerConfig).min(1).default([{ baseUrl: `${SIM_CLUSTER_URL}/v1`, model: 'sim-proposer', temperature: 0.7, timeoutSeconds: 120, maxTokens: 4096 }]),
+    proposers: z.array(ProposerConfig).min(1).default([{ baseUrl: `${SIM_CLUSTER_URL}/v1`, model: SIM_PROPOSER, temperature: 0.7, timeoutSeconds: 120, maxTokens: 4096 }]),
     directions: z
       .array(SiblingDirection)
       .min(1)
@@ -77,6 +78,18 @@ export const EvolutionConfig = z
     failureDirections: z.partialRecord(FailureType, z.array(SiblingDirection)).default({}),
     retry: RetryConfig.prefault({}),
     seed: z.number().int().min(0).default(1),
+  })
+  .superRefine((config, ctx) => {
+    if (config.env.kind === 'sim') return;
+    config.proposers.forEach((p, i) => {
+      if (p.model === SIM_PROPOSER) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['proposers', i, 'model'],
+          message: `the SIMULATED ${SIM_PROPOSER} proposes sim harnesses only; env '${config.env.kind}' needs an LLM proposer (the sim proposer is the default: give "proposers")`,
+        });
+      }
+    });
   });
 export type EvolutionConfig = z.infer<typeof EvolutionConfig>;
 export type EvolutionConfigInput = z.input<typeof EvolutionConfig>;

@@ -10,11 +10,14 @@ import { contentHash, poolHash, type PoolManifest } from '../harness/frozen-pool
 import type { RepairDirection } from '../harness/direction';
 import type { StoredCandidate } from '../store/evolution-store';
 import type { PoolEffect } from './effect-matrix';
-import type { CandidateResult } from './selection';
+import type { CandidateResult, FreshEffect } from './selection';
+
+/** A sibling as frozen: its validation figures, and its effect on its targets measured afresh (what it is judged by). */
+export type FrozenSibling = CandidateResult & FreshEffect & { validationRescueRate: number };
 
 export interface FreezeRequest {
   evolutionId: string;
-  siblings: CandidateResult[];
+  siblings: FrozenSibling[];
   /** Each sibling's target cells, in words (`kind/failure type`). */
   targets: Record<string, string[]>;
   effect: PoolEffect;
@@ -62,6 +65,8 @@ export function frozenPoolOf(args: {
         evolvedVersion: candidate.version,
         targetRescueRate: result.targetRescueRate,
         baseRateOnTargets: result.baseRateOnTargets,
+        difference: result.difference,
+        validationRescueRate: result.validationRescueRate,
         regressionRate: result.regressionRate,
         score: result.score,
         targetRollouts: result.targetRollouts,

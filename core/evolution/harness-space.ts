@@ -14,6 +14,13 @@
  *         environment_contract  context.append, observations.annotate, observations.maxChars
  *         trajectory_regulation budget.maxTurns, budget.extraTurns, budget.finishGuard, turnHints
  *         procedural_skill      context.append, turnHints
+ * The sim also tells directions apart by what a hint names: its world marks
+ * the behaviours that consult the environment (`contractBehaviours`).
+ * environment_contract may add only those (as hints or performed by the
+ * harness); procedural_skill and trajectory_regulation may hint only the
+ * others. For specs, fields shared by directions (context.append, turnHints)
+ * cannot be told apart by value: a proposer's direction is taken at its word
+ * there.
  */
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -54,6 +61,8 @@ export interface HarnessSpace {
   check(raw: unknown): SpecCheck;
   /** The runtime harness of a checked spec. */
   harness(spec: Record<string, unknown>): Harness;
+  /** Why a checked candidate's additions belong to another direction than its own (value-level rules), or null. */
+  directionProblem(direction: SiblingDirection, spec: Record<string, unknown>, parent: Record<string, unknown>): string | null;
 }
 
 const FREE_FIELDS = ['description', 'targets'];
@@ -115,6 +124,26 @@ function simSpace(world: SimWorld): HarnessSpace {
       return { ok: true, spec: spec as unknown as Record<string, unknown> };
     },
     harness: (spec) => simHarness(spec as unknown as SimHarness),
+    directionProblem(direction, spec, parent) {
+      const contract = new Set(world.contractBehaviours);
+      if (contract.size === 0) return null;
+      const added = (field: 'hints' | 'performs') => {
+        const of = (h: Record<string, unknown>) => (field === 'hints' ? (h as unknown as SimHarness).hints : (h as unknown as SimHarness).scaffold.performs) ?? [];
+        const before = new Set(of(parent));
+        return of(spec).filter((b) => !before.has(b));
+      };
+      const outside = (list: string[], wantContract: boolean) => list.filter((b) => b !== FINISH && contract.has(b) !== wantContract);
+      const contractList = world.contractBehaviours.join(', ');
+      if (direction === 'environment_contract') {
+        const wrong = [...outside(added('hints'), true), ...outside(added('performs'), true)];
+        return wrong.length ? `environment_contract adds only behaviours that consult the environment (${contractList}); ${wrong.join(', ')} is procedure` : null;
+      }
+      if (direction === 'procedural_skill' || direction === 'trajectory_regulation') {
+        const wrong = outside(added('hints'), false);
+        return wrong.length ? `${direction} hints procedure, not what consults the environment (${wrong.join(', ')}: environment_contract)` : null;
+      }
+      return null;
+    },
   };
 }
 
@@ -132,6 +161,7 @@ function declarativeSpace(env: string): HarnessSpace {
       return { ok: true, spec: checked.spec as unknown as Record<string, unknown> };
     },
     harness: (spec) => specHarness({ spec: spec as unknown as HarnessSpec, version: contentHash(spec), file: `evolved:${String(spec.id)}` }, ''),
+    directionProblem: () => null,
   };
 }
 

@@ -159,6 +159,10 @@ export function judgeAnswer(args: {
   if (!json.ok) return { verdict: 'invalid', reason: json.reason };
   if (!isObject(json.value)) return { verdict: 'invalid', reason: 'the JSON answer must be an object: {"spec": ...} or {"patch": ...}' };
   const value = json.value;
+  if ('patch' in value && !isObject(value.patch)) {
+    return { verdict: 'invalid', reason: 'patch must be a JSON object: a JSON merge patch of the parent (RFC 7386), not a list of operations or a string' };
+  }
+  if ('spec' in value && !isObject(value.spec)) return { verdict: 'invalid', reason: 'spec must be a JSON object: the whole harness spec' };
   // A patch starts from the parent in the asked direction (a patch of the base would otherwise keep 'base').
   const proposed = isObject(value.patch) ? mergePatch({ ...args.parent, direction: args.direction }, value.patch) : isObject(value.spec) ? value.spec : value;
   if (!isObject(proposed)) return { verdict: 'invalid', reason: 'the spec must be a JSON object' };
@@ -180,6 +184,8 @@ export function judgeAnswer(args: {
       reason: `it changes ${outside.join(', ')}, which ${args.direction} may not change (it may change: ${args.space.mayChange[args.direction].join(', ')})`,
     };
   }
+  const problem = args.space.directionProblem(args.direction, spec, parent);
+  if (problem) return { verdict: 'off_direction', reason: problem };
   if (changed.every((f) => f === 'description' || f === 'targets')) {
     return { verdict: 'invalid', reason: `it changes nothing of its parent besides description and targets (change some of: ${args.space.mayChange[args.direction].join(', ')})` };
   }

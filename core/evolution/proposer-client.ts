@@ -1,8 +1,10 @@
 /**
  * Asking a proposer: one chat completion from an OpenAI-compatible endpoint
  * (a hosted LLM, vLLM, or the sim cluster's SIMULATED `sim-proposer`). An
- * endpoint that refuses the request itself (bad key, unknown model) is the
- * user's to fix; one that cannot be reached or fails is retried by the caller.
+ * endpoint that refuses the request itself (HTTP 400, 401, 403, 404, 422: a
+ * bad key, an unknown model, a request past its limits) is the user's to fix
+ * and fails the evolution; any other failure (no connection, a timeout, 408,
+ * 409, 429, 5xx) is retried by the caller as the config's `retry` says.
  */
 import OpenAI, { APIError } from 'openai';
 import { UserError } from '../errors';
@@ -34,8 +36,15 @@ export async function askProposer(proposer: ProposerConfig, messages: readonly C
   } catch (err) {
     const label = proposerLabel(proposer);
     if (err instanceof APIError && err.status !== undefined && REFUSED.includes(err.status)) {
-      throw new ProposerRefusedError(`proposer ${label} refused the request: HTTP ${err.status}: ${err.message} (check ${where}.model and ${where}.apiKeyEnv)`);
+      const size = messages.reduce((n, m) => n + m.content.length, 0);
+      const check =
+        err.status === 401 || err.status === 403
+          ? `${where}.apiKeyEnv (the key)`
+          : err.status === 404
+            ? `${where}.model and ${where}.baseUrl`
+            : `${where}.model's limits: the request held ${size} characters (lower failuresInPrompt or turnChars) and temperature ${proposer.temperature}, maxTokens ${proposer.maxTokens}`;
+      throw new ProposerRefusedError(`proposer ${where} (${label}) refused the request: HTTP ${err.status}: ${err.message}; check ${check}`);
     }
-    throw new ProposerUnavailableError(`proposer ${label}: ${(err as Error).message}`);
+    throw new ProposerUnavailableError(`proposer ${where} (${label}) is unavailable: ${(err as Error).message}`);
   }
 }

@@ -11,9 +11,11 @@
  *   score             = targetRescueRate - penalty * regressionRate
  * Per direction and round the best score is kept (ties: higher rescue rate,
  * then lower regression rate, then the one kept before, then the earlier
- * slot); it parents the next round. A direction's sibling enters the pool only
- * when its rescue rate on its targets is above the base's. Pure: the workflow calls it.
+ * slot); it parents the next round. A direction's best enters the pool only
+ * when its rescue rate on its targets is above the base's, both in its
+ * validation and afresh (freshEffectOnTargets). Pure: the workflow calls it.
  */
+import { pairedDifference, type PairedDifference } from '../stats';
 import type { EvolutionGroup, TargetTask } from './diagnosis';
 import type { SiblingDirection } from './failure-directions';
 
@@ -132,4 +134,35 @@ export function selectForDirection(args: {
 /** Whether a direction's best candidate enters the frozen pool: it must rescue more of its targets than the base solves. */
 export function beatsBase(result: CandidateResult | null): boolean {
   return result !== null && result.targetRescueRate > result.baseRateOnTargets;
+}
+
+/**
+ * A sibling's effect on its targets measured afresh (the effect phase: new
+ * seeds, after it was chosen, so the choice's luck is not in it): its rescue
+ * rate, the base's, and the difference paired by task with its 95% t
+ * interval over the tasks (rollouts of one task are not independent; tasks
+ * are the unit).
+ */
+export interface FreshEffect {
+  targetRescueRate: number;
+  baseRateOnTargets: number;
+  difference: PairedDifference;
+}
+
+export function freshEffectOnTargets(args: { candidateId: string; targets: readonly TargetTask[]; groups: readonly EvolutionGroup[]; baseline: readonly EvolutionGroup[] }): FreshEffect {
+  const rateOn = (groups: readonly EvolutionGroup[], taskId: string) => {
+    const g = groups.filter((x) => x.taskId === taskId);
+    const n = g.reduce((a, x) => a + x.rollouts, 0);
+    return n ? g.reduce((a, x) => a + x.successes, 0) / n : 0;
+  };
+  const own = args.groups.filter((g) => g.candidateId === args.candidateId);
+  const ids = args.targets.map((t) => t.taskId);
+  const sibling = ids.map((id) => rateOn(own, id));
+  const base = ids.map((id) => rateOn(args.baseline, id));
+  const targetIds = new Set(ids);
+  return {
+    targetRescueRate: rate(own.filter((g) => targetIds.has(g.taskId))).rate,
+    baseRateOnTargets: rate(args.baseline.filter((g) => targetIds.has(g.taskId))).rate,
+    difference: pairedDifference(sibling, base),
+  };
 }

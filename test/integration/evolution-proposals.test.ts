@@ -112,5 +112,5 @@ test('a proposer refused on every attempt drops the candidate with the last reas
 
 test('a proposer that refuses the request (HTTP 401) fails at once, naming the proposer and its key setting', async () => {
   const { propose } = await prepare(['locked-llm']);
-  await expect(propose(1)).rejects.toThrow(/proposer locked-llm@.* refused the request: HTTP 401.*proposers\.0\.apiKeyEnv/);
+  await expect(propose(1)).rejects.toThrow(/proposer proposers\.0 \(locked-llm@.*\) refused the request: HTTP 401.*check proposers\.0\.apiKeyEnv/);
 });

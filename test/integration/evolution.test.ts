@@ -10,7 +10,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import os from 'node:os';
 import path from 'node:path';
@@ -54,20 +54,14 @@ afterAll(async () => {
   await stack?.close();
 });
 
+/** The shipped example (examples/evolve-sim.json), pointed at this test's sim cluster and proposer proxy. */
 function evolutionConfig(name: string) {
+  const example = JSON.parse(readFileSync(path.join(ROOT, 'examples', 'evolve-sim.json'), 'utf8'));
   return {
+    ...example,
     name,
-    env: { kind: 'sim' as const },
-    executor: { baseUrl: `${stack.sim.url}/v1` },
+    executor: { ...example.executor, baseUrl: `${stack.sim.url}/v1` },
     proposers: [{ baseUrl: `${proposer.url}/v1`, model: 'sim-proposer' }],
-    rounds: 2,
-    candidatesPerDirection: 2,
-    rolloutsPerTask: 4,
-    dev: { tasksPerKind: 6 },
-    regressionTasks: 4,
-    failuresInPrompt: 12,
-    concurrency: 4,
-    seed: 3,
   };
 }
 
@@ -105,12 +99,13 @@ describe('evolveHarnessPool on the sim', () => {
     expect(counts.candidates).toBe(result.plan.candidates);
     expect(counts.rollouts).toEqual(result.plan.rollouts);
     expect(counts.groups).toEqual(result.plan.groups);
-    expect(counts.selections).toBe(2 * 4);
+    expect(counts.selections).toBe(evolutionConfig(evolutionId).rounds * 4);
     // No proposer was asked twice: one request per recorded attempt.
     expect(proposer.seen.filter((s) => s === 'POST /v1/chat/completions')).toHaveLength(counts.proposals);
 
     expect(result.simulated).toBe(true);
     expect(result.siblings.map((s) => s.direction).sort()).toEqual(['action_realization', 'environment_contract', 'procedural_skill', 'trajectory_regulation']);
+    // Above the base on fresh rollouts of its own targets, after it was chosen.
     for (const sibling of result.siblings) expect(sibling.targetRescueRate).toBeGreaterThan(sibling.baseRateOnTargets);
     // Rollouts are seeded and the SIMULATED proposer is a deterministic search: the same evolution every time.
     expect(result.effect.locality).toBe(true);

@@ -101,26 +101,32 @@ describe('selection', () => {
 
 describe('measurePoolEffect', () => {
   const targets = [
-    { taskId: 't1', kind: 'lookup', failureType: 'wrong_answer' as const },
-    { taskId: 't2', kind: 'api', failureType: 'format_error' as const },
+    { taskId: 'l1', kind: 'lookup', failureType: 'wrong_answer' as const },
+    { taskId: 'l2', kind: 'lookup', failureType: 'wrong_answer' as const },
+    { taskId: 'a1', kind: 'api', failureType: 'format_error' as const },
+    { taskId: 'a2', kind: 'api', failureType: 'format_error' as const },
   ];
+  const on = (harness: string, wins: Record<string, number>) => targets.map((t) => group(harness, t.taskId, t.kind, wins[t.taskId] ?? 0));
+  const base = on('base', { l1: 1 });
 
-  test('siblings that each help their own cells show locality and complementarity', () => {
+  test('siblings that each help their own cells, with 95% confidence over the tasks, show locality and complementarity', () => {
     const effect = measurePoolEffect({
       targets, base: 'base', siblings: ['ec', 'ar'],
-      groups: [group('base', 't1', 'lookup', 0), group('base', 't2', 'api', 0), group('ec', 't1', 'lookup', 3), group('ec', 't2', 'api', 0), group('ar', 't1', 'lookup', 0), group('ar', 't2', 'api', 4)],
+      groups: [...base, ...on('ec', { l1: 4, l2: 3 }), ...on('ar', { a1: 4, a2: 4 })],
     });
     expect(effect.cells).toEqual(['api/format_error', 'lookup/wrong_answer']);
     expect(effect.helps).toEqual({ ec: ['lookup/wrong_answer'], ar: ['api/format_error'] });
+    expect(effect.difference.ec['lookup/wrong_answer'].mean).toBeCloseTo(((4 - 1) / 4 + 3 / 4) / 2);
     expect(effect.locality).toBe(true);
     expect(effect.complementarity).toEqual({ unionCells: 2, bestSingleCells: 1, shown: true });
   });
 
-  test('a sibling that helps everywhere shows neither (control)', () => {
+  test('a gain on one task of a cell is no help with confidence; a sibling that helps everywhere shows neither (control)', () => {
     const effect = measurePoolEffect({
-      targets, base: 'base', siblings: ['all', 'none'],
-      groups: [group('base', 't1', 'lookup', 0), group('base', 't2', 'api', 0), group('all', 't1', 'lookup', 4), group('all', 't2', 'api', 4), group('none', 't1', 'lookup', 0), group('none', 't2', 'api', 0)],
+      targets, base: 'base', siblings: ['all', 'lucky'],
+      groups: [...base, ...on('all', { l1: 4, l2: 3, a1: 4, a2: 4 }), ...on('lucky', { a1: 4 })],
     });
+    expect(effect.helps).toEqual({ all: ['api/format_error', 'lookup/wrong_answer'], lucky: [] });
     expect(effect.locality).toBe(false);
     expect(effect.complementarity.shown).toBe(false);
   });
@@ -152,5 +158,11 @@ describe('EvolutionConfig', () => {
 
   test("the base direction is no direction to evolve along", () => {
     expect(() => parseEvolutionConfig({ directions: ['base'] })).toThrow(/directions\.0/);
+  });
+});
+
+describe('EvolutionConfig for envs other than the sim', () => {
+  test('the SIMULATED sim-proposer (the default) is refused for DBBench, naming the proposer', () => {
+    expect(() => parseEvolutionConfig({ env: { kind: 'dbbench', data: 'x.jsonl' } })).toThrow(/proposers\.0\.model: the SIMULATED sim-proposer proposes sim harnesses only/);
   });
 });

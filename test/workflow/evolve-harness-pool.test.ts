@@ -5,6 +5,9 @@
  * directions end with a sibling (and why the others do not), and what is
  * handed to the freeze.
  */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { candidateIdOf } from '../../activities/evolution';
@@ -114,6 +117,23 @@ afterAll(async () => {
   await env?.teardown();
 });
 
+/**
+ * A recorded history of this evolution replays on the current code: the pure
+ * functions the workflow calls (diagnosis, selection, the effect matrix, task
+ * sampling) are part of its determinism contract, and a change to them must
+ * come with a patch. HARNESS_S_UPDATE_FIXTURES=1 records it anew.
+ */
+test('the recorded history of an evolution replays on the current workflow code', async () => {
+  const fixture = path.join(__dirname, 'fixtures', 'evolveHarnessPool.pb');
+  if (process.env.HARNESS_S_UPDATE_FIXTURES === '1') {
+    const history = await env.client.workflow.getHandle('evolve-fake').fetchHistory();
+    mkdirSync(path.dirname(fixture), { recursive: true });
+    writeFileSync(fixture, temporal.api.history.v1.History.encode(history).finish());
+  }
+  const recorded = temporal.api.history.v1.History.decode(readFileSync(fixture));
+  await expect(Worker.runReplayHistory({ workflowsPath: require.resolve('../../workflows') }, recorded, 'evolve-fake-replay')).resolves.toBeUndefined();
+});
+
 test('each direction targets the mostly failed tasks whose failure type calls for it', () => {
   const targets = (direction: SiblingDirection) => [...new Set(calls.propose.filter((p) => p.direction === direction).map((p) => p.targetTaskIds.join(',')))];
   expect(targets('action_realization')).toEqual(['a1']);
@@ -157,6 +177,7 @@ test('only siblings above the base on their targets are frozen; the other direct
     { direction: 'procedural_skill', reason: expect.stringContaining('not above the base') },
   ]);
   expect(result.pool).toBe('0123456789abcdef');
-  // b1: the base 1 of 4, ec-r2-c1 2 of 4: +25 points, the margin.
-  expect(result.effect.helps).toEqual({ 'ar-r1-c1': ['a/format_error'], 'ec-r2-c1': ['a/wrong_answer', 'b/wrong_answer'] });
+  // Every cell here holds one task: no help can be shown with confidence over tasks.
+  expect(result.effect.helps).toEqual({ 'ar-r1-c1': [], 'ec-r2-c1': [] });
+  expect(result.effect.difference['ec-r2-c1']['a/wrong_answer']).toMatchObject({ n: 1, mean: 1 });
 });

@@ -67,14 +67,14 @@
  * placeholder and `parent` the parent's id: the workflow sets both.
  */
 import { z } from 'zod';
+// The request's wire format is the evolution's own (core/evolution/proposal.ts), read here as any proposer would.
+import { REFUSAL_PREFIX, REQUEST_FENCE } from '../../evolution/proposal';
 import { RepairDirection } from '../../harness/direction';
 import { FINISH, SimHarness } from './world';
 
 /** The model name the sim cluster answers proposal requests under. */
 export const SIM_PROPOSER_MODEL = 'sim-proposer';
 
-const REQUEST_FENCE = '```json proposal-request';
-const REFUSAL_PREFIX = 'Your answer was refused:';
 /** trajectory_regulation's budget move: the turns one move grants. */
 const EXTRA_TURNS_STEP = 2;
 const VERIFY = 'verify';
