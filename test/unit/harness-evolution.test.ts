@@ -1,7 +1,11 @@
+import { SimEnvironment } from '../../core/envs/sim/environment';
+import { loadSimWorld } from '../../core/envs/sim/world';
 import { parseEvolutionConfig } from '../../core/evolution/config';
+import { baseSpecFor, harnessSpaceFor } from '../../core/evolution/harness-space';
+import { judgeAnswer } from '../../core/evolution/proposal';
 import { allTargets, diagnoseFailures, type EvolutionGroup } from '../../core/evolution/diagnosis';
 import { measurePoolEffect } from '../../core/evolution/effect-matrix';
-import { failureDirectionsFor } from '../../core/evolution/failure-directions';
+import { failureDirectionsFor, type SiblingDirection } from '../../core/evolution/failure-directions';
 import { lineageOf } from '../../core/evolution/freeze';
 import { beatsBase, selectForDirection, summarizeCandidate, type CandidateRef } from '../../core/evolution/selection';
 
@@ -164,5 +168,36 @@ describe('EvolutionConfig', () => {
 describe('EvolutionConfig for envs other than the sim', () => {
   test('the SIMULATED sim-proposer (the default) is refused for DBBench, naming the proposer', () => {
     expect(() => parseEvolutionConfig({ env: { kind: 'dbbench', data: 'x.jsonl' } })).toThrow(/proposers\.0\.model: the SIMULATED sim-proposer proposes sim harnesses only/);
+  });
+});
+
+describe('judging a proposer answer', () => {
+  const env = new SimEnvironment(loadSimWorld());
+  const space = harnessSpaceFor({ kind: 'sim' }, env);
+  const base = baseSpecFor({ kind: 'sim' }, env, undefined);
+  const judge = (answer: string, direction: SiblingDirection = 'environment_contract') =>
+    judgeAnswer({ answer, space, direction, parent: base, candidateId: 'ec-r1-c1', parentId: 'base' });
+  const fenced = (value: unknown) => `My proposal:\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\``;
+
+  test('a patch of the base in the asked direction becomes a whole spec with the id and parent the workflow gives', () => {
+    const verdict = judge(fenced({ patch: { hints: ['read_docs'], description: 'Points at the tool docs.' } }));
+    expect(verdict).toMatchObject({ verdict: 'accepted', spec: { id: 'ec-r1-c1', parent: 'base', direction: 'environment_contract', hints: ['read_docs'] } });
+  });
+
+  test('in the sim, environment_contract may add only behaviours that consult the environment, and procedural skill only the others', () => {
+    expect(judge(fenced({ patch: { hints: ['plan'] } }))).toMatchObject({ verdict: 'off_direction', reason: expect.stringContaining('plan is procedure') });
+    expect(judge(fenced({ patch: { hints: ['inspect_schema'] } }), 'procedural_skill')).toMatchObject({ verdict: 'off_direction' });
+    expect(judge(fenced({ patch: { hints: ['plan', 'verify'] } }), 'procedural_skill')).toMatchObject({ verdict: 'accepted' });
+  });
+
+  test('a change to a field another direction owns is out of direction, naming the field', () => {
+    expect(judge(fenced({ patch: { formatHint: true } }))).toMatchObject({ verdict: 'off_direction', reason: expect.stringContaining('formatHint') });
+  });
+
+  test('an unknown behaviour, an unchanged spec, a list patch and prose are refused, each saying why', () => {
+    expect(judge(fenced({ patch: { hints: ['teleport'] } }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining("unknown behaviour 'teleport'") });
+    expect(judge(fenced({ patch: { description: 'New words only.' } }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining('changes nothing') });
+    expect(judge(fenced({ patch: [{ op: 'add', path: '/hints/-', value: 'read_docs' }] }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining('RFC 7386') });
+    expect(judge('I would hint read_docs.')).toEqual({ verdict: 'invalid', reason: 'the answer holds no ```json block' });
   });
 });
