@@ -49,7 +49,9 @@ export function frozenPoolOf(args: {
   for (const result of args.request.siblings) {
     const candidate = args.candidates.find((c) => c.candidateId === result.candidateId);
     if (!candidate) throw new Error(`candidate ${result.candidateId} is not recorded`);
-    const spec = { ...candidate.spec, parent: baseId };
+    // The description names where the sibling came from, so pools of two evolutions never share a hash (and so its figures).
+    const description = `${String(candidate.spec.description)} [evolved by ${args.request.evolutionId}, round ${candidate.round}, from ${candidate.parent}]`;
+    const spec = { ...candidate.spec, parent: baseId, description };
     specs[result.candidateId] = spec;
     members.push({
       id: result.candidateId,
