@@ -75,5 +75,14 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
 });
 
 test('an unknown arm is refused before any run starts', () => {
-  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(/unknown arm oracle \(arms: policy-only, harness-s, random-k, all, vote\)/);
+  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(/unknown arm oracle \(arms: policy-only, harness-s, random-k, all, vote, harness-s-pool\)/);
+});
+
+test('the harness-s-pool arm rescues with the frozen pool --pool names, and needs one', () => {
+  expect(() => planCompare(stack.config(), ['harness-s', 'harness-s-pool'], [1])).toThrow(/the harness-s-pool arm needs --pool HASH/);
+  const plan = planCompare(stack.config(), ['harness-s', 'harness-s-pool'], [1], new Date(), undefined, '0123456789abcdef');
+  expect(plan.map((p) => [p.arm, p.config.env])).toEqual([
+    ['harness-s', { kind: 'sim' }],
+    ['harness-s-pool', { kind: 'sim', pool: '0123456789abcdef' }],
+  ]);
 });
