@@ -18,6 +18,7 @@ import {
   buildProposalRequest, judgeAnswer, proposalMessages, refusalMessages, truncateTurns, type FailureExample, type ParentResults,
 } from '../core/evolution/proposal';
 import { askProposer, proposerLabel } from '../core/evolution/proposer-client';
+import { candidateIdOf } from '../core/evolution/selection';
 import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
 import { EvolutionNameInUseError, type StoredCandidate } from '../core/store/evolution-store';
 import { devTasksFor } from '../core/evolution/dev-tasks';
@@ -216,12 +217,6 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       return { poolHash: manifest.hash, dir: path.resolve(dir) };
     },
   };
-}
-
-/** ar-r1-c2: the candidate of round 1, slot 2, of action realization. */
-export function candidateIdOf(direction: SiblingDirection, round: number, slot: number): string {
-  const prefix = { action_realization: 'ar', environment_contract: 'ec', trajectory_regulation: 'tr', procedural_skill: 'ps' }[direction];
-  return `${prefix}-r${round}-c${slot}`;
 }
 
 /** Up to `limit` failing trajectories, spread over task kinds and tasks (one per task first), in a fixed order. */

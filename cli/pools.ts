@@ -3,7 +3,6 @@
  * evolveHarnessPool), show a frozen pool (lineage, effects, effect matrix),
  * list the frozen pools. Usable from SDK scripts too.
  */
-import { readFileSync } from 'node:fs';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { contentHash } from '../core/harness/frozen-pool';
@@ -13,17 +12,13 @@ import type { PoolManifest } from '../core/harness/frozen-pool';
 import type { EvolutionStore, StoredCandidate } from '../core/store/evolution-store';
 import { UserError } from '../core/errors';
 import { evolveHarnessPool } from '../workflows';
+import { readJsonFile } from './runs';
 import { TASK_QUEUES } from '../workflows/definitions';
 import type { EvolutionResult } from '../workflows/evolve-harness-pool';
 
 /** Reads an evolution config file: an EvolutionConfig, or a workflow input {"config": {...}}. */
 export function readEvolutionConfigFile(file: string): { raw: unknown; config: EvolutionConfig } {
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new UserError(`${file}: cannot read it as JSON: ${(err as Error).message}`);
-  }
+  const json = readJsonFile(file);
   const raw = json !== null && typeof json === 'object' && 'config' in json && Object.keys(json).length === 1 ? (json as { config: unknown }).config : json;
   return { raw, config: parseEvolutionConfig(raw, file) };
 }

@@ -47,14 +47,18 @@ export async function connectClient(): Promise<Client> {
   }
 }
 
-/** Reads a run config file: either a RunConfig or a workflow input `{ "config": {...} }`. */
-export function readConfigFile(file: string): { raw: unknown; config: RunConfig } {
-  let json: unknown;
+/** A JSON file a user named; a file that is missing or not JSON is refused saying which. */
+export function readJsonFile(file: string): unknown {
   try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
+    return JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
     throw new UserError(`${file}: cannot read it as JSON: ${(err as Error).message}`);
   }
+}
+
+/** Reads a run config file: either a RunConfig or a workflow input `{ "config": {...} }`. */
+export function readConfigFile(file: string): { raw: unknown; config: RunConfig } {
+  const json = readJsonFile(file);
   // A file holds either a config or a whole workflow input {"config": {...}} (as the Web UI takes it).
   const isInput = json !== null && typeof json === 'object' && 'config' in json;
   const inputProblem = isInput ? runInputProblem(json) : null;

@@ -17,12 +17,12 @@ export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
  * config never holds the key itself: configs are stored in every Temporal
  * history and in the run store. No key is sent when absent.
  */
-const ApiKeyEnv = z
+export const ApiKeyEnv = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'the name of an environment variable of the workers, such as VLLM_API_KEY')
   .optional();
 
-const Url = z.url({ protocol: /^https?$/, message: 'must be an absolute http(s) URL such as http://127.0.0.1:8000' });
+export const Url = z.url({ protocol: /^https?$/, message: 'must be an absolute http(s) URL such as http://127.0.0.1:8000' });
 
 /**
  * Where frozen pools are kept, as the worker's environment sets it:

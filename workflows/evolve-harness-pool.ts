@@ -140,7 +140,7 @@ export async function evolveHarnessPool(input: EvolveHarnessPoolInput): Promise<
   }
   const baseline = await Promise.all(targetsUnion.map((t) => group('baseline', baseId, t.taskId)));
 
-  // 2-4. Propose, validate, select, round after round; directions go on independently.
+  // 2-4. Propose, validate, select, round after round; within a round the directions run at once.
   status.phase = 'evolving';
   const best: Partial<Record<SiblingDirection, CandidateResult | null>> = {};
   const withoutTargets = config.directions.filter((d) => (diagnosis.targets[d] ?? []).length === 0);

@@ -5,14 +5,11 @@
  * SIMULATED proposer on the embedded sim cluster.
  */
 import { z } from 'zod';
-import { EnvConfig, PolicyConfig, RetryConfig, SIM_CLUSTER_URL } from '../config';
+import { ApiKeyEnv, EnvConfig, PolicyConfig, RetryConfig, SIM_CLUSTER_URL, Url } from '../config';
 import { RepairDirection } from '../harness/direction';
 import { formatZodError, zodErrorPaths } from '../zod-errors';
 import { UserError } from '../errors';
 import { SIBLING_DIRECTIONS } from './failure-directions';
-
-const ApiKeyEnv = PolicyConfig.shape.apiKeyEnv;
-const Url = PolicyConfig.shape.inferenceServers.unwrap().element;
 
 /** A proposer: any OpenAI-compatible chat endpoint and model (a hosted LLM, vLLM, or the sim cluster's `sim-proposer`). */
 export const ProposerConfig = z.strictObject({

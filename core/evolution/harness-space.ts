@@ -49,8 +49,8 @@ export type SpecCheck = { ok: true; spec: Record<string, unknown> } | { ok: fals
 
 export interface HarnessSpace {
   env: string;
-  /** JSON Schema of a spec, for the proposer. */
-  jsonSchema: unknown;
+  /** JSON Schema of a spec, for the proposer (built when a proposal is asked for, not for every rollout group). */
+  jsonSchema(): unknown;
   /** Spec fields (dotted paths) each direction may change. */
   mayChange: Record<SiblingDirection, string[]>;
   /** Every field a candidate may differ from its parent in, by path. */
@@ -107,7 +107,7 @@ function simSpace(world: SimWorld): HarnessSpace {
   const behaviours = new Set(world.behaviours);
   return {
     env: 'sim',
-    jsonSchema: z.toJSONSchema(SimHarness, { io: 'input', unrepresentable: 'any' }),
+    jsonSchema: () => z.toJSONSchema(SimHarness, { io: 'input', unrepresentable: 'any' }),
     mayChange: SIM_MAY_CHANGE,
     fields: SIM_FIELDS,
     envFacts: { behaviours: world.behaviours, contractBehaviours: world.contractBehaviours, finish: FINISH, note: 'SIMULATED environment: a task succeeds when the agent performs the behaviours its kind requires, then finishes.' },
@@ -150,7 +150,7 @@ function simSpace(world: SimWorld): HarnessSpace {
 function declarativeSpace(env: string): HarnessSpace {
   return {
     env,
-    jsonSchema: z.toJSONSchema(HarnessSpec, { io: 'input', unrepresentable: 'any' }),
+    jsonSchema: () => z.toJSONSchema(HarnessSpec, { io: 'input', unrepresentable: 'any' }),
     mayChange: SPEC_MAY_CHANGE,
     fields: SPEC_FIELDS,
     envFacts: {},

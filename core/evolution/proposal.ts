@@ -80,7 +80,7 @@ export function buildProposalRequest(args: {
     round: args.round,
     slot: args.slot,
     parent: args.parent,
-    specSchema: args.space.jsonSchema,
+    specSchema: args.space.jsonSchema(),
     mayChange: args.space.mayChange[args.direction],
     envFacts: args.space.envFacts,
     failures: args.failures,

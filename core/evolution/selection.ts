@@ -17,7 +17,12 @@
  */
 import { pairedDifference, type PairedDifference } from '../stats';
 import type { EvolutionGroup, TargetTask } from './diagnosis';
-import type { SiblingDirection } from './failure-directions';
+import { DIRECTION_PREFIX, type SiblingDirection } from './failure-directions';
+
+/** ar-r1-c2: the candidate of round 1, slot 2, of action realization. */
+export function candidateIdOf(direction: SiblingDirection, round: number, slot: number): string {
+  return `${DIRECTION_PREFIX[direction]}-r${round}-c${slot}`;
+}
 
 export interface CandidateRef {
   candidateId: string;

@@ -4,10 +4,11 @@
  * decisions, and the frozen pools. Every write is keyed and keeps the first
  * record (ON CONFLICT DO NOTHING), so an activity that runs twice records once.
  */
-import type { Pool } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
 import type { ChatMessage, FailureType } from '../policy/trajectory';
 import { UserError } from '../errors';
 import { contentHash } from '../harness/frozen-pool';
+import { storableMessage } from './rows';
 
 export class EvolutionNameInUseError extends UserError {
   override name = 'EvolutionNameInUseError';
@@ -67,6 +68,10 @@ export interface StoredPool {
 }
 
 /** jsonb keeps no key order: compare canonical JSON. */
+const candidateOf = (r: QueryResultRow): StoredCandidate => ({
+  candidateId: r.candidate_id, round: r.round, direction: r.direction, slot: r.slot, parent: r.parent, spec: r.spec, version: r.version,
+});
+
 const sameJson = (a: unknown, b: unknown) => contentHash(a) === contentHash(b);
 
 export class EvolutionStore {
@@ -110,7 +115,7 @@ export class EvolutionStore {
         `INSERT INTO evolution_rollouts (evolution_id, phase, candidate_id, task_id, sample, task_kind, success, failure_type, turns, tokens, messages)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (evolution_id, phase, candidate_id, task_id, sample) DO NOTHING`,
-        [evolutionId, phase, candidateId, taskId, r.sample, r.taskKind, r.success, r.failureType, r.turns, r.tokens, JSON.stringify(r.messages.map(storable))],
+        [evolutionId, phase, candidateId, taskId, r.sample, r.taskKind, r.success, r.failureType, r.turns, r.tokens, JSON.stringify(r.messages.map(storableMessage))],
       );
       stored += rowCount ?? 0;
     }
@@ -158,7 +163,7 @@ export class EvolutionStore {
       `INSERT INTO evolution_proposals (evolution_id, round, direction, slot, attempt, proposer, messages, answer, verdict, reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (evolution_id, round, direction, slot, attempt) DO NOTHING`,
-      [evolutionId, p.round, p.direction, p.slot, p.attempt, p.proposer, JSON.stringify(p.messages.map(storable)), p.answer, p.verdict, p.reason],
+      [evolutionId, p.round, p.direction, p.slot, p.attempt, p.proposer, JSON.stringify(p.messages.map(storableMessage)), p.answer, p.verdict, p.reason],
     );
     const stored = await this.proposals(evolutionId, { round: p.round, direction: p.direction, slot: p.slot });
     return stored.find((s) => s.attempt === p.attempt)!;
@@ -174,11 +179,12 @@ export class EvolutionStore {
 
   async candidates(evolutionId: string): Promise<StoredCandidate[]> {
     const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 ORDER BY round, direction, slot', [evolutionId]);
-    return rows.map((r) => ({ candidateId: r.candidate_id, round: r.round, direction: r.direction, slot: r.slot, parent: r.parent, spec: r.spec, version: r.version }));
+    return rows.map(candidateOf);
   }
 
   async getCandidate(evolutionId: string, candidateId: string): Promise<StoredCandidate | null> {
-    return (await this.candidates(evolutionId)).find((c) => c.candidateId === candidateId) ?? null;
+    const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 AND candidate_id = $2', [evolutionId, candidateId]);
+    return rows.map(candidateOf)[0] ?? null;
   }
 
   async recordSelection(evolutionId: string, round: number, direction: string, decision: unknown): Promise<void> {
@@ -236,8 +242,4 @@ export class EvolutionStore {
     const { rows } = await this.pool.query("SELECT * FROM harness_pools WHERE pool_hash LIKE $1 || '%' ORDER BY created_at DESC", [prefix]);
     return rows.map((r) => ({ poolHash: r.pool_hash, env: r.env, evolutionId: r.evolution_id, manifest: r.manifest, specs: r.specs, createdAt: r.created_at }));
   }
-}
-
-function storable(message: ChatMessage): ChatMessage {
-  return message.content.includes('\u0000') ? { ...message, content: message.content.replace(/\u0000/g, '\ufffd') } : message;
 }

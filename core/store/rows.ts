@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { UserError } from '../errors';
 import { ROUTER_STRATEGIES } from '../config';
 import { formatZodError } from '../zod-errors';
+import type { ChatMessage } from '../policy/trajectory';
 
 export class StoredRowError extends UserError {
   override name = 'StoredRowError';
@@ -130,3 +131,12 @@ export const StoredTrainerStepColumns = z.object({
   metrics: Metrics,
   probe: z.object({ tokens: z.array(z.number()), positions: z.array(z.number()), logprobs: z.array(z.number()) }).nullable(),
 });
+
+/**
+ * PostgreSQL's jsonb cannot hold the NUL character, which a model's text may
+ * contain (a byte-level tokenizer can emit byte 0): it is stored as U+FFFD.
+ * Training never reads the text back; it uses the stored token ids.
+ */
+export function storableMessage(message: ChatMessage): ChatMessage {
+  return message.content.includes('\u0000') ? { ...message, content: message.content.replace(/\u0000/g, '\ufffd') } : message;
+}

@@ -13,7 +13,7 @@ import type { RoutingDecision } from '../router/router';
 import type { EvaluationSummary } from '../rl/evaluation';
 import { UserError } from '../errors';
 import { EvolutionStore } from './evolution-store';
-import { parseRow, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
+import { parseRow, storableMessage, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
 const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
@@ -512,11 +512,3 @@ function trainerStepRecord(r: QueryResultRow): TrainerStepRecord {
   };
 }
 
-/**
- * PostgreSQL's jsonb cannot hold the NUL character, which a model's text may
- * contain (a byte-level tokenizer can emit byte 0): it is stored as U+FFFD.
- * Training never reads the text back; it uses the stored token ids.
- */
-function storableMessage(message: Trajectory['messages'][number]): Trajectory['messages'][number] {
-  return message.content.includes('\u0000') ? { ...message, content: message.content.replace(/\u0000/g, '\ufffd') } : message;
-}
