@@ -95,6 +95,7 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
               env, harness, policy, model: config.executor.model, taskId: input.taskId, sample,
               maxTurns: config.maxTurns, maxTokens: config.maxTokens, temperature: config.executor.temperature,
               seed: hashSeed(config.seed, 'evolve', input.phase, input.candidateId, input.taskId, sample),
+              signal: activity.cancellationSignal,
             });
             await store.insertRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId, [
               { sample, taskKind: t.taskKind, success: t.success, failureType: t.failureType, turns: t.turns, tokens: t.tokens, messages: t.messages },

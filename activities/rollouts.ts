@@ -56,6 +56,7 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
               env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
               maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
               seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
+              signal: activity.cancellationSignal,
             }));
             const inserted = await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
             for (const t of inserted) recordRolloutStored({ env: config.env.kind, harness: t.harnessId, role: input.role, success: t.success });

@@ -2,7 +2,7 @@
  * What the harness runtime needs of an environment. Each env (sim, DBBench, ...)
  * implements it; the runtime, the router and the workflows see only this.
  */
-import type { ChatMessage, FailureType } from '../policy/trajectory';
+import type { ChatMessage, FailureType, ToolDefinition } from '../policy/trajectory';
 import type { Harness } from '../harness/harness';
 import type { TaskRef } from './task';
 
@@ -27,6 +27,18 @@ export interface Episode {
    * message (AgentBench: its instruction, the agent's "Ok.", then the task).
    */
   opening?(): ChatMessage[];
+  /**
+   * Tools the policy calls through the OpenAI tools API (SWE); none: the
+   * policy answers in text. A tool call reaches `step` as the text
+   * `{"tool": name, "arguments": {...}}` (toolCallAction).
+   */
+  tools?(): ToolDefinition[];
+  /**
+   * The outcome when the policy runs out of turns without ending the episode,
+   * for envs that score what was done so far (SWE scores the workspace's
+   * diff, as SWE-bench does); a turn_limit failure with reward 0 when absent.
+   */
+  outOfTurns?(): Promise<StepOutcome>;
   /** Executes one action; `byHarness` marks actions the harness performs itself (scaffolded). */
   step(action: string, options?: { byHarness?: boolean }): Promise<StepOutcome>;
   /** Ends the episode; safe to call twice. */
@@ -41,7 +53,8 @@ export interface Environment {
   describeTask(taskId: string): string;
   /** The harness pool the env defines: base first, then the siblings. */
   harnesses(): Harness[];
-  startEpisode(taskId: string, options: { maxTurns: number }): Promise<Episode>;
+  /** `signal`: the episode's commands stop when it aborts (an activity cancelled). */
+  startEpisode(taskId: string, options: { maxTurns: number; signal?: AbortSignal }): Promise<Episode>;
   /** Releases what the env holds (connection pools); the env is not used after. */
   close?(): Promise<void>;
 }

@@ -29,7 +29,8 @@ export async function askProposer(proposer: ProposerConfig, messages: readonly C
   const client = new OpenAI({ baseURL: proposer.baseUrl, apiKey: apiKeyOf(proposer, where), timeout: proposer.timeoutSeconds * 1000, maxRetries: 0 });
   try {
     const response = await client.chat.completions.create(
-      { model: proposer.model, messages: [...messages], temperature: proposer.temperature, max_tokens: proposer.maxTokens },
+      // Proposals are plain chat (no tools): each message goes as its role and text.
+      { model: proposer.model, messages: messages.map(({ role, content }) => ({ role: role === 'tool' ? 'user' : role, content })), temperature: proposer.temperature, max_tokens: proposer.maxTokens },
       { signal },
     );
     return response.choices[0]?.message?.content ?? '';

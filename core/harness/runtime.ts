@@ -4,7 +4,7 @@
  */
 import type { Environment } from '../envs/environment';
 import type { Policy } from '../policy/client';
-import { assembleTokenSamples, type ChatMessage, type Trajectory, type TurnTokens } from '../policy/trajectory';
+import { assembleTokenSamples, type ChatMessage, type ToolCall, type Trajectory, type TurnTokens } from '../policy/trajectory';
 import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
 
@@ -22,12 +22,29 @@ export interface EpisodeRequest {
   temperature: number;
   /** Seeds each turn's sampling, so a rollout is reproducible from (seed, turn). */
   seed: number;
+  /** Aborts the episode between turns (and the env's running commands, where it has any). */
+  signal?: AbortSignal;
+}
+
+/**
+ * A tool call as the env's action text: `{"tool": name, "arguments": {...}}`
+ * (arguments that are not a JSON object are kept as their text, for the env
+ * to refuse with a clear message).
+ */
+export function toolCallAction(call: ToolCall): string {
+  let args: unknown = call.function.arguments;
+  try {
+    args = JSON.parse(call.function.arguments);
+  } catch {
+    // kept as text
+  }
+  return JSON.stringify({ tool: call.function.name, arguments: args });
 }
 
 export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   const { env, harness, policy } = request;
   const started = Date.now();
-  const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns) });
+  const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns), signal: request.signal });
   const turns: TurnTokens[] = [];
   const systemPrompt = harness.systemPrompt(episode.task);
   const messages: ChatMessage[] = [
@@ -39,6 +56,13 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   let lastObservationKind: TurnContext['lastObservationKind'] = null;
   const context = (): TurnContext => ({ turn: turns.length, budget, previousActions: actions, lastObservationKind });
   let outcome: { reward: number; success: boolean; failureType: Trajectory['failureType'] } | undefined;
+  const tools = episode.tools?.();
+  /** The env's answer to a turn: a tool message for the turn's first call, a user message for a text turn. */
+  let answering: ToolCall | undefined;
+  const observe = (content: string) => {
+    messages.push(answering ? { role: 'tool', tool_call_id: answering.id, content } : { role: 'user', content });
+    answering = undefined;
+  };
   try {
     for (const action of harness.scaffoldActions(episode.task)) {
       const result = await episode.step(action, { byHarness: true });
@@ -49,34 +73,51 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
       }
     }
     while (!outcome && turns.length < budget) {
+      request.signal?.throwIfAborted();
       const reply = await policy.complete({
         model: request.model,
         messages,
         temperature: request.temperature,
         seed: hashSeed(request.seed, turns.length),
         maxTokens: request.maxTokens,
+        tools,
       });
       turns.push(reply);
-      messages.push({ role: 'assistant', content: reply.content });
-      const realized = harness.realizeAction(reply.content, context());
+      const calls = tools ? (reply.toolCalls ?? []) : [];
+      messages.push(calls.length ? { role: 'assistant', content: reply.content, tool_calls: calls } : { role: 'assistant', content: reply.content });
+      // One action per turn: the first call runs; the API wants every call answered, so the others are told so.
+      answering = calls[0];
+      const unanswered = calls.slice(1);
+      const text = answering ? toolCallAction(answering) : reply.content;
+      const realized = harness.realizeAction(text, context());
+      const answerRest = () => {
+        for (const call of unanswered) messages.push({ role: 'tool', tool_call_id: call.id, content: 'Not run: one tool call per turn; only the first call of a turn runs.' });
+      };
       if (!realized.ok && realized.retry) {
         // Refused with feedback: the turn is spent, the episode goes on.
         lastObservationKind = 'error';
-        messages.push({ role: 'user', content: harness.shapeObservation(realized.error, context()) });
+        observe(harness.shapeObservation(realized.error, context()));
+        answerRest();
         continue;
       }
       if (!realized.ok) {
-        messages.push({ role: 'user', content: `Observation: format error (${realized.error})` });
+        observe(`Observation: format error (${realized.error})`);
+        answerRest();
         outcome = { reward: 0, success: false, failureType: 'format_error' };
         break;
       }
       const result = await episode.step(realized.action);
       actions.push(realized.action);
       lastObservationKind = result.kind ?? 'ok';
-      messages.push({ role: 'user', content: harness.shapeObservation(result.observation, context()) });
+      observe(harness.shapeObservation(result.observation, context()));
+      answerRest();
       if (result.done) {
         outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
       }
+    }
+    if (!outcome && episode.outOfTurns) {
+      const result = await episode.outOfTurns();
+      outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };
     }
   } finally {
     await episode.close();

@@ -17,11 +17,35 @@ const repairs: Record<TextRepair, (text: string) => string | null> = {
   add_missing_answer_line: (text) => (!ACTION_LINE.test(text) && /Final Answer:/i.test(text) ? `Action: Answer\n${text}` : null),
   wrap_bare_sql: (text) =>
     !ACTION_LINE.test(text) && !text.includes('```') && BARE_SQL.test(text) ? `Action: Operation\n\`\`\`sql\n${text.trim()}\n\`\`\`` : null,
+  tool_call_from_text: toolCallFromText,
   keep_last_action: (text) => {
     const starts = [...text.matchAll(/^\s*Action:/gim)].map((m) => m.index ?? 0);
     return starts.length > 1 ? text.slice(starts[starts.length - 1]).trimStart() : null;
   },
 };
+
+/** The first tool call written as text, as the action text a function call would have made (`{"tool", "arguments"}`). */
+function toolCallFromText(text: string): string | null {
+  if (/^\s*\{\s*"tool"\s*:/.test(text)) return null;
+  const candidates = [
+    ...[...text.matchAll(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g)].map((m) => m[1]),
+    ...[...text.matchAll(/```(?:json)?\s*\n([\s\S]*?)```/g)].map((m) => m[1]),
+    text.trim(),
+  ];
+  for (const candidate of candidates) {
+    try {
+      const call = JSON.parse(candidate) as { name?: unknown; tool?: unknown; arguments?: unknown; parameters?: unknown };
+      const name = call.name ?? call.tool;
+      if (typeof name !== 'string') continue;
+      let args = call.arguments ?? call.parameters ?? {};
+      if (typeof args === 'string') args = JSON.parse(args);
+      return JSON.stringify({ tool: name, arguments: args });
+    } catch {
+      // not a call
+    }
+  }
+  return null;
+}
 
 export function applyRepairs(text: string, names: readonly TextRepair[]): { text: string; repaired: boolean } {
   let current = text;

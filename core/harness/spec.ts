@@ -35,6 +35,8 @@ export const TextRepair = z.enum([
   'wrap_bare_sql',
   /** Several action lines: keep from the last one on (the model's final decision). */
   'keep_last_action',
+  /** SWE: a tool call written as text (`<tool_call>{...}</tool_call>`, a ```json block, a bare object) becomes the call. */
+  'tool_call_from_text',
 ]);
 export type TextRepair = z.infer<typeof TextRepair>;
 

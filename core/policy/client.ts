@@ -3,7 +3,7 @@
  * cluster by default), reached through the `openai` package.
  */
 import OpenAI from 'openai';
-import type { ChatMessage, TurnTokens } from './trajectory';
+import type { ChatMessage, ToolCall, ToolDefinition, TurnTokens } from './trajectory';
 import { UserError } from '../errors';
 import { z } from 'zod';
 import { formatZodError } from '../zod-errors';
@@ -22,6 +22,8 @@ export interface PolicyEndpoint {
 
 export interface PolicyReply extends TurnTokens {
   content: string;
+  /** The function calls of the turn, when the request offered tools and the model called one. */
+  toolCalls?: ToolCall[];
 }
 
 export interface PolicyRequest {
@@ -30,6 +32,8 @@ export interface PolicyRequest {
   temperature: number;
   seed: number;
   maxTokens?: number;
+  /** Tools the policy may call (vLLM: start it with --enable-auto-tool-choice and the model's --tool-call-parser). */
+  tools?: ToolDefinition[];
 }
 
 /** Anything that produces assistant turns with their exact tokens. */
@@ -50,7 +54,12 @@ const ChatReply = z.object({
   prompt_token_ids: z.array(z.number().int()).nullish(),
   choices: z.array(
     z.object({
-      message: z.object({ content: z.string().nullish() }),
+      message: z.object({
+        content: z.string().nullish(),
+        tool_calls: z
+          .array(z.object({ id: z.string(), type: z.literal('function').default('function'), function: z.object({ name: z.string(), arguments: z.string() }) }))
+          .nullish(),
+      }),
       token_ids: z.array(z.number().int()).nullish(),
       logprobs: z.object({ content: z.array(z.object({ logprob: z.number() })).nullish() }).nullish(),
     }),
@@ -84,6 +93,7 @@ export class PolicyClient implements Policy {
       seed: request.seed,
       logprobs: true,
       max_tokens: request.maxTokens,
+      ...(request.tools?.length ? { tools: request.tools } : {}),
       // vLLM extension: the exact prompt and completion token ids.
       return_token_ids: true,
     };
@@ -97,8 +107,9 @@ export class PolicyClient implements Policy {
     const promptTokenIds = response.prompt_token_ids ?? undefined;
     const tokenIds = choice.token_ids ?? undefined;
     const logprobs = choice.logprobs?.content?.map((entry) => entry.logprob);
+    const toolCalls = choice.message.tool_calls?.length ? choice.message.tool_calls : undefined;
     if (!this.requireTokens && (!promptTokenIds || !tokenIds || !logprobs)) {
-      return { content: choice.message.content ?? '', promptTokenIds: [], tokenIds: [], logprobs: [] };
+      return { content: choice.message.content ?? '', toolCalls, promptTokenIds: [], tokenIds: [], logprobs: [] };
     }
     if (!promptTokenIds || !tokenIds || !logprobs) {
       throw new PolicyResponseError(
@@ -111,7 +122,7 @@ export class PolicyClient implements Policy {
         `policy ${request.model}: ${tokenIds.length} token ids but ${logprobs.length} logprobs in choices[0]`,
       );
     }
-    return { content: choice.message.content ?? '', promptTokenIds, tokenIds, logprobs };
+    return { content: choice.message.content ?? '', toolCalls, promptTokenIds, tokenIds, logprobs };
   }
 }
 

@@ -3,9 +3,26 @@
  * server returned, never a re-rendering of the chat text.
  */
 
+/** A function call the policy made through the OpenAI tools API; `arguments` is JSON text, as the API carries it. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A tool the policy may call (OpenAI tools API: a function with JSON Schema parameters). */
+export interface ToolDefinition {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** An assistant turn's function calls (envs that offer tools). */
+  tool_calls?: ToolCall[];
+  /** A tool message: the call it answers. */
+  tool_call_id?: string;
 }
 
 /** One assistant turn as the server produced it (vLLM: return_token_ids + logprobs). */

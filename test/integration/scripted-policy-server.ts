@@ -9,9 +9,19 @@ import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 
-export type Script = (messages: Array<{ role: string; content: string }>, model: string) => string;
+export interface ScriptedMessage {
+  role: string;
+  content: string;
+  tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+}
 
-const SPECIAL = { system: 256, user: 257, assistant: 258, end: 259 } as const;
+/** A reply: text, or function calls through the tools API (with optional text). */
+export type ScriptedReply = string | { content?: string; calls: Array<{ name: string; arguments: unknown }> };
+
+export type Script = (messages: ScriptedMessage[], model: string) => ScriptedReply;
+
+const SPECIAL = { system: 256, user: 257, assistant: 258, end: 259, tool: 260 } as const;
 
 /** The log-prob this server gives every prompt token (prompt_logprobs), as the recording trainer's forward pass does. */
 export const SCRIPTED_LOGPROB = -1;
@@ -20,10 +30,18 @@ export function encodeText(text: string): number[] {
   return [...Buffer.from(text, 'utf8')];
 }
 
+/** An assistant turn's text as the model generated it: its content, then each call as `<tool_call>{...}</tool_call>` (Hermes style). */
+export function assistantText(content: string, calls: ReadonlyArray<{ function: { name: string; arguments: string } }> = []): string {
+  return content + calls.map((c) => `<tool_call>${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}</tool_call>`).join('');
+}
+
 /** `<|role|>` content `<|end|>` per message, then `<|assistant|>` as the generation prompt. */
-export function renderPrompt(messages: Array<{ role: string; content: string }>): number[] {
+export function renderPrompt(messages: ScriptedMessage[]): number[] {
   const ids: number[] = [];
-  for (const m of messages) ids.push(SPECIAL[m.role as keyof typeof SPECIAL] ?? SPECIAL.user, ...encodeText(m.content), SPECIAL.end);
+  for (const m of messages) {
+    const text = m.role === 'assistant' ? assistantText(m.content ?? '', m.tool_calls) : m.content;
+    ids.push(SPECIAL[m.role as keyof typeof SPECIAL] ?? SPECIAL.user, ...encodeText(text), SPECIAL.end);
+  }
   ids.push(SPECIAL.assistant);
   return ids;
 }
@@ -36,7 +54,7 @@ export function completionTokens(content: string): { ids: number[]; logprobs: nu
 
 export interface ScriptedPolicyServer {
   url: string;
-  requests: Array<{ model: string; messages: Array<{ role: string; content: string }> }>;
+  requests: Array<{ model: string; messages: ScriptedMessage[]; tools?: unknown[] }>;
   loadedAdapters: string[];
   close(): Promise<void>;
 }
@@ -75,21 +93,27 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
         if (json.model !== baseModel && !loadedAdapters.includes(json.model)) {
           return send(404, { error: { message: `The model \`${json.model}\` does not exist.`, type: 'NotFoundError', code: 404 } });
         }
-        requests.push({ model: json.model, messages: json.messages });
+        requests.push({ model: json.model, messages: json.messages, tools: json.tools });
         let content: string;
+        let toolCalls: NonNullable<ScriptedMessage['tool_calls']> | undefined;
         try {
-          content = script(json.messages, json.model);
-          if (typeof content !== 'string') throw new Error(`the script returned ${typeof content}, not a reply`);
+          const reply = script(json.messages, json.model);
+          if (typeof reply === 'string') content = reply;
+          else if (reply && Array.isArray(reply.calls)) {
+            if (!json.tools?.length) throw new Error('the script called a tool, but the request offered none');
+            content = reply.content ?? '';
+            toolCalls = reply.calls.map((c, i) => ({ id: `call_${requests.length}_${i}`, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+          } else throw new Error(`the script returned ${typeof reply}, not a reply`);
         } catch (err) {
           return send(500, { error: { message: `scripted policy: ${(err as Error).message}`, type: 'InternalServerError', code: 500 } });
         }
         const prompt = renderPrompt(json.messages);
-        const completion = completionTokens(content);
+        const completion = completionTokens(assistantText(content, toolCalls));
         return send(200, {
           id: `chatcmpl-${requests.length}`, object: 'chat.completion', created: 0, model: json.model,
           prompt_token_ids: json.return_token_ids ? prompt : undefined,
           choices: [{
-            index: 0, finish_reason: 'stop', message: { role: 'assistant', content },
+            index: 0, finish_reason: toolCalls ? 'tool_calls' : 'stop', message: { role: 'assistant', content: toolCalls && !content ? null : content, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
             token_ids: json.return_token_ids ? completion.ids : undefined,
             logprobs: json.logprobs ? { content: completion.ids.map((id, i) => ({ token: `t${id}`, logprob: completion.logprobs[i], bytes: [], top_logprobs: [] })) } : null,
           }],
