@@ -11,6 +11,7 @@ import type { Trajectory } from '../core/policy/trajectory';
 import { hashSeed } from '../core/random';
 import type { RunStore } from '../core/store/run-store';
 import { mapWithConcurrency } from '../core/concurrency';
+import { UserError } from '../core/errors';
 
 export interface EvalOptions {
   evalId: string;
@@ -21,6 +22,8 @@ export interface EvalOptions {
   model: string;
   apiKey: string;
   limit?: number;
+  /** Only these tasks (each must exist). */
+  taskIds?: string[];
   concurrency: number;
   maxTurns: number;
   temperature: number;
@@ -43,7 +46,10 @@ export interface EvalResult {
 
 export async function evaluate(options: EvalOptions): Promise<EvalResult> {
   const { env, harness, store } = options;
-  const tasks = env.listTasks().slice(0, options.limit ?? undefined);
+  const all = env.listTasks();
+  const unknown = (options.taskIds ?? []).filter((id) => !all.some((t) => t.taskId === id));
+  if (unknown.length) throw new UserError(`--tasks: env ${env.id} has no task ${unknown.join(', ')} (it has ${all.slice(0, 5).map((t) => t.taskId).join(', ')}${all.length > 5 ? ', ...' : ''})`);
+  const tasks = (options.taskIds ? all.filter((t) => options.taskIds!.includes(t.taskId)) : all).slice(0, options.limit ?? undefined);
   await store.registerRun({
     runId: options.evalId,
     name: options.evalId,

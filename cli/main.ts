@@ -38,6 +38,7 @@ import { defaultReportDir, writeRunReport } from './report/run-report';
 import { writeCompareReport } from './report/compare-report';
 import { effectText, evolutionJson, evolutionText, poolList, poolShowText, readEvolutionConfigFile, startEvolution } from './pools';
 import { evolutionConfigJsonSchema } from '../core/evolution/config';
+import { SHIPPED_SWE_SET, sweBuild, sweReplay, sweSetup, sweValidate } from './swe';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -317,31 +318,92 @@ dbbench
     if (result.passed !== result.total) process.exitCode = 1;
   }));
 
+const swe = program.command('swe').description('software-engineering tasks (SWE-bench format) in a bubblewrap sandbox');
+swe
+  .command('setup')
+  .description('build the instances of a set on this machine: each tree rebuilt from its PyPI release, the patches, the test venv (once; reused after)')
+  .option('--data <file>', 'instance set', SHIPPED_SWE_SET)
+  .option('--json', 'print {"instances": FILE}')
+  .action(action(async (opts: { data: string; json?: boolean }) => {
+    const built = sweSetup(opts.data, progress);
+    if (opts.json) printJson({ instances: built });
+    else print(built);
+  }));
+swe
+  .command('build')
+  .description('make an instance from two PyPI source releases and add it to a set, if it validates (gold patch passes 3 times; without it, the fail-to-pass tests fail)')
+  .requiredOption('--package <name>', 'PyPI project')
+  .requiredOption('--from <version>', 'the release the agent starts from')
+  .requiredOption('--to <version>', 'the release whose code is the fix')
+  .requiredOption('--statement <text>', 'the issue, as a user would report it (in your own words)')
+  .requiredOption('--license <spdx>', "the package's license")
+  .option('--pythonpath <dirs>', 'comma-separated folders of the tree put on PYTHONPATH', '.')
+  .option('--pytest-args <args>', 'extra pytest arguments, comma-separated', '')
+  .option('--test-files <files>', 'comma-separated test files to run (default: every test module the test patch touches)')
+  .option('--id <id>', 'instance id (default <package>-<to>)')
+  .option('--into <file>', 'the set file to add it to', SHIPPED_SWE_SET)
+  .action(action(async (opts: { package: string; from: string; to: string; statement: string; license: string; pythonpath: string; pytestArgs: string; testFiles?: string; id?: string; into: string }) => {
+    const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
+    const id = await sweBuild({
+      package: opts.package, from: opts.from, to: opts.to, statement: opts.statement, license: opts.license,
+      pythonpath: list(opts.pythonpath), pytestArgs: list(opts.pytestArgs), testFiles: opts.testFiles ? list(opts.testFiles) : undefined, id: opts.id, into: opts.into,
+    }, progress);
+    print(`added ${id} to ${opts.into}`);
+  }));
+swe
+  .command('validate')
+  .description('validate every instance: the gold patch resolves it 3 times out of 3, and without it every fail-to-pass test fails')
+  .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: { data: string; json?: boolean }) => {
+    const result = await sweValidate(opts.data, progress);
+    if (opts.json) printJson(result);
+    else print(`swe validate: ${result.valid}/${result.total} valid${result.refused.map((r) => `\n  ${r.instanceId}: ${r.reason}`).join('')}`);
+    if (result.valid !== result.total) process.exitCode = 1;
+  }));
+swe
+  .command('replay')
+  .description('every instance scored with its gold patch (must resolve) and with none (must not)')
+  .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+  .option('--concurrency <n>', 'instances at once', positiveInt('--concurrency'), 2)
+  .option('--json', 'print {"total":N,"passed":N,"instances":[...]}')
+  .action(action(async (opts: { data: string; concurrency: number; json?: boolean }) => {
+    const result = await sweReplay(opts.data, opts.concurrency, progress);
+    if (opts.json) print(JSON.stringify(result));
+    else {
+      print(`swe replay: ${result.passed}/${result.total} passed`);
+      for (const r of result.instances) print(`  ${r.instanceId.padEnd(36)} ${r.reason ?? 'ok'}  F2P ${r.failToPass}  P2P ${r.passToPass}  ${r.goldSeconds.toFixed(1)} s`);
+    }
+    if (result.passed !== result.total) process.exitCode = 1;
+  }));
+
 program
   .command('eval')
   .description('evaluate an OpenAI-compatible endpoint under one harness; results stored in PostgreSQL')
-  .requiredOption('--env <env>', 'dbbench')
+  .requiredOption('--env <env>', 'dbbench | swe')
   .requiredOption('--data <file>', 'task file')
   .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
   .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
   .requiredOption('--model <name>', 'model name at that endpoint')
   .option('--api-key-env <name>', 'the environment variable that holds the endpoint\'s API key (none sent when unset)', 'OPENAI_API_KEY')
   .option('--limit <n>', 'first N tasks only', positiveInt('--limit'))
+  .option('--tasks <ids>', 'only these task ids, comma-separated')
   .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
   .option('--max-turns <n>', 'rounds per episode', positiveInt('--max-turns'), 15)
   .option('--scoring <mode>', 'exact | normalized', 'exact')
   .option('--json', 'machine-readable')
   .action(action(async (opts: {
     env: string; data: string; harness: string; baseUrl: string; model: string; apiKeyEnv: string;
-    limit?: number; concurrency: number; maxTurns: number; scoring: string; json?: boolean;
+    limit?: number; tasks?: string; concurrency: number; maxTurns: number; scoring: string; json?: boolean;
   }) => {
-    const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, scoring: opts.scoring } }, 'eval options').env;
+    const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, ...(opts.env === 'dbbench' ? { scoring: opts.scoring } : {}) } }, 'eval options').env;
     const env = createEnvironment(envConfig);
     const harness = resolveHarness(env, opts.harness);
     await withStore(async (store) => {
       const result = await evaluate({
         evalId: newRunId(`eval-${opts.env}-${harness.id}`), env, envConfig, harness,
         baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
+        taskIds: opts.tasks?.split(',').map((t) => t.trim()).filter(Boolean),
         concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
       });
       const table = evalTable(env, result);

@@ -87,7 +87,19 @@ export const CharsetEnvConfig = z
   })
   .superRefine(oneHarnessSource);
 
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig]);
+export const SweEnvConfig = z
+  .strictObject({
+    kind: z.literal('swe'),
+    /** A SWE instance set (data/swe/instances.json, built on the machine by `harness-s swe setup`) or SWE-bench JSONL. */
+    data: z.string().min(1),
+    /** A folder of harness spec files (base + siblings); the shipped SWE pool when absent. */
+    harnessDir: z.string().min(1).optional(),
+    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
+    pool: FrozenPoolHash,
+  })
+  .superRefine(oneHarnessSource);
+
+export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
 export const PolicyConfig = z.strictObject({
@@ -357,7 +369,7 @@ export function filesNamedBy(config: Pick<RunConfig, 'env'> & { trainer?: Pick<R
   const env = config.env;
   const named: Array<[string, string | undefined]> = [
     ['env.world', env.kind === 'sim' ? env.world : undefined],
-    ['env.data', env.kind === 'dbbench' ? env.data : undefined],
+    ['env.data', env.kind === 'dbbench' || env.kind === 'swe' ? env.data : undefined],
     ['env.tasks', env.kind === 'charset' ? env.tasks : undefined],
     ['env.harnessDir', env.harnessDir],
     ['env.pool', env.pool === undefined ? undefined : `${poolsDirSetting()}/${env.pool}`],

@@ -15,14 +15,21 @@ import { SimEnvironment } from './sim/environment';
 import { loadSimWorld, readSimHarnessDir, withHarnessFiles, type SimWorld } from './sim/world';
 import { DbBenchEnvironment } from './dbbench/environment';
 import { CharsetEnvironment, loadCharsetTasks } from './charset/environment';
+import { SweEnvironment, SWE_SYSTEM_PROMPT } from './swe/environment';
 
 export const DBBENCH_POOL_DIR = path.join(__dirname, 'dbbench', 'harnesses');
+export const SWE_POOL_DIR = path.join(__dirname, 'swe', 'harnesses');
 
 export { specFiles };
 
 /** AgentBench sends its instruction as the first user turn (the env's opening), so the base harness has no system prompt. */
 export function dbBenchHarnesses(pool: readonly LoadedSpec[]): Harness[] {
   return pool.map((loaded) => specHarness(loaded, ''));
+}
+
+/** The SWE pool: each harness on the env's system prompt (a spec's own systemPrompt replaces it). */
+export function sweHarnesses(pool: readonly LoadedSpec[]): Harness[] {
+  return pool.map((loaded) => specHarness(loaded, SWE_SYSTEM_PROMPT));
 }
 
 export function createEnvironment(env: EnvConfig): Environment {
@@ -41,6 +48,10 @@ export function createEnvironment(env: EnvConfig): Environment {
         scoring: env.scoring,
         harnesses: dbBenchHarnesses(pool),
       });
+    }
+    case 'swe': {
+      const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? SWE_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
+      return new SweEnvironment({ dataFile: env.data, harnesses: sweHarnesses(pool) });
     }
   }
 }

