@@ -95,7 +95,7 @@ let checked: string | null = null;
 /** bubblewrap must be installed and able to make namespaces here; says how to get it when not. */
 export function checkSandbox(): void {
   if (checked !== null) return;
-  const probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8' });
+  const probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   if (probe.error || probe.status !== 0) {
     const why = probe.error ? probe.error.message : probe.stderr.trim();
     throw new SandboxUnavailableError(
@@ -150,7 +150,9 @@ function exists(p: string): boolean {
 export function sandboxArgv(command: string, request: SandboxRequest): string[] {
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const etc = sandboxEtc();
-  const args = ['bwrap', '--unshare-all', '--die-with-parent', '--new-session', '--hostname', 'sandbox', '--ro-bind', '/usr', '/usr'];
+  // --as-pid-1: the command is the namespace's init, so nothing of the sandbox outlives it, not even a zombie
+  // for the host's init to reap (some inits, e.g. a microVM's or a container's without --init, never do).
+  const args = ['bwrap', '--info-fd', '3', '--unshare-all', '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox', '--ro-bind', '/usr', '/usr'];
   for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
     const host = `/${top}`;
     if (!exists(host)) continue;
@@ -195,18 +197,34 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
   const [file, args] = dropPrivileges(sandboxArgv(command, request));
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    // fd 3: bubblewrap's info (the sandbox's init as the host sees it), so a kill can aim at it.
+    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     const chunks: Buffer[] = [];
     let kept = 0;
     let total = 0;
     let timedOut = false;
     let flooded = false;
+    let info = '';
+    let sandboxInit: number | null = null;
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+      info += chunk.toString('utf8');
+      const pid = /"child-pid":\s*(\d+)/.exec(info);
+      if (pid) sandboxInit = Number(pid[1]);
+    });
+    /**
+     * Kills the sandbox's init first: the namespace goes with it and bubblewrap reaps it and exits.
+     * Killing bubblewrap first would orphan the init to the host's init, which not every host reaps.
+     */
     const kill = () => {
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+      const killPid = (pid: number) => {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      };
+      if (sandboxInit !== null) killPid(sandboxInit);
+      setTimeout(() => child.exitCode === null && child.pid && killPid(-child.pid), 2000).unref();
     };
     const onData = (chunk: Buffer) => {
       total += chunk.length;
@@ -220,8 +238,8 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
         kill();
       }
     };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
     const timer = setTimeout(() => {
       timedOut = true;
       kill();

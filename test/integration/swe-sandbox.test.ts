@@ -1,0 +1,177 @@
+/**
+ * Attack episodes: an agent in the SWE sandbox tries to get out or to hurt
+ * the worker, and each attempt is contained. The actions go through a real
+ * episode (the shell and the editor as the policy would call them); what is
+ * asserted is seen from the host.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { SweEnvironment } from '../../core/envs/swe/environment';
+import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
+import { SANDBOX_UID } from '../../core/envs/swe/sandbox';
+import { sweepWorkspaces, workRoot } from '../../core/envs/swe/workspace';
+import { SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry';
+import { loadHarnessPool } from '../../core/harness/spec';
+import { SHIPPED_SWE_SET } from '../../cli/swe';
+
+setupInstanceSet(SHIPPED_SWE_SET);
+const instance = loadSweData(SHIPPED_SWE_SET).find((i) => i.instance_id === 'markdown-3.8.1')!;
+const env = new SweEnvironment({ instances: [instance], harnesses: sweHarnesses(loadHarnessPool(specFiles(SWE_POOL_DIR))) });
+
+const bash = (command: string, timeout?: number) => JSON.stringify({ tool: 'execute_bash', arguments: { command, ...(timeout ? { timeout } : {}) } });
+const edit = (args: Record<string, unknown>) => JSON.stringify({ tool: 'str_replace_editor', arguments: args });
+
+/** Processes of the sandbox user on the host: the live ones, and the count of zombies. */
+function sandboxProcesses(): { live: string[]; zombies: number } {
+  const rows = execFileSync('ps', ['-eo', 'uid=,stat=,pid=,args='], { encoding: 'utf8' }).split('\n').map((l) => l.trim().split(/\s+/));
+  const mine = rows.filter((r) => r[0] === String(SANDBOX_UID));
+  return { live: mine.filter((r) => !r[1].startsWith('Z')).map((r) => r.slice(2).join(' ')), zombies: mine.filter((r) => r[1].startsWith('Z')).length };
+}
+const zombiesAtStart = sandboxProcesses().zombies;
+afterAll(() => {
+  // No sandbox leaves a zombie behind either (a host init that does not reap would keep it for good).
+  expect(sandboxProcesses().zombies).toBe(zombiesAtStart);
+});
+
+async function inEpisode<T>(fn: (step: (action: string) => Promise<string>) => Promise<T>): Promise<T> {
+  const episode = await env.startEpisode(instance.instance_id, { maxTurns: 20 });
+  try {
+    return await fn(async (action) => (await episode.step(action)).observation);
+  } finally {
+    await episode.close();
+  }
+}
+
+const hostDir = mkdtempSync(path.join(os.tmpdir(), 'swe-attack-host-'));
+const secretFile = path.join(hostDir, 'secret.txt');
+writeFileSync(secretFile, 'HOST-SECRET-CONTENT');
+
+describe('attack episodes are contained', () => {
+  test('writing outside the workspace: the system is read-only and host folders are not there', async () => {
+    const out = await inEpisode((step) =>
+      step(bash(`echo x > /usr/pwned; echo x > /etc/pwned; echo x > ${hostDir}/pwned; touch /root/pwned; ls /work /root ${hostDir}; echo done`)),
+    );
+    expect(out).toMatch(/Read-only file system/);
+    expect(out).toMatch(/No such file or directory/);
+    expect(existsSync('/usr/pwned')).toBe(false);
+    expect(existsSync('/etc/pwned')).toBe(false);
+    expect(existsSync(path.join(hostDir, 'pwned'))).toBe(false);
+  });
+
+  test("reaching the network: no route to the host's services (a listening port on the host gets no connection) nor to the internet", async () => {
+    let connections = 0;
+    const listener: Server = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const port = (listener.address() as { port: number }).port;
+    try {
+      const out = await inEpisode((step) =>
+        step(bash(
+          `python -c "import socket; socket.create_connection(('127.0.0.1', ${port}), timeout=3)" 2>&1 | tail -1; ` +
+          'python -c "import socket; socket.create_connection((\'127.0.0.1\', 5432), timeout=3)" 2>&1 | tail -1; ' +
+          'python -c "import urllib.request; urllib.request.urlopen(\'https://pypi.org\', timeout=5)" 2>&1 | tail -1',
+        )),
+      );
+      expect(out.match(/ConnectionRefusedError/g)?.length).toBe(2);
+      expect(out).toMatch(/URLError|Temporary failure in name resolution|Network is unreachable/);
+      expect(connections).toBe(0);
+    } finally {
+      listener.close();
+    }
+  });
+
+  test("reading the worker's environment or the run store's credentials: none of it is there", async () => {
+    process.env.HARNESS_S_ATTACK_CANARY = 'canary-4f1d9c';
+    const out = await inEpisode((step) =>
+      step(bash('env; cat /proc/1/environ | tr "\\0" "\\n"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $f; done; ls ~ /root/.pgpass; cat /work/main/deploy/secrets.env; echo end')),
+    );
+    delete process.env.HARNESS_S_ATTACK_CANARY;
+    expect(out).not.toContain('canary-4f1d9c');
+    expect(out).not.toMatch(/DATABASE_URL|postgresql:\/\/|OPENAI_API_KEY|TEMPORAL_ADDRESS/);
+    expect(out).toMatch(/\/root\/\.pgpass': No such file or directory/);
+    expect(out).toContain('end');
+  });
+
+  test('a symlink to a host file: the shell cannot read it, and the editor refuses it', async () => {
+    const [shell, viewed, written] = await inEpisode(async (step) => [
+      await step(bash(`ln -s ${secretFile} /workspace/leak && cat /workspace/leak`)),
+      await step(edit({ command: 'view', path: '/workspace/leak' })),
+      await step(edit({ command: 'create', path: '/workspace/leak/../../../../../tmp/x', file_text: 'x' })),
+    ]);
+    expect(shell).not.toContain('HOST-SECRET-CONTENT');
+    expect(viewed).toMatch(/^Error: .*(leads outside|leads nowhere)/);
+    expect(viewed).not.toContain('HOST-SECRET-CONTENT');
+    expect(written).toMatch(/^Error: .*outside \/workspace/);
+    expect(readFileSync(secretFile, 'utf8')).toBe('HOST-SECRET-CONTENT');
+  });
+
+  test('a fork bomb hits the process limit and is killed with its sandbox; the worker carries on', async () => {
+    const started = Date.now();
+    const out = await inEpisode(async (step) => {
+      const bomb = await step(bash('bomb() { bomb | bomb & }; bomb; sleep 5; echo survived', 15));
+      const after = await step(bash('echo still-usable'));
+      return `${bomb}\n${after}`;
+    });
+    expect(out).toMatch(/Resource temporarily unavailable|retry|killed/);
+    expect(out).toContain('still-usable');
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(sandboxProcesses().live).toEqual([]);
+  });
+
+  test('huge output is cut for the agent and a flood is killed', async () => {
+    const [cut, flood] = await inEpisode(async (step) => [await step(bash('head -c 1000000 /dev/zero | tr "\\0" a')), await step(bash('yes', 60))]);
+    expect(cut.length).toBeLessThan(20 * 1024);
+    expect(cut).toMatch(/output cut: 1000000 bytes in all/);
+    expect(flood).toMatch(/killed: the command wrote more output than allowed/);
+  });
+
+  test('processes left in the background end with the command', async () => {
+    const out = await inEpisode((step) => step(bash('nohup sleep 300 >/dev/null 2>&1 & setsid sleep 301 & (sleep 302 &) ; echo started')));
+    expect(out).toContain('started');
+    expect(sandboxProcesses().live).toEqual([]);
+  });
+
+  test('a huge file and a memory hog hit their limits', async () => {
+    const out = await inEpisode((step) =>
+      step(bash('head -c 400000000 /dev/zero > big.bin; ls -la big.bin | cut -d" " -f5; python -c "x = bytearray(6 * 1024**3)" 2>&1 | tail -1; rm -f big.bin')),
+    );
+    expect(out).toMatch(/File size limit exceeded|File too large/);
+    expect(out).toMatch(/MemoryError/);
+  });
+
+  test("a command over its time limit is killed, and closing the episode removes the workspace", async () => {
+    let dir = '';
+    const out = await inEpisode(async (step) => {
+      dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+      return step(bash('sleep 30', 2));
+    });
+    expect(out).toMatch(/killed: the command ran over 2 s/);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  test('cancelling an episode (its activity cancelled) kills the running command at once', async () => {
+    const abort = new AbortController();
+    const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5, signal: abort.signal });
+    const started = Date.now();
+    setTimeout(() => abort.abort(), 300);
+    const outcome = await episode.step(bash('sleep 60; echo finished', 120));
+    await episode.close();
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(outcome.observation).not.toContain('finished');
+    expect(sandboxProcesses().live).toEqual([]);
+  });
+
+  test("the sweeper removes a dead worker's old workspaces and leaves young ones", () => {
+    const root = mkdtempSync(path.join(os.tmpdir(), 'swe-sweep-'));
+    const old = `swe-${Date.now() - 7 * 3600_000}-abcd1234-x`;
+    const young = `swe-${Date.now()}-abcd1234-y`;
+    for (const name of [old, young, 'unrelated']) execFileSync('mkdir', ['-p', path.join(root, name, 'repo')]);
+    expect(sweepWorkspaces({ olderThanMs: 6 * 3600_000, root })).toEqual([old]);
+    expect(readdirSync(root).sort()).toEqual([young, 'unrelated'].sort());
+  });
+});
