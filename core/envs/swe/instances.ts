@@ -26,19 +26,17 @@ export class SweDataError extends UserError {
 const TestId = z.string().min(1);
 
 /** SWE-bench stores the test lists as JSON text; SWE-Gym and our files as arrays: both load. */
-const TestList = z.union([
-  z.array(TestId),
-  z.string().transform((text, ctx) => {
+const TestList = z.preprocess(
+  (value) => {
+    if (typeof value !== 'string') return value;
     try {
-      const parsed = z.array(TestId).safeParse(JSON.parse(text));
-      if (parsed.success) return parsed.data;
+      return JSON.parse(value);
     } catch {
-      // reported below
+      return value;
     }
-    ctx.addIssue({ code: 'custom', message: 'a JSON list of test ids (as SWE-bench stores it), or a list' });
-    return z.NEVER;
-  }),
-]);
+  },
+  z.array(TestId, { error: 'a list of test ids (or, as SWE-bench stores it, that list as JSON text)' }),
+);
 
 /** Where a shipped instance's code comes from: two source releases on PyPI. */
 export const PypiSource = z.strictObject({
