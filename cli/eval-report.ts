@@ -1,8 +1,9 @@
-/** The table `harness-s eval` ends with: AgentBench's per-type table for DBBench, success per kind elsewhere. */
+/** The table `harness-s eval` ends with: AgentBench's per-type table for DBBench, AppWorld's completion figures, success per kind elsewhere. */
 import type { Environment } from '../core/envs/environment';
 import { DbBenchEnvironment } from '../core/envs/dbbench/environment';
 import { agentBenchReport, type TypeAccuracy } from '../core/envs/dbbench/scoring';
 import type { EvalResult } from './eval';
+import { AppWorldEnvironment, appWorldCompletion } from '../core/envs/appworld/environment';
 
 export interface EvalTable {
   byType: TypeAccuracy[];
@@ -14,6 +15,11 @@ export function evalTable(env: Environment, result: EvalResult): EvalTable {
     return agentBenchReport(result.trajectories.map((t) => ({ type: env.task(t.taskId).type, correct: t.success })));
   }
   const byType = Object.entries(result.byKind).map(([type, c]) => ({ type, total: c.total, passed: c.passed, accuracy: c.total ? c.passed / c.total : 0 }));
+  if (env instanceof AppWorldEnvironment) {
+    // AppWorld's own figures (percent): task goal completion, and scenario goal completion (every task of a scenario).
+    const completion = appWorldCompletion(result.trajectories);
+    return { byType, metrics: { task_goal_completion: completion.taskGoalCompletion, scenario_goal_completion: completion.scenarioGoalCompletion } };
+  }
   return { byType, metrics: { overall_accuracy: result.total ? result.passed / result.total : 0 } };
 }
 

@@ -377,11 +377,26 @@ swe
     if (result.passed !== result.total) process.exitCode = 1;
   }));
 
+const appworld = program.command('appworld').description('AppWorld (the appworld package from PyPI) and its offline fixture world');
+appworld
+  .command('setup')
+  .description('install appworld into a Python 3.11 venv and build the fixture world ($HARNESS_S_APPWORLD_HOME, default ~/.cache/harness-s/appworld; reused when there)')
+  .option('--json', 'print the install: {"python","appworld","cache","fixtureRoot"}')
+  .action(action(async (opts: { json?: boolean }) => {
+    const { setupAppWorld } = await import('../infra/appworld/install');
+    const started = Date.now();
+    const installed = await setupAppWorld(progress);
+    progress(`appworld ready in ${Math.round((Date.now() - started) / 1000)} s: fixture world ${installed.fixtureRoot}`);
+    if (opts.json) printJson(installed);
+    else print(`appworld: ${installed.appworld}\nAPPWORLD_CACHE: ${installed.cache}\nAPPWORLD_ROOT (fixture): ${installed.fixtureRoot}`);
+  }));
+
 program
   .command('eval')
   .description('evaluate an OpenAI-compatible endpoint under one harness; results stored in PostgreSQL')
-  .requiredOption('--env <env>', 'dbbench | swe')
-  .requiredOption('--data <file>', 'task file')
+  .requiredOption('--env <env>', 'dbbench | swe | appworld')
+  .option('--data <file>', 'task file (dbbench, swe); for appworld: APPWORLD_ROOT (default: the fixture world)')
+  .option('--dataset <name>', 'appworld: the dataset (data/datasets/<name>.txt)', 'fixture')
   .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
   .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
   .requiredOption('--model <name>', 'model name at that endpoint')
@@ -393,10 +408,13 @@ program
   .option('--scoring <mode>', 'exact | normalized', 'exact')
   .option('--json', 'machine-readable')
   .action(action(async (opts: {
-    env: string; data: string; harness: string; baseUrl: string; model: string; apiKeyEnv: string;
+    env: string; data?: string; dataset: string; harness: string; baseUrl: string; model: string; apiKeyEnv: string;
     limit?: number; tasks?: string; concurrency: number; maxTurns: number; scoring: string; json?: boolean;
   }) => {
-    const envConfig = validateConfig({ env: { kind: opts.env, data: opts.data, ...(opts.env === 'dbbench' ? { scoring: opts.scoring } : {}) } }, 'eval options').env;
+    const envOptions =
+      opts.env === 'appworld' ? { root: opts.data, dataset: opts.dataset, servers: Math.min(opts.concurrency, 8) }
+        : opts.env === 'dbbench' ? { data: opts.data, scoring: opts.scoring } : { data: opts.data };
+    const envConfig = validateConfig({ env: { kind: opts.env, ...envOptions } }, 'eval options').env;
     const env = createEnvironment(envConfig);
     const harness = resolveHarness(env, opts.harness);
     await withStore(async (store) => {
@@ -409,7 +427,7 @@ program
       const table = evalTable(env, result);
       if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
       print(evalTableText(result, table));
-    });
+    }).finally(() => env.close?.());
   }));
 
 program

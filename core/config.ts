@@ -99,7 +99,23 @@ export const SweEnvConfig = z
   })
   .superRefine(oneHarnessSource);
 
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig]);
+export const AppWorldEnvConfig = z
+  .strictObject({
+    kind: z.literal('appworld'),
+    /** APPWORLD_ROOT, the folder holding AppWorld's data/ (the official data); the fixture world `harness-s appworld setup` builds when absent. */
+    root: z.string().min(1).optional(),
+    /** The dataset whose tasks the env offers: data/datasets/<name>.txt (official: train, dev, test_normal, test_challenge). */
+    dataset: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a dataset name, e.g. train or fixture').default('fixture'),
+    /** AppWorld environment servers per worker, one per episode at once (each holds one world). */
+    servers: z.number().int().positive().max(64).default(2),
+    /** A folder of harness spec files (base + siblings); the shipped AppWorld pool when absent. */
+    harnessDir: z.string().min(1).optional(),
+    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
+    pool: FrozenPoolHash,
+  })
+  .superRefine(oneHarnessSource);
+
+export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig, AppWorldEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
 export const PolicyConfig = z.strictObject({
@@ -371,6 +387,7 @@ export function filesNamedBy(config: Pick<RunConfig, 'env'> & { trainer?: Pick<R
     ['env.world', env.kind === 'sim' ? env.world : undefined],
     ['env.data', env.kind === 'dbbench' || env.kind === 'swe' ? env.data : undefined],
     ['env.tasks', env.kind === 'charset' ? env.tasks : undefined],
+    ['env.root', env.kind === 'appworld' ? env.root : undefined],
     ['env.harnessDir', env.harnessDir],
     ['env.pool', env.pool === undefined ? undefined : `${poolsDirSetting()}/${env.pool}`],
     ['trainer.checkpointsDir', config.trainer?.checkpointsDir],

@@ -16,9 +16,13 @@ import { loadSimWorld, readSimHarnessDir, withHarnessFiles, type SimWorld } from
 import { DbBenchEnvironment } from './dbbench/environment';
 import { CharsetEnvironment, loadCharsetTasks } from './charset/environment';
 import { SweEnvironment, SWE_SYSTEM_PROMPT } from './swe/environment';
+import { AppWorldEnvironment, APPWORLD_SYSTEM_PROMPT } from './appworld/environment';
+import { appWorldInstall } from './appworld/install-location';
+import { UserError } from '../errors';
 
 export const DBBENCH_POOL_DIR = path.join(__dirname, 'dbbench', 'harnesses');
 export const SWE_POOL_DIR = path.join(__dirname, 'swe', 'harnesses');
+export const APPWORLD_POOL_DIR = path.join(__dirname, 'appworld', 'harnesses');
 
 export { specFiles };
 
@@ -27,9 +31,13 @@ export function dbBenchHarnesses(pool: readonly LoadedSpec[]): Harness[] {
   return pool.map((loaded) => specHarness(loaded, ''));
 }
 
-/** The SWE pool: each harness on the env's system prompt (a spec's own systemPrompt replaces it). */
+/** A spec pool on the env's system prompt (a spec's own systemPrompt replaces it). */
+function specPool(pool: readonly LoadedSpec[], envSystemPrompt: string): Harness[] {
+  return pool.map((loaded) => specHarness(loaded, envSystemPrompt));
+}
+
 export function sweHarnesses(pool: readonly LoadedSpec[]): Harness[] {
-  return pool.map((loaded) => specHarness(loaded, SWE_SYSTEM_PROMPT));
+  return specPool(pool, SWE_SYSTEM_PROMPT);
 }
 
 export function createEnvironment(env: EnvConfig): Environment {
@@ -52,6 +60,15 @@ export function createEnvironment(env: EnvConfig): Environment {
     case 'swe': {
       const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? SWE_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
       return new SweEnvironment({ dataFile: env.data, harnesses: sweHarnesses(pool) });
+    }
+    case 'appworld': {
+      const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? APPWORLD_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
+      const install = appWorldInstall();
+      if (!install) throw new UserError('env.kind appworld: the appworld package is not installed on this machine: run `npx harness-s appworld setup` (it installs it from PyPI and builds the fixture world)');
+      return new AppWorldEnvironment({
+        appworld: install.appworld, root: env.root ?? install.fixtureRoot, cache: install.cache,
+        dataset: env.dataset, servers: env.servers, harnesses: specPool(pool, APPWORLD_SYSTEM_PROMPT),
+      });
     }
   }
 }
@@ -108,11 +125,14 @@ function keepsFrozenVersions(frozen: FrozenPool, harnesses: ReadonlyArray<{ id: 
   }
 }
 
+/** The env protocols' own system prompts (DBBench has none: AgentBench opens with a user turn). */
+const ENV_SYSTEM_PROMPTS: Record<string, string> = { swe: SWE_SYSTEM_PROMPT, appworld: APPWORLD_SYSTEM_PROMPT };
+
 /** One harness for `harness-s eval`: a spec file, or the id of a harness in the env's pool. */
 export function resolveHarness(env: Environment, fileOrId: string): Harness {
   if (/\.(json|ya?ml)$/i.test(fileOrId)) {
     const loaded = loadHarnessSpec(fileOrId);
-    return specHarness(loaded, '');
+    return specHarness(loaded, ENV_SYSTEM_PROMPTS[env.id] ?? '');
   }
   const harness = env.harnesses().find((h) => h.id === fileOrId);
   if (!harness) throw new Error(`env ${env.id} has no harness '${fileOrId}' (it has: ${env.harnesses().map((h) => h.id).join(', ')})`);

@@ -28,7 +28,7 @@ import { z } from 'zod';
 import type { EnvConfig } from '../config';
 import type { Environment } from '../envs/environment';
 import { CHARSET_POOL_DIR } from '../envs/charset/environment';
-import { DBBENCH_POOL_DIR, SWE_POOL_DIR } from '../envs/registry';
+import { APPWORLD_POOL_DIR, DBBENCH_POOL_DIR, SWE_POOL_DIR } from '../envs/registry';
 import { simHarness } from '../envs/sim/harnesses';
 import { FINISH, SimHarness, type SimWorld } from '../envs/sim/world';
 import type { SimEnvironment } from '../envs/sim/environment';
@@ -190,7 +190,7 @@ export function baseSpecFor(envConfig: EnvConfig, env: Environment, baseFile: st
     source = 'the sim world';
     raw = splitPool((env as SimEnvironment).world.harnesses).base;
   } else {
-    const dir = envConfig.harnessDir ?? (envConfig.kind === 'dbbench' ? DBBENCH_POOL_DIR : envConfig.kind === 'swe' ? SWE_POOL_DIR : CHARSET_POOL_DIR);
+    const dir = envConfig.harnessDir ?? { dbbench: DBBENCH_POOL_DIR, swe: SWE_POOL_DIR, appworld: APPWORLD_POOL_DIR, charset: CHARSET_POOL_DIR }[envConfig.kind];
     source = dir;
     raw = loadHarnessPool(specFiles(dir))[0].spec;
   }

@@ -117,6 +117,8 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
     }
     if (!outcome && episode.outOfTurns) {
       const result = await episode.outOfTurns();
+      // Kept with the trajectory (what the scorer found); no policy turn follows it.
+      messages.push({ role: 'user', content: result.observation });
       outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };
     }
   } finally {

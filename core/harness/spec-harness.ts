@@ -18,6 +18,7 @@ const repairs: Record<TextRepair, (text: string) => string | null> = {
   wrap_bare_sql: (text) =>
     !ACTION_LINE.test(text) && !text.includes('```') && BARE_SQL.test(text) ? `Action: Operation\n\`\`\`sql\n${text.trim()}\n\`\`\`` : null,
   tool_call_from_text: toolCallFromText,
+  wrap_bare_python: (text) => (!text.includes('```') && /\bapis\.\w+\.\w+\(/.test(text) ? `\`\`\`python\n${text.trim()}\n\`\`\`` : null),
   keep_last_action: (text) => {
     const starts = [...text.matchAll(/^\s*Action:/gim)].map((m) => m.index ?? 0);
     return starts.length > 1 ? text.slice(starts[starts.length - 1]).trimStart() : null;

@@ -37,6 +37,8 @@ export const TextRepair = z.enum([
   'keep_last_action',
   /** SWE: a tool call written as text (`<tool_call>{...}</tool_call>`, a ```json block, a bare object) becomes the call. */
   'tool_call_from_text',
+  /** AppWorld: code calling `apis.<app>.<api>(...)` written without a fence is wrapped in a ```python block. */
+  'wrap_bare_python',
 ]);
 export type TextRepair = z.infer<typeof TextRepair>;
 

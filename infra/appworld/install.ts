@@ -1,0 +1,144 @@
+/**
+ * `harness-s appworld setup`: installs the `appworld` package (Apache-2.0,
+ * https://github.com/StonyBrookNLP/appworld) into a Python 3.11 venv and builds
+ * the fixture world (an APPWORLD_ROOT) from core/envs/appworld/fixture/ with the
+ * package's own code. The official task data is on S3, which this machine does
+ * not reach; the fixture needs nothing but PyPI. Where everything goes is
+ * core/envs/appworld/install-location.ts (the env reads it from there).
+ *
+ * A venv or fixture folder without its completion marker is an interrupted
+ * install: it is removed and made again. One setup at a time per cache (a lock
+ * file); the fixture is also built into a temporary folder and renamed into place.
+ */
+import { spawn } from 'node:child_process';
+import { createWriteStream, existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { alive, findPython } from '../engines/install';
+import {
+  APPWORLD_PYTHON, APPWORLD_VERSION, appworldHome, appWorldInstall, COMPLETE_MARKER, FIXTURE_BUILDER, FIXTURE_TASKS_FILE, fixtureDir,
+  installAt, loadFixtureTasks, venvDir, type AppWorldInstall,
+} from '../../core/envs/appworld/install-location';
+
+export * from '../../core/envs/appworld/install-location';
+
+export class AppWorldSetupError extends Error {
+  override name = 'AppWorldSetupError';
+  constructor(
+    message: string,
+    readonly command?: string,
+    readonly exitCode?: number | null,
+    readonly outputTail?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * `harness-s appworld setup`: the venv (reused when complete), then the fixture
+ * world (reused when built). Idempotent; `log` gets one line per step.
+ */
+export async function setupAppWorld(log: (line: string) => void = () => undefined, home = appworldHome()): Promise<AppWorldInstall> {
+  await fs.mkdir(path.join(home, 'logs'), { recursive: true });
+  const lock = path.join(home, '.setup.lock');
+  await acquireLock(lock, log);
+  try {
+    await installVenv(home, log);
+    await buildFixture(home, log);
+  } finally {
+    await fs.rm(lock, { force: true });
+  }
+  const installed = appWorldInstall(home);
+  if (!installed) throw new AppWorldSetupError(`AppWorld setup finished, but ${venvDir(home)} or ${fixtureDir(home)} has no ${COMPLETE_MARKER}`);
+  return installed;
+}
+
+async function installVenv(home: string, log: (line: string) => void): Promise<void> {
+  const dir = venvDir(home);
+  if (existsSync(path.join(dir, COMPLETE_MARKER))) {
+    log(`appworld ${APPWORLD_VERSION}: already installed in ${dir}`);
+    return;
+  }
+  await fs.rm(dir, { recursive: true, force: true }); // an interrupted install
+  let python: string;
+  try {
+    python = await findPython(APPWORLD_PYTHON);
+  } catch (err) {
+    throw new AppWorldSetupError(`AppWorld needs Python ${APPWORLD_PYTHON}: ${(err as Error).message}`);
+  }
+  const { python: venvPython, appworld, cache } = installAt(home);
+  const logFile = path.join(home, 'logs', `appworld-${APPWORLD_VERSION}.install.log`);
+  let started = Date.now();
+  log(`appworld ${APPWORLD_VERSION}: creating a Python ${APPWORLD_PYTHON} venv in ${dir} (log: ${logFile})`);
+  await logged(python, ['-m', 'venv', dir], logFile);
+  log(`appworld ${APPWORLD_VERSION}: pip install appworld==${APPWORLD_VERSION}`);
+  await logged(venvPython, ['-m', 'pip', '--disable-pip-version-check', 'install', `appworld==${APPWORLD_VERSION}`], logFile);
+  log(`appworld ${APPWORLD_VERSION}: venv and pip took ${seconds(started)}`);
+  started = Date.now();
+  log(`appworld ${APPWORLD_VERSION}: appworld install (unpacks the apps; APPWORLD_CACHE=${cache})`);
+  await fs.mkdir(cache, { recursive: true });
+  await logged(appworld, ['install'], logFile, { ...process.env, APPWORLD_CACHE: cache });
+  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ appworld: APPWORLD_VERSION, python: APPWORLD_PYTHON, at: new Date().toISOString() })}\n`);
+  log(`appworld ${APPWORLD_VERSION}: appworld install took ${seconds(started)}; installed`);
+}
+
+async function buildFixture(home: string, log: (line: string) => void): Promise<void> {
+  const dir = fixtureDir(home);
+  if (existsSync(path.join(dir, COMPLETE_MARKER))) {
+    log(`fixture world: already built in ${dir}`);
+    return;
+  }
+  await fs.rm(dir, { recursive: true, force: true });
+  const logFile = path.join(home, 'logs', `${path.basename(dir)}.build.log`);
+  const started = Date.now();
+  log(`fixture world: building ${loadFixtureTasks().length} tasks into ${dir} (log: ${logFile})`);
+  const { python, cache } = installAt(home);
+  const env: NodeJS.ProcessEnv = { ...process.env, APPWORLD_CACHE: cache };
+  delete env.APPWORLD_ROOT; // the builder sets it to the folder it builds in
+  await logged(python, [FIXTURE_BUILDER, '--root', dir, '--tasks', FIXTURE_TASKS_FILE], logFile, env, home);
+  log(`fixture world: built and checked in ${seconds(started)} (every solution passes, every no-op fails)`);
+}
+
+const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
+
+/** Runs a command with its output appended to `logFile`; fails with the command, its exit code and its last output lines. */
+async function logged(command: string, args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env, cwd?: string): Promise<void> {
+  const out = createWriteStream(logFile, { flags: 'a' });
+  const shown = `${command} ${args.join(' ')}`;
+  out.write(`\n$ ${shown}\n`);
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    out.write(chunk);
+    tail = (tail + chunk.toString('utf8')).slice(-16_000);
+  };
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(command, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.on('error', (err) => reject(new AppWorldSetupError(`\`${shown}\` could not start: ${err.message}`, shown, null, '')));
+    child.on('close', resolve);
+  }).finally(() => new Promise((resolve) => out.end(resolve)));
+  if (code !== 0) {
+    const lines = tail.trimEnd().split('\n').slice(-25).join('\n');
+    throw new AppWorldSetupError(`\`${shown}\` failed (exit ${code}); its last output (full log: ${logFile}):\n${lines}`, shown, code, lines);
+  }
+}
+
+/** One setup at a time per cache (a CI run and a developer may share it); a lock whose process is gone is taken over. */
+async function acquireLock(lock: string, log: (line: string) => void): Promise<void> {
+  for (let waited = 0; ; waited++) {
+    try {
+      await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number(await fs.readFile(lock, 'utf8').catch(() => '0'));
+      if (!holder || !alive(holder)) {
+        await fs.rm(lock, { force: true });
+        continue;
+      }
+      if (waited === 0) log(`another AppWorld setup (pid ${holder}) is installing into this cache; waiting for it`);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
+}
+
