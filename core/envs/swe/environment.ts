@@ -10,6 +10,7 @@ import type { ToolDefinition } from '../../policy/trajectory';
 import { instanceKind, SweDataError, type SweInstance } from './instances';
 import { loadSweData } from './build';
 import { evaluatePatch, type SweEvaluation } from './scoring';
+import { passes } from './pytest-log';
 import { EditorError, FileEditor, parseSweAction, TOOLS } from './tools';
 import { sweepWorkspaces, Workspace } from './workspace';
 import { WORKSPACE } from './sandbox';
@@ -119,8 +120,14 @@ class SweEpisode implements Episode {
     const summary = evaluation.applied
       ? `FAIL_TO_PASS ${evaluation.failToPass.passed}/${evaluation.failToPass.total}, PASS_TO_PASS ${evaluation.passToPass.passed}/${evaluation.passToPass.total}`
       : evaluation.error;
+    // The per-test outcome stays with the trajectory: every FAIL_TO_PASS/PASS_TO_PASS test that did not pass, with its status.
+    const notPassing = Object.entries(evaluation.tests).filter(([id, status]) => (this.instance.FAIL_TO_PASS.includes(id) || this.instance.PASS_TO_PASS.includes(id)) && !passes(status === 'MISSING' ? undefined : status));
+    const listed = notPassing.slice(0, 50).map(([id, status]) => `  ${status} ${id}`);
     return {
-      observation: `${submitted ? 'Submitted' : 'Out of turns'}: ${evaluation.resolved ? 'resolved' : 'not resolved'} (${summary})`,
+      observation: [
+        `${submitted ? 'Submitted' : 'Out of turns'}: ${evaluation.resolved ? 'resolved' : 'not resolved'} (${summary})`,
+        ...(listed.length ? ['Tests not passing:', ...listed, ...(notPassing.length > 50 ? [`  ... and ${notPassing.length - 50} more`] : [])] : []),
+      ].join('\n'),
       kind: evaluation.resolved ? 'ok' : 'error',
       done: true,
       success: evaluation.resolved,
