@@ -13,6 +13,11 @@ RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
+# The SWE env: bubblewrap (its sandbox), git (its trees and diffs), Python 3.11 with
+# venv and pip (the tests' venv; AppWorld's venv); setpriv and prlimit come with util-linux.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap git python3 python3-venv python3-pip ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
 COPY package.json package-lock.json tsconfig.json ./
@@ -26,7 +31,7 @@ COPY data ./data
 COPY examples ./examples
 # Mount points of the named volumes: Docker gives a new volume the owner of the
 # folder it is mounted on, so the worker (user node) can write its adapters and frozen pools.
-RUN mkdir -p /data/adapters /data/pools /data/skyrl-checkpoints && chown node:node /data/adapters /data/pools
+RUN mkdir -p /data/adapters /data/pools /data/skyrl-checkpoints /data/swe /data/appworld && chown node:node /data/adapters /data/pools /data/swe /data/appworld
 USER node
 
 ENV HARNESS_S_ADAPTER_DIR=/data/adapters \
