@@ -38,7 +38,7 @@ import { defaultReportDir, writeRunReport } from './report/run-report';
 import { writeCompareReport } from './report/compare-report';
 import { effectText, evolutionJson, evolutionText, poolList, poolShowText, readEvolutionConfigFile, startEvolution } from './pools';
 import { evolutionConfigJsonSchema } from '../core/evolution/config';
-import { SHIPPED_SWE_SET, sweBuild, sweReplay, sweSetup, sweValidate } from './swe';
+import { SHIPPED_SWE_SET, sweBench, sweBuild, sweReplay, sweSetup, sweValidate } from './swe';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -360,6 +360,20 @@ swe
     if (opts.json) printJson(result);
     else print(`swe validate: ${result.valid}/${result.total} valid${result.refused.map((r) => `\n  ${r.instanceId}: ${r.reason}`).join('')}`);
     if (result.valid !== result.total) process.exitCode = 1;
+  }));
+swe
+  .command('bench')
+  .description('what episodes cost here: a sandboxed command, a fresh workspace, a scoring (benchmark figures, not a test)')
+  .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+  .option('--commands <n>', 'sandboxed commands to time', positiveInt('--commands'), 50)
+  .option('--json', 'machine-readable')
+  .action(action(async (opts: { data: string; commands: number; json?: boolean }) => {
+    const b = await sweBench(opts.data, opts.commands, progress);
+    if (opts.json) return printJson(b);
+    print(`swe bench, ${b.instances} instances:`);
+    print(`  sandboxed command (true): mean ${b.command.meanMs.toFixed(1)} ms, p50 ${b.command.p50Ms.toFixed(1)} ms, p95 ${b.command.p95Ms.toFixed(1)} ms over ${b.command.runs}`);
+    print(`  workspace (copy + give + remove): mean ${b.workspace.meanMs.toFixed(0)} ms, max ${b.workspace.maxMs} ms`);
+    print(`  scoring the gold patch: mean ${b.scoring.meanSeconds.toFixed(2)} s, max ${b.scoring.maxSeconds.toFixed(2)} s (${b.scoring.maxInstance})`);
   }));
 swe
   .command('replay')
