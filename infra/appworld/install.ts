@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { alive, findPython } from '../engines/install';
+import { acquireLock, findPython } from '../engines/install';
 import {
   APPWORLD_PYTHON, APPWORLD_VERSION, appworldHome, appWorldInstall, COMPLETE_MARKER, FIXTURE_BUILDER, FIXTURE_TASKS_FILE, fixtureDir,
   installAt, loadFixtureTasks, venvDir, type AppWorldInstall,
@@ -40,7 +40,7 @@ export class AppWorldSetupError extends Error {
 export async function setupAppWorld(log: (line: string) => void = () => undefined, home = appworldHome()): Promise<AppWorldInstall> {
   await fs.mkdir(path.join(home, 'logs'), { recursive: true });
   const lock = path.join(home, '.setup.lock');
-  await acquireLock(lock, log);
+  await acquireLock(lock, log, 'AppWorld setup');
   try {
     await installVenv(home, log);
     await buildFixture(home, log);
@@ -123,22 +123,4 @@ async function logged(command: string, args: string[], logFile: string, env: Nod
   }
 }
 
-/** One setup at a time per cache (a CI run and a developer may share it); a lock whose process is gone is taken over. */
-async function acquireLock(lock: string, log: (line: string) => void): Promise<void> {
-  for (let waited = 0; ; waited++) {
-    try {
-      await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const holder = Number(await fs.readFile(lock, 'utf8').catch(() => '0'));
-      if (!holder || !alive(holder)) {
-        await fs.rm(lock, { force: true });
-        continue;
-      }
-      if (waited === 0) log(`another AppWorld setup (pid ${holder}) is installing into this cache; waiting for it`);
-      await new Promise((resolve) => setTimeout(resolve, 2000));
-    }
-  }
-}
 

@@ -134,7 +134,7 @@ export async function setupEngines(log: (line: string) => void = () => undefined
 }
 
 /** One setup at a time per cache (a CI run and a developer may share it); a lock whose process is gone is taken over. */
-async function acquireLock(lock: string, log: (line: string) => void): Promise<void> {
+export async function acquireLock(lock: string, log: (line: string) => void, what = 'setup'): Promise<void> {
   for (let waited = 0; ; waited++) {
     try {
       await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
@@ -146,7 +146,7 @@ async function acquireLock(lock: string, log: (line: string) => void): Promise<v
         await fs.rm(lock, { force: true });
         continue;
       }
-      if (waited === 0) log(`another setup (pid ${holder}) is installing into this cache; waiting for it`);
+      if (waited === 0) log(`another ${what} (pid ${holder}) is installing into this cache; waiting for it`);
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
   }

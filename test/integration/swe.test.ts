@@ -10,8 +10,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { harnessSRun } from '../../workflows';
 import { parseRunConfig } from '../../core/config';
 import { resolveHarness, SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry';
@@ -22,15 +20,13 @@ import { SweEnvironment, SWE_SYSTEM_PROMPT } from '../../core/envs/swe/environme
 import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
 import type { SweInstance } from '../../core/envs/swe/instances';
 import { RunStore } from '../../core/store/run-store';
-import { installQuietTemporalRuntime } from '../../workers/runtime';
-import { createWorkers } from '../../workers/worker';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { SHIPPED_SWE_SET } from '../../cli/swe';
-import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { TEST_DATABASE_URL } from './env';
 import { startRecordingTrainer, type RecordingTrainer } from './recording-trainer';
 import { startScriptedPolicyServer, type ScriptedMessage, type ScriptedPolicyServer, type ScriptedReply } from './scripted-policy-server';
 import { agentTurns, goldAgentCalls, goldAgentReply, instanceOf } from './swe-helpers';
-import { silentLogger, uniqueRunId } from './stack';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
 const ROOT = path.resolve(__dirname, '../..');
 const run = promisify(execFile);
@@ -165,31 +161,14 @@ describe('the tool loop with a scripted agent over HTTP', () => {
 
 describe('a short SWE training run through Temporal', () => {
   let trainer: RecordingTrainer;
-  let store: RunStore;
-  let client: Client;
-  let connection: Connection;
-  let stopWorkers: () => Promise<void>;
+  let stack: TestStack;
 
   beforeAll(async () => {
-    installQuietTemporalRuntime();
     trainer = await startRecordingTrainer();
-    store = RunStore.connect(TEST_DATABASE_URL);
-    connection = await Connection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    client = new Client({ connection });
-    const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
-    const abort = new AbortController();
-    const done = group.run(abort.signal);
-    stopWorkers = async () => {
-      abort.abort();
-      await done;
-      await native.close();
-    };
+    stack = await startTestStack();
   });
   afterAll(async () => {
-    await stopWorkers?.();
-    await connection?.close();
-    await store?.close();
+    await stack?.close();
     await trainer?.close();
   });
 
@@ -219,9 +198,9 @@ describe('a short SWE training run through Temporal', () => {
       eval: { enabled: false, heldOut: 0 },
     });
     const runId = uniqueRunId('swe');
-    const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(1);
-    const { rows } = await store.pool.query(
+    const { rows } = await stack.store.pool.query(
       `SELECT task_id, role, harness_id, success, failure_type FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');
