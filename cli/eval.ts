@@ -47,6 +47,7 @@ export interface EvalResult {
 export async function evaluate(options: EvalOptions): Promise<EvalResult> {
   const { env, harness, store } = options;
   const all = env.listTasks();
+  if (options.taskIds && options.taskIds.length === 0) throw new UserError('--tasks: give at least one task id (comma-separated)');
   const unknown = (options.taskIds ?? []).filter((id) => !all.some((t) => t.taskId === id));
   if (unknown.length) throw new UserError(`--tasks: env ${env.id} has no task ${unknown.join(', ')} (it has ${all.slice(0, 5).map((t) => t.taskId).join(', ')}${all.length > 5 ? ', ...' : ''})`);
   const tasks = (options.taskIds ? all.filter((t) => options.taskIds!.includes(t.taskId)) : all).slice(0, options.limit ?? undefined);

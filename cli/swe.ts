@@ -2,11 +2,11 @@
  * `harness-s swe`: set up the shipped SWE instances on this machine (trees
  * rebuilt from PyPI), build new ones from release pairs, validate and replay.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../infra/temporal-cli';
 import { buildInstance, loadSweData, replaySwe, setupInstanceSet, validateInstance, type Log } from '../core/envs/swe/build';
-import { parseInstanceSet, SweDataError } from '../core/envs/swe/instances';
+import { parseInstanceSet, readText, SweDataError } from '../core/envs/swe/instances';
 import { checkSandbox } from '../core/envs/swe/sandbox';
 import { evaluatePatch } from '../core/envs/swe/scoring';
 import { Workspace } from '../core/envs/swe/workspace';
@@ -35,18 +35,18 @@ export interface BuildOptions {
 /** Builds one instance and adds it to the set file `into` (refused, with the reason, when it does not validate). */
 export async function sweBuild(options: BuildOptions, log: Log): Promise<string> {
   checkSandbox();
-  const text = readFileSync(options.into, 'utf8');
-  const set = parseInstanceSet(text, options.into);
+  const set = parseInstanceSet(readText(options.into), options.into);
+  const id = options.id ?? `${options.package}-${options.to}`;
+  if (set.instances.some((i) => i.instance_id === id)) throw new SweDataError(`${options.into} already has an instance ${id}`);
   const instance = await buildInstance(
     {
-      instance_id: options.id, package: options.package, before: options.from, after: options.to,
+      instance_id: id, package: options.package, before: options.from, after: options.to,
       pythonpath: options.pythonpath, pytest_args: options.pytestArgs, test_files: options.testFiles,
       license: options.license, problem_statement: options.statement,
     },
     set,
     log,
   );
-  if (set.instances.some((i) => i.instance_id === instance.instance_id)) throw new SweDataError(`${options.into} already has an instance ${instance.instance_id}`);
   set.instances.push(instance);
   writeFileSync(options.into, `${JSON.stringify(set, null, 2)}\n`);
   return instance.instance_id;

@@ -126,7 +126,7 @@ function keepsFrozenVersions(frozen: FrozenPool, harnesses: ReadonlyArray<{ id: 
 }
 
 /** The env protocols' own system prompts (DBBench has none: AgentBench opens with a user turn). */
-const ENV_SYSTEM_PROMPTS: Record<string, string> = { swe: SWE_SYSTEM_PROMPT, appworld: APPWORLD_SYSTEM_PROMPT };
+export const ENV_SYSTEM_PROMPTS: Record<string, string> = { swe: SWE_SYSTEM_PROMPT, appworld: APPWORLD_SYSTEM_PROMPT };
 
 /** One harness for `harness-s eval`: a spec file, or the id of a harness in the env's pool. */
 export function resolveHarness(env: Environment, fileOrId: string): Harness {

@@ -28,7 +28,7 @@ import { z } from 'zod';
 import type { EnvConfig } from '../config';
 import type { Environment } from '../envs/environment';
 import { CHARSET_POOL_DIR } from '../envs/charset/environment';
-import { APPWORLD_POOL_DIR, DBBENCH_POOL_DIR, SWE_POOL_DIR } from '../envs/registry';
+import { APPWORLD_POOL_DIR, DBBENCH_POOL_DIR, ENV_SYSTEM_PROMPTS, SWE_POOL_DIR } from '../envs/registry';
 import { simHarness } from '../envs/sim/harnesses';
 import { FINISH, SimHarness, type SimWorld } from '../envs/sim/world';
 import type { SimEnvironment } from '../envs/sim/environment';
@@ -160,7 +160,8 @@ function declarativeSpace(env: string): HarnessSpace {
       if (checked.spec.env !== env) return { ok: false, error: `  - env: must be '${env}' (the env this pool is evolved for), not '${checked.spec.env}'` };
       return { ok: true, spec: checked.spec as unknown as Record<string, unknown> };
     },
-    harness: (spec) => specHarness({ spec: spec as unknown as HarnessSpec, version: contentHash(spec), file: `evolved:${String(spec.id)}` }, ''),
+    // On the env protocol's own system prompt, as the env's pool is (SWE, AppWorld; DBBench has none).
+    harness: (spec) => specHarness({ spec: spec as unknown as HarnessSpec, version: contentHash(spec), file: `evolved:${String(spec.id)}` }, ENV_SYSTEM_PROMPTS[env] ?? ''),
     directionProblem: () => null,
   };
 }

@@ -61,7 +61,12 @@ const SYSTEM_PROMPT = [
 export function truncateTurns(messages: readonly ChatMessage[], turnChars: number, maxTurns = 12): ChatMessage[] {
   const turns = messages.filter((m) => m.role !== 'system');
   const kept = turns.slice(-maxTurns);
-  return kept.map((m) => ({ role: m.role, content: m.content.length > turnChars ? `${m.content.slice(0, turnChars)} [TRUNCATED]` : m.content }));
+  // A turn made of function calls (SWE) shows its calls, or the proposer would see empty turns.
+  const text = (m: ChatMessage) => [m.content, ...(m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`)].filter(Boolean).join('\n');
+  return kept.map((m) => {
+    const content = text(m);
+    return { role: m.role, content: content.length > turnChars ? `${content.slice(0, turnChars)} [TRUNCATED]` : content };
+  });
 }
 
 export function buildProposalRequest(args: {

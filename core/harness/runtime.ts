@@ -4,7 +4,7 @@
  */
 import type { Environment } from '../envs/environment';
 import type { Policy } from '../policy/client';
-import { assembleTokenSamples, type ChatMessage, type ToolCall, type Trajectory, type TurnTokens } from '../policy/trajectory';
+import { assembleTokenSamples, type ChatMessage, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens } from '../policy/trajectory';
 import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
 
@@ -46,24 +46,25 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
   const started = Date.now();
   const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns), signal: request.signal });
   const turns: TurnTokens[] = [];
-  const systemPrompt = harness.systemPrompt(episode.task);
-  const messages: ChatMessage[] = [
-    ...(systemPrompt ? [{ role: 'system' as const, content: systemPrompt }] : []),
-    ...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]),
-  ];
+  const messages: ChatMessage[] = [];
   const budget = harness.turnBudget(request.maxTurns);
   const actions: string[] = [];
   let lastObservationKind: TurnContext['lastObservationKind'] = null;
   const context = (): TurnContext => ({ turn: turns.length, budget, previousActions: actions, lastObservationKind });
   let outcome: { reward: number; success: boolean; failureType: Trajectory['failureType'] } | undefined;
-  const tools = episode.tools?.();
+  let tools: ToolDefinition[] | undefined;
   /** The env's answer to a turn: a tool message for the turn's first call, a user message for a text turn. */
   let answering: ToolCall | undefined;
   const observe = (content: string) => {
     messages.push(answering ? { role: 'tool', tool_call_id: answering.id, content } : { role: 'user', content });
     answering = undefined;
   };
+  // From here on the episode is closed whatever happens (its workspace, its server).
   try {
+    const systemPrompt = harness.systemPrompt(episode.task);
+    if (systemPrompt) messages.push({ role: 'system', content: systemPrompt });
+    messages.push(...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]));
+    tools = episode.tools?.();
     for (const action of harness.scaffoldActions(episode.task)) {
       const result = await episode.step(action, { byHarness: true });
       messages.push({ role: 'user', content: result.observation });
@@ -107,6 +108,8 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
         break;
       }
       const result = await episode.step(realized.action);
+      // An episode cancelled while its action ran ends here, not with what the cut-short action returned.
+      request.signal?.throwIfAborted();
       actions.push(realized.action);
       lastObservationKind = result.kind ?? 'ok';
       observe(harness.shapeObservation(result.observation, context()));
@@ -116,7 +119,9 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
       }
     }
     if (!outcome && episode.outOfTurns) {
+      request.signal?.throwIfAborted();
       const result = await episode.outOfTurns();
+      request.signal?.throwIfAborted();
       // Kept with the trajectory (what the scorer found); no policy turn follows it.
       messages.push({ role: 'user', content: result.observation });
       outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };

@@ -6,6 +6,7 @@
  * agent over HTTP, and `harness-s eval --env appworld`.
  */
 import { execFile } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppWorldClient, AppWorldServerError } from '../../core/envs/appworld/client';
@@ -13,7 +14,6 @@ import { AppWorldEnvironment, APPWORLD_SYSTEM_PROMPT, appWorldCompletion, codeOf
 import { AppWorldServers, type Lease } from '../../core/envs/appworld/servers';
 import { APPWORLD_POOL_DIR, createEnvironment, resolveHarness, specFiles } from '../../core/envs/registry';
 import { loadHarnessPool } from '../../core/harness/spec';
-import { specHarness } from '../../core/harness/spec-harness';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
 import { RunStore } from '../../core/store/run-store';
@@ -22,6 +22,8 @@ import { TEST_DATABASE_URL } from './env';
 import { startScriptedPolicyServer, type ScriptedMessage, type ScriptedPolicyServer, type ScriptedReply } from './scripted-policy-server';
 
 const ROOT = path.resolve(__dirname, '../..');
+/** Put in the worker's environment while the servers start: the agent's code must not see it. */
+const CANARY = 'appworld-canary-7c1e';
 const tasks = loadFixtureTasks();
 const byId = (id: string) => tasks.find((t) => t.id === id)!;
 
@@ -57,6 +59,7 @@ describe("AppWorld's environment server, spoken to by the project's client", () 
   let lease: Lease;
   let client: AppWorldClient;
   beforeAll(async () => {
+    process.env.HARNESS_S_APPWORLD_CANARY = CANARY;
     servers = new AppWorldServers({ appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, max: 1 });
     lease = await servers.lease();
     client = lease.client;
@@ -93,6 +96,31 @@ describe("AppWorld's environment server, spoken to by the project's client", () 
     expect(evaluation.failures.length).toBeGreaterThan(0);
     expect(evaluation.failures[0].trace).toMatch(/AssertionError/);
     await client.close(task.id);
+  });
+
+  test("the agent's code cannot read the worker's environment or files outside the AppWorld root, nor reach the server from another interface", async () => {
+    const task = byId('fixqa_1');
+    await client.initialize(task.id, { experimentName: 'contract-4' });
+    // The worker's own pid (this test process), and the first pids of a namespace.
+    const probe = [
+      'import os, pathlib',
+      `for pid in [1, 2, 3, 4, ${process.pid}]:`,
+      '    try:',
+      "        print(pid, pathlib.Path(f'/proc/{pid}/environ').read_text())",
+      '    except Exception as e:',
+      "        print(pid, 'unreadable', type(e).__name__)",
+      "print(pathlib.Path('/root/.pgpass').exists(), pathlib.Path('/work').exists(), pathlib.Path('/tmp').exists())",
+    ].join('\n');
+    const out = await client.execute(task.id, probe);
+    expect(out).not.toContain(CANARY);
+    expect(out).not.toMatch(/DATABASE_URL|postgresql:\/\//);
+    expect(out).toMatch(new RegExp(`^${process.pid} unreadable`, 'm'));
+    expect(out).toMatch(/False False True/);
+    await client.close(task.id);
+    // The server listens on the loopback interface only.
+    const { port } = new URL(client.baseUrl);
+    const address = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
+    if (address) await expect(fetch(`http://${address}:${port}/`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow();
   });
 
   test("the server's own errors (an unknown task, another task's id) are HTTP errors the client names", async () => {
@@ -192,10 +220,9 @@ describe('harness-s eval --env appworld', () => {
 });
 
 describe('the shipped AppWorld pool', () => {
-  test('base first, then one sibling per direction, each on the env system prompt', () => {
+  test("base first, then one sibling per direction; a reply's first code block is the code", () => {
     const pool = loadHarnessPool(specFiles(APPWORLD_POOL_DIR));
     expect(pool.map((p) => p.spec.direction)).toEqual(['base', 'action_realization', 'environment_contract', 'procedural_skill', 'trajectory_regulation']);
-    expect(specHarness(pool[0], APPWORLD_SYSTEM_PROMPT).systemPrompt({ taskId: 'x_1', kind: 'k' })).toBe(APPWORLD_SYSTEM_PROMPT);
     expect(codeOf('text\n```python\nprint(1)\n```\nmore')).toBe('print(1)\n');
   });
 });

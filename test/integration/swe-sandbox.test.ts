@@ -117,7 +117,8 @@ describe('attack episodes are contained', () => {
       const after = await step(bash('echo still-usable'));
       return `${bomb}\n${after}`;
     });
-    expect(out).toMatch(/Resource temporarily unavailable|retry|killed/);
+    // The process limit stops it (fork fails), well before the wall clock.
+    expect(out).toMatch(/fork: (retry: )?Resource temporarily unavailable/);
     expect(out).toContain('still-usable');
     expect(Date.now() - started).toBeLessThan(60_000);
     expect(sandboxProcesses().live).toEqual([]);
@@ -159,10 +160,10 @@ describe('attack episodes are contained', () => {
     const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5, signal: abort.signal });
     const started = Date.now();
     setTimeout(() => abort.abort(), 300);
-    const outcome = await episode.step(bash('sleep 60; echo finished', 120));
+    // The step fails with the abort (a cut-short command is not a result the agent or the scorer could take for real).
+    await expect(episode.step(bash('sleep 60; echo finished', 120))).rejects.toThrow(/aborted/);
     await episode.close();
     expect(Date.now() - started).toBeLessThan(5000);
-    expect(outcome.observation).not.toContain('finished');
     expect(sandboxProcesses().live).toEqual([]);
   });
 

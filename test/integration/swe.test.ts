@@ -99,13 +99,15 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     expect(t.messages.at(-1)!.content).toMatch(/not resolved \(FAIL_TO_PASS 0\/10, PASS_TO_PASS 413\/413\)/);
   });
 
-  test('a broken edit that makes the patch fail some tests is not resolved', async () => {
+  test('an edit that breaks the package fails the pass-to-pass tests too; an edit of a test file is left out of the patch', async () => {
     const calls = [
       { name: 'str_replace_editor', arguments: { command: 'create', path: '/workspace/markdown/__init__.py', file_text: 'raise ImportError("broken")\n' } },
+      { name: 'execute_bash', arguments: { command: 'printf "import pytest\\n" > markdown/broken_probe.py && sed -i "1i raise ImportError(\\"broken\\")" markdown/core.py && echo "def pytest_runtest_makereport(item, call): pass" > tests/conftest.py' } },
     ];
     const t = await episode('base', (messages) => ({ calls: [calls[agentTurns(messages)] ?? { name: 'submit', arguments: {} }] }));
     expect(t.success).toBe(false);
     expect(t.messages.some((m) => m.role === 'tool' && /already exists/.test(m.content))).toBe(true);
+    expect(t.messages.at(-1)!.content).toMatch(/not resolved \(FAIL_TO_PASS 0\/10, PASS_TO_PASS 0\/413; left out of the patch \(tests and test configuration are not the agent's to change\): tests\/conftest\.py\)/);
   });
 
   test('under the base harness a tool call written as text is a format error; the action-realization sibling runs it', async () => {
@@ -146,7 +148,8 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     );
     const result = JSON.parse(stdout);
     expect(result).toMatchObject({ harness: 'base', total: 1, passed: 1 });
-    expect(result.byType).toEqual([{ type: 'Markdown', total: 1, passed: 1, accuracy: 1 }]);
+    // The kind is the package's normal name (PyPI's is Markdown).
+    expect(result.byType).toEqual([{ type: 'markdown', total: 1, passed: 1, accuracy: 1 }]);
     const store = RunStore.connect(TEST_DATABASE_URL);
     try {
       const { rows } = await store.pool.query(`SELECT success, messages FROM trajectories WHERE run_id = $1`, [result.evalId]);

@@ -41,17 +41,12 @@ const WORKER_ENV = [
   'HARNESS_S_SWE_WORK',
   'HARNESS_S_PIP_PYTHON',
   'HARNESS_S_APPWORLD_HOME',
-  'PATH',
-  'HOME',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
 const LEFT_UNSET: Record<string, string> = {
   // One value would name every replica of a scaled service alike; the default (pid@hostname) differs per container.
   HARNESS_S_WORKER_IDENTITY: 'a worker is named pid@hostname, and each container has its own hostname',
-  // Handed on to the AppWorld servers a worker starts (their only inherited variables): the image's own.
-  PATH: "the image's",
-  HOME: "the image's (the node user's)",
 };
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */

@@ -7,6 +7,8 @@ import { parseInstanceSet, parseSweInstances, SweDataError } from '../../core/en
 import { EditorError, FileEditor, parseSweAction } from '../../core/envs/swe/tools';
 import { isCodePath, isTestPath } from '../../core/envs/swe/trees';
 import { applyRepairs } from '../../core/harness/spec-harness';
+import { withoutProtectedFiles } from '../../core/envs/swe/scoring';
+import { execFileSync } from 'node:child_process';
 import { toolCallAction } from '../../core/harness/runtime';
 
 describe('pytest -rA logs', () => {
@@ -23,6 +25,11 @@ describe('pytest -rA logs', () => {
     'PASSED tests/test_a.py::test_teardown',
     'ERROR tests/test_a.py::test_teardown - OSError: teardown',
   ].join('\n');
+
+  test("pytest 9's failed subtests fail their test, though the test itself is reported PASSED", () => {
+    const results = parsePytestLog(['PASSED tests/t.py::T::test_many', 'SUBFAILED(x=2) tests/t.py::T::test_many - AssertionError', 'PASSED tests/t.py::T::test_one'].join('\n'));
+    expect(Object.fromEntries(results)).toEqual({ 'tests/t.py::T::test_many': 'FAILED', 'tests/t.py::T::test_one': 'PASSED' });
+  });
 
   test('each test with its status; an id holding " - " is found when the ids are known; the worse of two reports wins', () => {
     const results = parsePytestLog(log, ['tests/test_a.py::test_param[a - b]']);
@@ -106,6 +113,16 @@ describe('tool actions', () => {
   });
 });
 
+describe("the model's patch", () => {
+  test('loses its hunks on tests and test configuration, which are named', () => {
+    const part = (file: string) => `diff --git a/${file} b/${file}\n--- a/${file}\n+++ b/${file}\n@@ -1 +1 @@\n-a\n+b\n`;
+    const patch = [part('pkg/core.py'), part('tests/conftest.py'), part('pytest.ini'), part('pkg/util.py'), part('tests/test_x.py')].join('');
+    const { patch: kept, dropped } = withoutProtectedFiles(patch);
+    expect(dropped).toEqual(['tests/conftest.py', 'pytest.ini', 'tests/test_x.py']);
+    expect(kept).toBe(part('pkg/core.py') + part('pkg/util.py'));
+  });
+});
+
 describe('the editor', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'swe-editor-'));
   mkdirSync(path.join(root, 'pkg'));
@@ -129,6 +146,13 @@ describe('the editor', () => {
     expect(readFileSync(path.join(root, 'pkg', 'sub', 'new.py'), 'utf8')).toBe('z = 0\n');
     expect(() => editor.run({ command: 'create', path: '/workspace/pkg/a.py', file_text: '' })).toThrow(/already exists/);
     expect(editor.run({ command: 'view', path: '/workspace' })).toMatch(/^\/workspace\/pkg\/sub\/$/m);
+  });
+
+  test('a pipe is refused (reading it would block the worker), and file-system errors come back as editor errors', () => {
+    execFileSync('mkfifo', [path.join(root, 'pipe')]);
+    expect(() => editor.run({ command: 'view', path: '/workspace/pipe' })).toThrow(/not a regular file/);
+    expect(() => editor.run({ command: 'str_replace', path: '/workspace/pipe', old_str: 'a', new_str: 'b' })).toThrow(/not a regular file/);
+    expect(() => editor.run({ command: 'create', path: '/workspace/pkg/a.py/x.py', file_text: 'x' })).toThrow(/a part of the path is a file/);
   });
 
   test('paths outside /workspace, and symlinks leading out, are refused', () => {

@@ -6,7 +6,10 @@
  * the process that started them dies) and by close().
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, lstatSync } from 'node:fs';
 import { createServer } from 'node:net';
+import path from 'node:path';
+import { pythonPrefix } from '../swe/trees';
 import { AppWorldClient, AppWorldServerError } from './client';
 
 export interface AppWorldServerSpec {
@@ -26,6 +29,60 @@ interface Server {
   process: ChildProcess;
   client: AppWorldClient;
   log: string[];
+  /** The sandbox's init as the host sees it (from bubblewrap's info). */
+  init: number | null;
+}
+
+/**
+ * The server process: AppWorld's own environment server app (the FastAPI app
+ * `appworld serve environment` runs), on 127.0.0.1 only (the CLI binds every
+ * interface, and the server runs any code it is sent), inside bubblewrap:
+ * its own PID namespace (it cannot see the worker or read its environment
+ * through /proc), no capabilities, only /usr, the venv and its Python, the
+ * package cache (read-only) and the AppWorld root (writable: its outputs) in
+ * view. The network is shared, so the port can be reached (docs/appworld.md).
+ */
+function serverCommand(spec: AppWorldServerSpec, port: number): { file: string; args: string[] } {
+  const venv = path.dirname(path.dirname(spec.appworld));
+  const python = path.join(venv, 'bin', 'python');
+  const prefix = pythonPrefix(venv);
+  const launcher = [
+    'import sys, uvicorn',
+    'from appworld import update_root',
+    'update_root(sys.argv[1])',
+    'from appworld.serve.environment import app',
+    "uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')",
+  ].join('\n');
+  const binds = [...new Set([venv, ...(prefix ? [prefix] : []), ...(spec.cache ? [spec.cache] : [])])];
+  const args = [
+    '--info-fd', '3', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session',
+    ...(process.getuid?.() === 0 ? ['--cap-drop', 'ALL'] : ['--unshare-user']),
+    '--ro-bind', '/usr', '/usr',
+  ];
+  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
+    const host = `/${top}`;
+    if (!existsSync(host)) continue;
+    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
+    else args.push('--ro-bind', host, host);
+  }
+  for (const file of ['/etc/ld.so.cache', '/etc/localtime', '/etc/ssl', '/etc/alternatives']) if (existsSync(file)) args.push('--ro-bind', file, file);
+  for (const dir of binds) args.push('--ro-bind', dir, dir);
+  args.push('--bind', spec.root, spec.root, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--chdir', spec.root);
+  args.push('--', python, '-c', launcher, spec.root, String(port));
+  return { file: 'bwrap', args };
+}
+
+/** Kills the sandbox's init first (bubblewrap then reaps it and exits), then bubblewrap itself if it lingers. */
+function killServer(server: Server): void {
+  const kill = (pid: number) => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  };
+  if (server.init !== null) kill(server.init);
+  setTimeout(() => server.process.exitCode === null && server.process.pid && kill(server.process.pid), 2000).unref();
 }
 
 export interface Lease {
@@ -69,6 +126,7 @@ export class AppWorldServers {
   }
 
   private async take(signal?: AbortSignal): Promise<Server> {
+    signal?.throwIfAborted();
     if (this.closed) throw new AppWorldServerError('the AppWorld servers are closed');
     const ready = this.idle.pop();
     if (ready) return ready;
@@ -78,13 +136,27 @@ export class AppWorldServers {
         const server = await this.start();
         this.all.add(server);
         return server;
+      } catch (err) {
+        // A waiter may try a start of its own.
+        this.waiting.shift()?.(null);
+        throw err;
       } finally {
         this.starting -= 1;
       }
     }
     const server = await new Promise<Server | null>((resolve, reject) => {
-      this.waiting.push(resolve);
-      signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+      const waiter = (s: Server | null) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(s);
+      };
+      // An aborted waiter leaves the queue, so no server is handed to it and lost.
+      const onAbort = () => {
+        const at = this.waiting.indexOf(waiter);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal?.reason);
+      };
+      this.waiting.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
     return server ?? this.take(signal);
   }
@@ -99,22 +171,20 @@ export class AppWorldServers {
     this.all.delete(server);
     const at = this.idle.indexOf(server);
     if (at >= 0) this.idle.splice(at, 1);
-    server.process.kill('SIGKILL');
+    killServer(server);
     // A waiter may now start a server of its own.
     this.waiting.shift()?.(null);
   }
 
   private async start(): Promise<Server> {
     const port = await freePort();
-    // setpriv --pdeathsig: the server dies with the worker that started it, even a worker killed with SIGKILL.
-    const child = spawn(
-      'setpriv',
-      ['--pdeathsig', 'SIGKILL', '--', this.spec.appworld, 'serve', 'environment', '--port', String(port), '--root', this.spec.root, '--no-show-usage'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', APPWORLD_ROOT: this.spec.root, ...(this.spec.cache ? { APPWORLD_CACHE: this.spec.cache } : {}) },
-      },
-    );
+    const { file, args } = serverCommand(this.spec, port);
+    // fd 3: bubblewrap's info (the server's namespace init), so a kill can aim at it (see core/envs/swe/sandbox.ts).
+    const child = spawn(file, args, {
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      // Its whole environment: nothing of the worker's (no secret) reaches the code it runs.
+      env: { PATH: `${path.dirname(this.spec.appworld)}:/usr/bin:/bin`, HOME: '/tmp', APPWORLD_ROOT: this.spec.root, ...(this.spec.cache ? { APPWORLD_CACHE: this.spec.cache } : {}) },
+    });
     const log: string[] = [];
     const keep = (chunk: Buffer) => {
       log.push(...chunk.toString('utf8').split('\n').filter(Boolean));
@@ -122,19 +192,25 @@ export class AppWorldServers {
     };
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    const server: Server = { process: child, client: new AppWorldClient(`http://127.0.0.1:${port}`), log };
+    let info = '';
+    const server: Server = { process: child, client: new AppWorldClient(`http://127.0.0.1:${port}`), log, init: null };
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+      info += chunk.toString('utf8');
+      const pid = /"child-pid":\s*(\d+)/.exec(info);
+      if (pid) server.init = Number(pid[1]);
+    });
     const deadline = Date.now() + (this.spec.startSeconds ?? 90) * 1000;
     let spawnError: Error | null = null;
     child.once('error', (err) => (spawnError = err));
     while (Date.now() < deadline) {
-      if (spawnError) throw new AppWorldServerError(`cannot start the AppWorld server (${this.spec.appworld}): ${(spawnError as Error).message}`);
+      if (spawnError) throw new AppWorldServerError(`cannot start the AppWorld server (${file}): ${(spawnError as Error).message}`);
       if (child.exitCode !== null) {
-        throw new AppWorldServerError(`the AppWorld server (${this.spec.appworld} serve environment --root ${this.spec.root}) exited with code ${child.exitCode}:\n${log.slice(-15).join('\n')}`);
+        throw new AppWorldServerError(`the AppWorld server (${this.spec.appworld}, root ${this.spec.root}) exited with code ${child.exitCode}:\n${log.slice(-15).join('\n')}`);
       }
       if (await server.client.alive()) return server;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    child.kill('SIGKILL');
+    killServer(server);
     throw new AppWorldServerError(`the AppWorld server on port ${port} did not answer within ${this.spec.startSeconds ?? 90} s:\n${log.slice(-15).join('\n')}`);
   }
 

@@ -19,15 +19,33 @@ import {
   isInstanceSetText, parseInstanceSet, parseSweInstances, readText, SweDataError,
   type InstanceSet, type PypiSource, type ShippedInstance, type SweInstance,
 } from './instances';
-import { headCommit, releaseDiff, releaseTree, shortHash, sweHome, testVenv } from './trees';
+import { headCommit, installedPackages, normalizePackage, releaseDiff, releaseTree, shortHash, sweHome, testVenv } from './trees';
 
 export type Log = (line: string) => void;
+
+/**
+ * The tests' venv, refused when it holds a package an instance is about: the
+ * venv is visible in the sandbox, and a newer release of the package in it
+ * would show the agent the fix.
+ */
+function venvFor(set: InstanceSet, packages: readonly string[]): string {
+  const venv = testVenv(set.environment.python, set.environment.requirements);
+  const installed = installedPackages(venv);
+  const leaking = [...new Set(packages.map(normalizePackage))].filter((name) => installed.has(name));
+  if (leaking.length) {
+    throw new SweDataError(
+      `the SWE test venv (${venv}) has ${leaking.join(', ')} installed (a requirement or a dependency of one): instances of ${leaking.length > 1 ? 'these packages' : 'that package'} ` +
+        'would let the agent read a release with the fix; drop those instances or the requirement that brings the package in',
+    );
+  }
+  return venv;
+}
 
 /** The full (SWE-bench format) instance of a shipped one, its tree and venv built on this machine. */
 export function materialize(shipped: ShippedInstance, set: InstanceSet): SweInstance {
   const diff = releaseDiff(shipped.package, shipped.before, shipped.after);
   const tree = releaseTree(shipped.package, shipped.before);
-  const venv = testVenv(set.environment.python, set.environment.requirements);
+  const venv = venvFor(set, [shipped.package]);
   const { instance_id, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, license: _license, ...source } = shipped;
   return {
     instance_id,
@@ -57,6 +75,7 @@ export function setupInstanceSet(file: string, log: Log = () => {}): string {
     log(`swe setup: ${set.instances.length} instances already built: ${out}`);
     return out;
   }
+  venvFor(set, set.instances.map((i) => i.package));
   const built = set.instances.map((shipped, i) => {
     log(`swe setup: [${i + 1}/${set.instances.length}] ${shipped.instance_id} (${shipped.package} ${shipped.before} -> ${shipped.after})`);
     return materialize(shipped, set);
@@ -164,7 +183,7 @@ export async function buildInstance(request: BuildRequest, set: InstanceSet, log
       package: request.package, before: request.before, after: request.after,
       pythonpath: request.pythonpath, pytest_args: request.pytest_args,
       test_files: testFiles.filter((f) => !missing.includes(f)),
-      tree, venv: testVenv(set.environment.python, set.environment.requirements),
+      tree, venv: venvFor(set, [request.package]),
     },
   };
   log(`swe build: ${what}: running ${draft.harness_s!.test_files.join(', ')} without and with the gold patch`);

@@ -9,7 +9,7 @@ import type { Harness } from '../../harness/harness';
 import type { ToolDefinition } from '../../policy/trajectory';
 import { instanceKind, SweDataError, type SweInstance } from './instances';
 import { loadSweData } from './build';
-import { evaluatePatch, type SweEvaluation } from './scoring';
+import { evaluatePatch, unscored, type SweEvaluation } from './scoring';
 import { passes } from './pytest-log';
 import { EditorError, FileEditor, parseSweAction, TOOLS } from './tools';
 import { sweepWorkspaces, Workspace } from './workspace';
@@ -114,11 +114,11 @@ class SweEpisode implements Episode {
 
   /** Scores the workspace's diff as SWE-bench does (a fresh tree, the test patch, the instance's tests). */
   private async finish(submitted: boolean): Promise<StepOutcome> {
-    const patch = await this.workspace.diff(this.signal);
-    const evaluation = await evaluatePatch(this.instance, patch, this.signal);
+    const { patch, error } = await this.workspace.diff(this.signal);
+    const evaluation = error === null ? await evaluatePatch(this.instance, patch, this.signal) : unscored(this.instance, error);
     this.result = { instanceId: this.instance.instance_id, submitted, patch, evaluation };
     const summary = evaluation.applied
-      ? `FAIL_TO_PASS ${evaluation.failToPass.passed}/${evaluation.failToPass.total}, PASS_TO_PASS ${evaluation.passToPass.passed}/${evaluation.passToPass.total}`
+      ? `FAIL_TO_PASS ${evaluation.failToPass.passed}/${evaluation.failToPass.total}, PASS_TO_PASS ${evaluation.passToPass.passed}/${evaluation.passToPass.total}${evaluation.error ? `; ${evaluation.error}` : ''}`
       : evaluation.error;
     // The per-test outcome stays with the trajectory: every FAIL_TO_PASS/PASS_TO_PASS test that did not pass, with its status.
     const notPassing = Object.entries(evaluation.tests).filter(([id, status]) => (this.instance.FAIL_TO_PASS.includes(id) || this.instance.PASS_TO_PASS.includes(id)) && !passes(status === 'MISSING' ? undefined : status));
@@ -183,8 +183,8 @@ export class SweEnvironment implements Environment {
     const instance = this.instance(taskId);
     // Leftovers of workers that died are removed once per process, before its first episode.
     if (!this.swept) {
-      sweepWorkspaces({ olderThanMs: STALE_WORKSPACE_MS });
       this.swept = true;
+      sweepWorkspaces({ olderThanMs: STALE_WORKSPACE_MS });
     }
     const workspace = Workspace.create(instance, taskId);
     return new SweEpisode({ taskId, kind: instanceKind(instance) }, instance, workspace, options.signal);

@@ -171,5 +171,6 @@ export function isInstanceSetText(text: string): boolean {
 
 /** The task kind the router keeps profiles by: the repository (for ours, the PyPI package). */
 export function instanceKind(instance: SweInstance): string {
-  return instance.harness_s?.package ?? instance.repo;
+  // PEP 503's normal form, so `Markdown` and `markdown` are one kind.
+  return instance.harness_s ? instance.harness_s.package.toLowerCase().replace(/[-_.]+/g, '-') : instance.repo;
 }

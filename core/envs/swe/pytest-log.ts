@@ -6,6 +6,8 @@
 export type TestStatus = 'PASSED' | 'FAILED' | 'ERROR' | 'XFAIL' | 'XPASS';
 
 const STATUS_LINE = /^(PASSED|FAILED|ERROR|XFAIL|XPASS) (.+)$/;
+/** pytest 9 reports a failed unittest subTest on its own line and the test itself as PASSED: the test failed. */
+const SUBTEST_FAILED = /^SUBFAIL(?:ED)?(?:\([^)]*\)|\[[^\]]*\])? (.+)$/;
 
 /** As SWE-bench: a test counts as passing when it passed or failed as expected. */
 export function passes(status: TestStatus | undefined): boolean {
@@ -21,7 +23,8 @@ export function parsePytestLog(log: string, knownIds: readonly string[] = []): M
   const known = [...knownIds].sort((a, b) => b.length - a.length);
   const results = new Map<string, TestStatus>();
   for (const line of log.split('\n')) {
-    const match = STATUS_LINE.exec(line.trimEnd());
+    const sub = SUBTEST_FAILED.exec(line.trimEnd());
+    const match = sub ? (['', 'FAILED', sub[1]] as const) : STATUS_LINE.exec(line.trimEnd());
     if (!match) continue;
     const status = match[1] as TestStatus;
     const rest = match[2];

@@ -18,9 +18,9 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { lstatSync, mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../errors';
+import { sweHome } from './trees';
 
 /** The user commands run as when the worker is root (nobody). */
 export const SANDBOX_UID = 65534;
@@ -126,8 +126,9 @@ let etcDir: string | null = null;
 /** A minimal /etc: who the users are (git and Python ask), nothing else of the host's. */
 function sandboxEtc(): string {
   if (etcDir) return etcDir;
-  const dir = path.join(os.tmpdir(), `harness-s-sandbox-etc-${process.getuid?.() ?? 0}`);
-  mkdirSync(dir, { recursive: true });
+  // Under the SWE home, not a shared /tmp: another user could plant a link there for a root worker to write through.
+  const dir = path.join(sweHome(), 'sandbox-etc');
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
   writeFileSync(path.join(dir, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nnobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/workspace:/bin/sh\n`);
   writeFileSync(path.join(dir, 'group'), `root:x:0:\nnogroup:x:${SANDBOX_UID}:\n`);
   writeFileSync(path.join(dir, 'hosts'), '127.0.0.1 localhost sandbox\n');
@@ -190,8 +191,13 @@ export function sandboxArgv(command: string, request: SandboxRequest): string[] 
   return args;
 }
 
-/** Runs `command` with bash in a fresh sandbox; never throws for what the command does. */
+/**
+ * Runs `command` with bash in a fresh sandbox. What the command does is in
+ * the result; an abort (the activity cancelled) kills the sandbox and rejects
+ * with the abort's reason, so a cut-short command is never taken for a result.
+ */
 export function runSandboxed(command: string, request: SandboxRequest, signal?: AbortSignal): Promise<CommandResult> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
   checkSandbox();
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const [file, args] = dropPrivileges(sandboxArgv(command, request));
@@ -244,7 +250,11 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
       timedOut = true;
       kill();
     }, limits.timeoutSeconds * 1000);
-    const onAbort = () => kill();
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      kill();
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
     child.on('error', (err) => {
       clearTimeout(timer);
@@ -254,6 +264,7 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
     child.on('close', (code) => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
+      if (aborted) return reject(signal?.reason);
       resolve({
         exitCode: timedOut || flooded ? null : code,
         output: Buffer.concat(chunks).toString('utf8'),

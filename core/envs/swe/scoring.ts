@@ -8,6 +8,7 @@
 import { passes, parsePytestLog, type TestStatus } from './pytest-log';
 import type { SweInstance } from './instances';
 import { Workspace } from './workspace';
+import { isTestPath } from './trees';
 
 /** Wall clock for one instance's test run. */
 export const TEST_TIMEOUT_SECONDS = 900;
@@ -37,19 +38,52 @@ export interface SweEvaluation {
 export function testCommand(instance: SweInstance): string {
   const source = instance.harness_s!;
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  return ['python', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider', ...source.pytest_args, ...source.test_files].map(quote).join(' ');
+  // --color=no: a project's own config may force colour, which would hide the summary lines from the parser.
+  return ['python', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider', '--color=no', ...source.pytest_args, ...source.test_files].map(quote).join(' ');
 }
 
-export async function evaluatePatch(instance: SweInstance, modelPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
+/** An evaluation of a patch that never reached the tests (it did not apply, or there was none to take). */
+export function unscored(instance: SweInstance, error: string, applied = false, seconds = 0): SweEvaluation {
+  return {
+    instanceId: instance.instance_id, resolved: false, applied, error,
+    failToPass: { passed: 0, total: instance.FAIL_TO_PASS.length }, passToPass: { passed: 0, total: instance.PASS_TO_PASS.length },
+    tests: {}, seconds, logTail: '',
+  };
+}
+
+/**
+ * The files a model's patch may not change: tests and what configures
+ * pytest. SWE-bench applies the patch whole; under RL a policy would soon
+ * learn to pass the checks by rewriting them (a conftest.py that marks every
+ * test passed), so their hunks are dropped, and named in the evaluation.
+ */
+export function isProtectedPath(file: string): boolean {
+  return isTestPath(file) || /(^|\/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|\.pytest_cache\/.*)$/.test(file);
+}
+
+/** The patch without the parts that touch protected files, and those files. */
+export function withoutProtectedFiles(patch: string): { patch: string; dropped: string[] } {
+  const parts = patch.split(/(?=^diff --git )/m);
+  const dropped: string[] = [];
+  const kept = parts.filter((part) => {
+    const header = /^diff --git a\/(\S+) b\/(\S+)/.exec(part);
+    if (!header) return true;
+    if (isProtectedPath(header[1]) || isProtectedPath(header[2])) {
+      dropped.push(header[2]);
+      return false;
+    }
+    return true;
+  });
+  return { patch: kept.join(''), dropped };
+}
+
+export async function evaluatePatch(instance: SweInstance, fullPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
   const started = Date.now();
-  const workspace = Workspace.create(instance, `score-${instance.instance_id}`);
   const failToPass = instance.FAIL_TO_PASS;
   const passToPass = instance.PASS_TO_PASS;
-  const empty = (error: string, applied: boolean): SweEvaluation => ({
-    instanceId: instance.instance_id, resolved: false, applied, error,
-    failToPass: { passed: 0, total: failToPass.length }, passToPass: { passed: 0, total: passToPass.length },
-    tests: {}, seconds: (Date.now() - started) / 1000, logTail: '',
-  });
+  const { patch: modelPatch, dropped } = withoutProtectedFiles(fullPatch);
+  const workspace = Workspace.create(instance, `score-${instance.instance_id}`);
+  const empty = (error: string, applied: boolean): SweEvaluation => unscored(instance, error, applied, (Date.now() - started) / 1000);
   try {
     if (modelPatch.trim() !== '') {
       const file = workspace.stage('model.patch', modelPatch);
@@ -72,7 +106,13 @@ export async function evaluatePatch(instance: SweInstance, modelPatch: string, s
       instanceId: instance.instance_id,
       resolved: f2p.passed === f2p.total && p2p.passed === p2p.total,
       applied: true,
-      error: result.timedOut ? `the tests ran over ${TEST_TIMEOUT_SECONDS} s` : result.flooded ? 'the tests wrote more output than allowed' : null,
+      error: result.timedOut
+        ? `the tests ran over ${TEST_TIMEOUT_SECONDS} s`
+        : result.flooded
+          ? 'the tests wrote more output than allowed'
+          : dropped.length
+            ? `left out of the patch (tests and test configuration are not the agent's to change): ${dropped.join(', ')}`
+            : null,
       failToPass: f2p,
       passToPass: p2p,
       tests,

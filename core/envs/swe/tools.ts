@@ -132,7 +132,19 @@ export class FileEditor {
     this.root = realpathSync(hostRoot);
   }
 
+  /** One editor command; what goes wrong (a missing file, a path through a file, a permission) comes back as an EditorError naming the path. */
   run(command: EditorCommand): string {
+    try {
+      return this.runChecked(command);
+    } catch (err) {
+      if (err instanceof EditorError) throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code) throw new EditorError(`${command.path}: ${code === 'ENOTDIR' ? 'a part of the path is a file, not a folder' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a folder' : code}`);
+      throw err;
+    }
+  }
+
+  private runChecked(command: EditorCommand): string {
     const file = this.resolve(command.path);
     switch (command.command) {
       case 'view':
@@ -224,10 +236,13 @@ export class FileEditor {
     return `Here's the result of running \`cat -n\` on a snippet of it:\n${body}\nReview the change and edit again if needed.`;
   }
 
+  /** Regular files only: a pipe or a device would block the worker (the read is synchronous). */
   private read(shown: string, file: string): string {
     if (!existsSync(file)) throw new EditorError(`${shown} does not exist`);
-    if (statSync(file).isDirectory()) throw new EditorError(`${shown} is a folder`);
-    if (statSync(file).size > 4 * 1024 * 1024) throw new EditorError(`${shown} is over 4 MB: look at it with execute_bash`);
+    const stat = statSync(file);
+    if (stat.isDirectory()) throw new EditorError(`${shown} is a folder`);
+    if (!stat.isFile()) throw new EditorError(`${shown} is not a regular file (a pipe, socket or device): look at it with execute_bash`);
+    if (stat.size > 4 * 1024 * 1024) throw new EditorError(`${shown} is over 4 MB: look at it with execute_bash`);
     return readFileSync(file, 'utf8');
   }
 
@@ -245,6 +260,7 @@ export class FileEditor {
   }
 
   private write(file: string, text: string): void {
+    if (existsSync(file) && !statSync(file).isFile()) throw new EditorError(`${WORKSPACE}${file.slice(this.root.length)}: not a regular file`);
     writeFileSync(file, text);
     giveToSandboxUser(file);
   }

@@ -58,9 +58,16 @@ export function downloadSdist(pkg: string, version: string): string {
   const archive = () => (existsSync(dir) ? readdirSync(dir).find((f) => /\.(tar\.gz|tgz|zip|tar\.bz2)$/.test(f)) : undefined);
   if (!archive()) {
     mkdirSync(dir, { recursive: true });
-    run(pipPython(), ['-m', 'pip', 'download', '--no-deps', '--no-binary', ':all:', '--disable-pip-version-check', '-q', '-d', dir, `${pkg}==${version}`], {
-      what: `downloading ${pkg} ${version} from PyPI`,
-    });
+    const download = (isolated: boolean) =>
+      run(pipPython(), ['-m', 'pip', 'download', '--no-deps', '--no-binary', ':all:', ...(isolated ? [] : ['--no-build-isolation']), '--disable-pip-version-check', '-q', '-d', dir, `${pkg}==${version}`], {
+        what: `downloading ${pkg} ${version} from PyPI`,
+      });
+    // pip prepares an sdist's metadata with its build backend: the host's when it has it (seconds), else in an isolated environment (tens of seconds).
+    try {
+      download(false);
+    } catch {
+      download(true);
+    }
   }
   const found = archive();
   if (!found) throw new SweDataError(`${pkg} ${version}: pip left no source archive in ${dir}`);
@@ -163,6 +170,25 @@ export function testVenv(python: string, requirements: readonly string[]): strin
   });
   writeFileSync(marker, `${JSON.stringify({ python, requirements })}\n`);
   return venv;
+}
+
+/** A PyPI name as PEP 503 compares them: lower case, runs of -, _ and . as one -. */
+export function normalizePackage(name: string): string {
+  return name.toLowerCase().replace(/[-_.]+/g, '-');
+}
+
+/** The (normalized) names of the distributions installed in a venv. */
+export function installedPackages(venv: string): Set<string> {
+  const names = new Set<string>();
+  const lib = path.join(venv, 'lib');
+  for (const python of existsSync(lib) ? readdirSync(lib) : []) {
+    const site = path.join(lib, python, 'site-packages');
+    for (const entry of existsSync(site) ? readdirSync(site) : []) {
+      const match = /^(.+?)-[^-]+\.dist-info$/.exec(entry);
+      if (match) names.add(normalizePackage(match[1]));
+    }
+  }
+  return names;
 }
 
 /** The folder of the interpreter a venv was made from, to mount beside the venv (nothing when it is under /usr). */

@@ -5,19 +5,43 @@
  * worker that died mid-episode left behind. No process outlives a command
  * (each runs in its own PID namespace), so folders are all there is to sweep.
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { giveToSandbox, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits } from './sandbox';
 import { SweDataError, type HarnessSSource, type SweInstance } from './instances';
-import { pythonPrefix, run } from './trees';
+import { pythonPrefix, run, sweHome } from './trees';
 
 export const WORKSPACE_PREFIX = 'swe-';
 
-/** Where workspaces are made: $HARNESS_S_SWE_WORK, default <tmp>/harness-s-swe-work (the sandbox user must reach it). */
+/**
+ * Where workspaces are made: $HARNESS_S_SWE_WORK, default <SWE home>/work.
+ * The sandbox user must reach it, and no other user may make entries in the
+ * folder above it (not a shared /tmp: a planted name could redirect a root worker).
+ */
 export function workRoot(): string {
-  return path.resolve(process.env.HARNESS_S_SWE_WORK || path.join(os.tmpdir(), 'harness-s-swe-work'));
+  return path.resolve(process.env.HARNESS_S_SWE_WORK || path.join(sweHome(), 'work'));
+}
+
+/**
+ * Removes a folder the sandbox user wrote; a worker that is not root may have
+ * to give itself back the rights the agent took away (chmod 000). Never
+ * throws: what stays is the sweeper's.
+ */
+export function removeTree(dir: string): boolean {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+    return true;
+  } catch {
+    spawnSync('chmod', ['-R', 'u+rwX', dir]);
+    try {
+      rmSync(dir, { recursive: true, force: true });
+      return true;
+    } catch {
+      return false;
+    }
+  }
 }
 
 /** The instance's own source, or why this runtime cannot run it. */
@@ -59,10 +83,15 @@ export const IO_DIR = '/io';
 export class Workspace {
   private closed = false;
 
-  /** `dir` holds `repo/` (mounted at /workspace) and `io/` (mounted read-only at /io). */
+  /**
+   * `dir` holds `repo/` (mounted at /workspace) and `io/` (mounted read-only
+   * at /io: patches, and a pristine copy of the tree's git repository, so the
+   * answer's diff does not depend on what the agent did to `.git`).
+   */
   private constructor(
     readonly dir: string,
     readonly source: HarnessSSource,
+    readonly baseCommit: string,
   ) {}
 
   get repo(): string {
@@ -77,9 +106,16 @@ export class Workspace {
     const safeLabel = label.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 60);
     const dir = path.join(root, `${WORKSPACE_PREFIX}${Date.now()}-${randomBytes(4).toString('hex')}-${safeLabel}`);
     mkdirSync(path.join(dir, 'io'), { recursive: true, mode: 0o755 });
-    const workspace = new Workspace(dir, source);
-    run('cp', ['-a', `${source.tree}/.`, workspace.repo], { what: `copying ${instance.instance_id}'s tree` });
-    giveToSandbox(workspace.repo);
+    const workspace = new Workspace(dir, source, instance.base_commit);
+    try {
+      run('cp', ['-a', `${source.tree}/.`, workspace.repo], { what: `copying ${instance.instance_id}'s tree` });
+      run('cp', ['-a', path.join(source.tree, '.git'), path.join(dir, 'io', 'git')], { what: `copying ${instance.instance_id}'s git repository` });
+      run('chmod', ['-R', 'a+rX', path.join(dir, 'io')], { what: `opening ${dir}/io to the sandbox user` });
+      giveToSandbox(workspace.repo);
+    } catch (err) {
+      removeTree(dir);
+      throw err;
+    }
     return workspace;
   }
 
@@ -95,17 +131,31 @@ export class Workspace {
     return path.posix.join(IO_DIR, name);
   }
 
-  /** Every change to the tree since its commit, new files included, as a patch: the agent's answer. */
-  async diff(signal?: AbortSignal): Promise<string> {
-    const result = await this.exec('git add -A >/dev/null 2>&1; git -c core.quotepath=off diff --cached --binary --no-color --no-ext-diff HEAD', { timeoutSeconds: 60, maxOutputBytes: 8 * 1024 * 1024 }, signal);
-    if (result.exitCode !== 0) throw new Error(`git diff in ${this.dir} failed: ${result.output.slice(0, 500)}`);
-    return result.output;
+  /**
+   * Every change to the tree since its base commit, new files included, as a
+   * patch: the agent's answer. Taken with the pristine repository in /io, a
+   * throwaway index and object store in /tmp, and no user or repository
+   * config, so neither a commit, a deleted or edited `.git` nor a `.gitconfig`
+   * in the workspace changes it. `error` when there is no usable answer.
+   */
+  async diff(signal?: AbortSignal): Promise<{ patch: string; error: string | null }> {
+    const git = [
+      'export GIT_DIR=/io/git GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/tmp/harness-s-index GIT_OBJECT_DIRECTORY=/tmp/harness-s-objects',
+      'GIT_ALTERNATE_OBJECT_DIRECTORIES=/io/git/objects HOME=/tmp GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1;',
+      `mkdir -p /tmp/harness-s-objects && git read-tree ${this.baseCommit} && git add -A 2>/dev/null &&`,
+      `git -c core.quotepath=off diff --cached --binary --no-color --no-ext-diff ${this.baseCommit} 2>/dev/null`,
+    ].join(' ');
+    const limit = 8 * 1024 * 1024;
+    const result = await this.exec(git, { timeoutSeconds: 120, maxOutputBytes: limit, killAfterOutputBytes: 2 * limit }, signal);
+    if (result.outputTruncated || result.flooded) return { patch: '', error: `the changes make a patch of over ${limit / 1024 / 1024} MB` };
+    if (result.exitCode !== 0) return { patch: '', error: result.timedOut ? 'taking the diff ran over its time limit' : `taking the diff failed (exit ${result.exitCode})` };
+    return { patch: result.output, error: null };
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    rmSync(this.dir, { recursive: true, force: true });
+    removeTree(this.dir);
   }
 }
 
@@ -124,8 +174,7 @@ export function sweepWorkspaces(options: { olderThanMs: number; now?: number; ro
   for (const name of readdirSync(root)) {
     const createdAt = workspaceCreatedAt(name);
     if (createdAt === null || now - createdAt <= options.olderThanMs) continue;
-    rmSync(path.join(root, name), { recursive: true, force: true });
-    removed.push(name);
+    if (removeTree(path.join(root, name))) removed.push(name);
   }
   return removed;
 }
