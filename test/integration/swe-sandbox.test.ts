@@ -45,6 +45,7 @@ async function inEpisode<T>(fn: (step: (action: string) => Promise<string>) => P
   }
 }
 
+const PROJECT = path.resolve(__dirname, '../..');
 const hostDir = mkdtempSync(path.join(os.tmpdir(), 'swe-attack-host-'));
 const secretFile = path.join(hostDir, 'secret.txt');
 writeFileSync(secretFile, 'HOST-SECRET-CONTENT');
@@ -88,12 +89,14 @@ describe('attack episodes are contained', () => {
   test("reading the worker's environment or the run store's credentials: none of it is there", async () => {
     process.env.HARNESS_S_ATTACK_CANARY = 'canary-4f1d9c';
     const out = await inEpisode((step) =>
-      step(bash('env; cat /proc/1/environ | tr "\\0" "\\n"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $f; done; ls ~ /root/.pgpass; cat /work/main/deploy/secrets.env; echo end')),
+      step(bash(`env; cat /proc/1/environ | tr "\\0" "\\n"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $f; done; ls ~ /root/.pgpass; cat ${PROJECT}/deploy/secrets.env.example ${PROJECT}/package.json; echo end`)),
     );
     delete process.env.HARNESS_S_ATTACK_CANARY;
     expect(out).not.toContain('canary-4f1d9c');
     expect(out).not.toMatch(/DATABASE_URL|postgresql:\/\/|OPENAI_API_KEY|TEMPORAL_ADDRESS/);
     expect(out).toMatch(/\/root\/\.pgpass': No such file or directory/);
+    // The project's own folder (where deploy/secrets.env lives) is not there either.
+    expect(out).toContain(`${PROJECT}/package.json: No such file or directory`);
     expect(out).toContain('end');
   });
 
