@@ -5,7 +5,7 @@
  * under `harness-s eval` and the runtime; the siblings' repairs and guards;
  * and a short training run through Temporal with the recording trainer.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -64,6 +64,26 @@ describe('the shipped instances', () => {
     expect(result.passed).toBe(result.total);
     expect(new Set(instances.map((i) => i.harness_s!.package)).size).toBeGreaterThanOrEqual(5);
   }, 900_000);
+});
+
+describe('what the agent is given', () => {
+  test("no tree's repository holds a file of the fixed release (the gold patch's new blobs are nowhere in it)", () => {
+    for (const instance of instances) {
+      const tree = instance.harness_s!.tree;
+      // Blobs the older release itself has (an empty file, a file copied elsewhere) are not the fix's.
+      const own = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'rev-list', '--objects', 'HEAD'], { encoding: 'utf8' }).stdout.split('\n').map((l) => l.slice(0, 40));
+      const fixed = [...instance.patch.matchAll(/^index [0-9a-f]+\.\.([0-9a-f]+)/gm)].map((m) => m[1]).filter((hash) => !/^0+$/.test(hash));
+      expect(fixed.length).toBeGreaterThan(0);
+      fixed.splice(0, fixed.length, ...fixed.filter((hash) => !own.some((o) => o.startsWith(hash))));
+      for (const hash of fixed) {
+        const found = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'cat-file', '-e', hash]);
+        expect({ instance: instance.instance_id, hash, inTree: found.status === 0 }).toEqual({ instance: instance.instance_id, hash, inTree: false });
+      }
+      // Nothing unreachable either: the repository is the one commit of the older release.
+      const unreachable = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'fsck', '--unreachable', '--no-reflogs'], { encoding: 'utf8' });
+      expect({ instance: instance.instance_id, unreachable: unreachable.stdout.trim() }).toEqual({ instance: instance.instance_id, unreachable: '' });
+    }
+  });
 });
 
 describe('the tool loop with a scripted agent over HTTP', () => {

@@ -19,7 +19,7 @@ import {
   isInstanceSetText, parseInstanceSet, parseSweInstances, readText, SweDataError,
   type InstanceSet, type PypiSource, type ShippedInstance, type SweInstance,
 } from './instances';
-import { headCommit, installedPackages, normalizePackage, releaseDiff, releaseTree, shortHash, sweHome, testVenv } from './trees';
+import { headCommit, installedPackages, normalizePackage, releaseDiff, releaseTree, shortHash, sweHome, testVenv, TREES_FOLDER } from './trees';
 
 export type Log = (line: string) => void;
 
@@ -63,7 +63,7 @@ export function materialize(shipped: ShippedInstance, set: InstanceSet): SweInst
 
 /** Where the built instances of a set file are kept: keyed by the set's content. */
 export function builtInstancesFile(setText: string): string {
-  return path.join(sweHome(), 'sets', shortHash(setText), 'instances.jsonl');
+  return path.join(sweHome(), 'sets', shortHash({ setText, trees: TREES_FOLDER }), 'instances.jsonl');
 }
 
 /** Builds every instance of a shipped set (downloads from PyPI the first time); returns the built JSONL's path. */

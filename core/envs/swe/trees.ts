@@ -20,6 +20,14 @@ export function sweHome(): string {
   return path.join(os.homedir(), '.cache', 'harness-s', 'swe');
 }
 
+/**
+ * The folder trees are kept in, named by how they are made: a change to that
+ * makes new trees (and new built sets) rather than reusing old ones. trees-2:
+ * trees made before the diff kept its objects apart held the newer release's
+ * files as loose objects.
+ */
+export const TREES_FOLDER = 'trees-2';
+
 export function shortHash(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 12);
 }
@@ -76,7 +84,7 @@ export function downloadSdist(pkg: string, version: string): string {
 
 /** The unpacked release as a git repository with one commit; returns the tree's folder. */
 export function releaseTree(pkg: string, version: string): string {
-  const tree = path.join(sweHome(), 'trees', `${pkg}-${version}`);
+  const tree = path.join(sweHome(), TREES_FOLDER, `${pkg}-${version}`);
   if (existsSync(path.join(tree, '.git', 'HEAD'))) return tree;
   const archive = downloadSdist(pkg, version);
   const parent = path.dirname(tree);
@@ -136,10 +144,14 @@ export function releaseDiff(pkg: string, before: string, after: string): Release
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'harness-s-diff-'));
   try {
     const index = path.join(scratch, 'index');
+    // The newer release's files go to a throwaway object store: written into the older tree's repository,
+    // they would sit there as loose objects, and the agent, who gets that repository, could read the fix.
+    const objects = path.join(scratch, 'objects');
+    mkdirSync(objects);
     const git = (...args: string[]) =>
       run('git', ['-c', 'safe.directory=*', '--git-dir', path.join(from, '.git'), '--work-tree', to, ...args], {
         what: `diffing ${pkg} ${before} -> ${after}`,
-        env: { ...process.env, GIT_INDEX_FILE: index },
+        env: { ...process.env, GIT_INDEX_FILE: index, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: path.join(from, '.git', 'objects') },
       });
     git('read-tree', 'HEAD');
     git('add', '-A');
