@@ -6,10 +6,10 @@
  * the process that started them dies) and by close().
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, lstatSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { pythonPrefix } from '../swe/trees';
+import { sandboxKiller, systemMounts } from '../swe/sandbox';
 import { AppWorldClient, AppWorldServerError } from './client';
 
 export interface AppWorldServerSpec {
@@ -29,8 +29,8 @@ interface Server {
   process: ChildProcess;
   client: AppWorldClient;
   log: string[];
-  /** The sandbox's init as the host sees it (from bubblewrap's info). */
-  init: number | null;
+  /** Kills the server's sandbox (its init first). */
+  kill: () => void;
 }
 
 /**
@@ -57,33 +57,14 @@ function serverCommand(spec: AppWorldServerSpec, port: number): { file: string; 
   const args = [
     '--info-fd', '3', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session',
     ...(process.getuid?.() === 0 ? ['--cap-drop', 'ALL'] : ['--unshare-user']),
-    '--ro-bind', '/usr', '/usr',
+    ...systemMounts(['/etc/ld.so.cache', '/etc/localtime', '/etc/ssl', '/etc/alternatives']),
   ];
-  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
-    const host = `/${top}`;
-    if (!existsSync(host)) continue;
-    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
-    else args.push('--ro-bind', host, host);
-  }
-  for (const file of ['/etc/ld.so.cache', '/etc/localtime', '/etc/ssl', '/etc/alternatives']) if (existsSync(file)) args.push('--ro-bind', file, file);
   for (const dir of binds) args.push('--ro-bind', dir, dir);
   args.push('--bind', spec.root, spec.root, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--chdir', spec.root);
   args.push('--', python, '-c', launcher, spec.root, String(port));
   return { file: 'bwrap', args };
 }
 
-/** Kills the sandbox's init first (bubblewrap then reaps it and exits), then bubblewrap itself if it lingers. */
-function killServer(server: Server): void {
-  const kill = (pid: number) => {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  };
-  if (server.init !== null) kill(server.init);
-  setTimeout(() => server.process.exitCode === null && server.process.pid && kill(server.process.pid), 2000).unref();
-}
 
 export interface Lease {
   client: AppWorldClient;
@@ -171,7 +152,7 @@ export class AppWorldServers {
     this.all.delete(server);
     const at = this.idle.indexOf(server);
     if (at >= 0) this.idle.splice(at, 1);
-    killServer(server);
+    server.kill();
     // A waiter may now start a server of its own.
     this.waiting.shift()?.(null);
   }
@@ -192,13 +173,7 @@ export class AppWorldServers {
     };
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    let info = '';
-    const server: Server = { process: child, client: new AppWorldClient(`http://127.0.0.1:${port}`), log, init: null };
-    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
-      info += chunk.toString('utf8');
-      const pid = /"child-pid":\s*(\d+)/.exec(info);
-      if (pid) server.init = Number(pid[1]);
-    });
+    const server: Server = { process: child, client: new AppWorldClient(`http://127.0.0.1:${port}`), log, kill: sandboxKiller(child, false) };
     const deadline = Date.now() + (this.spec.startSeconds ?? 90) * 1000;
     let spawnError: Error | null = null;
     child.once('error', (err) => (spawnError = err));
@@ -210,7 +185,7 @@ export class AppWorldServers {
       if (await server.client.alive()) return server;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    killServer(server);
+    server.kill();
     throw new AppWorldServerError(`the AppWorld server on port ${port} did not answer within ${this.spec.startSeconds ?? 90} s:\n${log.slice(-15).join('\n')}`);
   }
 

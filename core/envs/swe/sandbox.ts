@@ -16,7 +16,7 @@
  * space), not in total, and the workspace's disk use is not limited beyond
  * the per-file size: docs/swe.md lists what the isolation does not cover.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { lstatSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../errors';
@@ -138,7 +138,7 @@ function sandboxEtc(): string {
 
 const asRoot = () => process.getuid?.() === 0;
 
-function exists(p: string): boolean {
+export function pathExists(p: string): boolean {
   try {
     lstatSync(p);
     return true;
@@ -147,21 +147,58 @@ function exists(p: string): boolean {
   }
 }
 
+/** The read-only system a bubblewrap sandbox here starts from: /usr, the top-level links into it, and the host /etc files named. */
+export function systemMounts(etcFiles: readonly string[]): string[] {
+  const args = ['--ro-bind', '/usr', '/usr'];
+  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
+    const host = `/${top}`;
+    if (!pathExists(host)) continue;
+    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
+    else args.push('--ro-bind', host, host);
+  }
+  for (const file of etcFiles) if (pathExists(file)) args.push('--ro-bind', file, file);
+  return args;
+}
+
+/**
+ * For bubblewrap started with `--info-fd 3` (stdio[3] a pipe): learns the
+ * sandbox's init (the host's pid for it) and kills that first, so the
+ * namespace goes and bubblewrap reaps it and exits. Killing bubblewrap first
+ * would orphan the init to the host's init, which not every host reaps. If
+ * bubblewrap lingers, it (its process group when `group`) is killed after 2 s.
+ */
+export function sandboxKiller(child: ChildProcess, group: boolean): () => void {
+  let info = '';
+  let init: number | null = null;
+  (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+    info += chunk.toString('utf8');
+    const pid = /"child-pid":\s*(\d+)/.exec(info);
+    if (pid) init = Number(pid[1]);
+  });
+  const killPid = (pid: number) => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+  return () => {
+    if (init !== null) killPid(init);
+    setTimeout(() => child.exitCode === null && child.pid && killPid(group ? -child.pid : child.pid), 2000).unref();
+  };
+}
+
 /** The bubblewrap and prlimit command line for one command. */
 export function sandboxArgv(command: string, request: SandboxRequest): string[] {
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const etc = sandboxEtc();
   // --as-pid-1: the command is the namespace's init, so nothing of the sandbox outlives it, not even a zombie
   // for the host's init to reap (some inits, e.g. a microVM's or a container's without --init, never do).
-  const args = ['bwrap', '--info-fd', '3', '--unshare-all', '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox', '--ro-bind', '/usr', '/usr'];
-  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
-    const host = `/${top}`;
-    if (!exists(host)) continue;
-    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
-    else args.push('--ro-bind', host, host);
-  }
+  const args = [
+    'bwrap', '--info-fd', '3', '--unshare-all', '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox',
+    ...systemMounts(['/etc/ld.so.cache', '/etc/alternatives', '/etc/localtime']),
+  ];
   for (const file of ['passwd', 'group', 'hosts']) args.push('--ro-bind', path.join(etc, file), `/etc/${file}`);
-  for (const file of ['/etc/ld.so.cache', '/etc/alternatives', '/etc/localtime']) if (exists(file)) args.push('--ro-bind', file, file);
   for (const dir of request.readOnly ?? []) args.push('--ro-bind', dir, dir);
   for (const mount of request.mounts ?? []) args.push('--ro-bind', mount.host, mount.at);
   args.push('--proc', '/proc', '--dev', '/dev', '--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
@@ -210,28 +247,7 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
     let total = 0;
     let timedOut = false;
     let flooded = false;
-    let info = '';
-    let sandboxInit: number | null = null;
-    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
-      info += chunk.toString('utf8');
-      const pid = /"child-pid":\s*(\d+)/.exec(info);
-      if (pid) sandboxInit = Number(pid[1]);
-    });
-    /**
-     * Kills the sandbox's init first: the namespace goes with it and bubblewrap reaps it and exits.
-     * Killing bubblewrap first would orphan the init to the host's init, which not every host reaps.
-     */
-    const kill = () => {
-      const killPid = (pid: number) => {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      };
-      if (sandboxInit !== null) killPid(sandboxInit);
-      setTimeout(() => child.exitCode === null && child.pid && killPid(-child.pid), 2000).unref();
-    };
+    const kill = sandboxKiller(child, true);
     const onData = (chunk: Buffer) => {
       total += chunk.length;
       if (kept < limits.maxOutputBytes) {

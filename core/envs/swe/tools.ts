@@ -10,7 +10,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { ToolDefinition } from '../../policy/trajectory';
 import { formatZodError } from '../../zod-errors';
-import { SANDBOX_UID, WORKSPACE } from './sandbox';
+import { pathExists, SANDBOX_UID, WORKSPACE } from './sandbox';
 
 export const TOOLS: ToolDefinition[] = [
   {
@@ -266,14 +266,6 @@ export class FileEditor {
   }
 }
 
-function pathExists(p: string): boolean {
-  try {
-    lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function giveToSandboxUser(p: string): void {
   if (process.getuid?.() === 0) chownSync(p, SANDBOX_UID, SANDBOX_UID);
