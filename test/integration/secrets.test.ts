@@ -9,6 +9,8 @@
  * look inside payloads.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { temporal } from '@temporalio/proto';
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES, updateConfigUpdate } from '../../workflows/definitions';
@@ -19,7 +21,7 @@ import { startVoterServer, type VoterServer } from './scripted-voter-server';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
 const KEY = `sk-test-${randomBytes(12).toString('hex')}`;
-const KEY_ENV = 'HARNESS_S_TEST_ENDPOINT_KEY';
+const KEY_ENV = 'HARNESS_S_TEST_ENDPOINT_API_KEY';
 let stack: TestStack;
 let endpoint: FaultProxy;
 let voters: VoterServer;
@@ -106,8 +108,27 @@ test('a run whose endpoints need a key keeps it out of every history, the Web UI
 }, 180_000);
 
 test('without the variable set, the run fails at once naming the variable, not the key', async () => {
-  const config = stack.config({ steps: 1, policy: { baseUrl: `${endpoint.url}/v1`, apiKeyEnv: 'HARNESS_S_TEST_UNSET_KEY' } });
+  const config = stack.config({ steps: 1, policy: { baseUrl: `${endpoint.url}/v1`, apiKeyEnv: 'HARNESS_S_TEST_UNSET_API_KEY' } });
   const handle = await stack.client.workflow.start(harnessSRun, { workflowId: uniqueRunId('secrets-unset'), taskQueue: TASK_QUEUES.control, args: [{ config }] });
   const failure = await handle.result().then(() => null, (err: Error) => err);
-  expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/policy\.apiKeyEnv names \$HARNESS_S_TEST_UNSET_KEY, which is not set/);
+  expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/policy\.apiKeyEnv names \$HARNESS_S_TEST_UNSET_API_KEY, which is not set/);
+});
+
+test('a config whose apiKeyEnv names a worker variable that is not a key fails the run at once, and its endpoint never sees the value', async () => {
+  const seen: string[] = [];
+  const listener = createServer((req, res) => {
+    seen.push(`${req.method} ${req.url} ${req.headers.authorization ?? ''}`);
+    res.writeHead(500).end();
+  });
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
+  try {
+    const config = stack.config({ steps: 1, policy: { baseUrl: `${url}/v1`, apiKeyEnv: 'DATABASE_URL' } });
+    const handle = await stack.client.workflow.start(harnessSRun, { workflowId: uniqueRunId('secrets-refused'), taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const failure = await handle.result().then(() => null, (err: Error) => err);
+    expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key/);
+    expect(seen).toEqual([]);
+  } finally {
+    await new Promise((resolve) => listener.close(resolve));
+  }
 });

@@ -36,6 +36,7 @@ const WORKER_ENV = [
   'HARNESS_S_POOLS_DIR',
   'HARNESS_S_METRICS_PORT',
   'LOG_LEVEL',
+  'HARNESS_S_KEY_ENV_ALLOW',
   'HARNESS_S_WORKER_IDENTITY',
   'HARNESS_S_SWE_HOME',
   'HARNESS_S_SWE_WORK',
@@ -51,8 +52,8 @@ const LEFT_UNSET: Record<string, string> = {
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */
 const DYNAMIC_ENV_READS: Record<string, string[]> = {
-  // The variable a run config names in apiKeyEnv: provided by deploy/secrets.env (env_file), any name.
-  'core/secrets.ts': [],
+  // The variable a run config names in apiKeyEnv (provided by deploy/secrets.env, env_file), and the operator's list of further names.
+  'core/secrets.ts': ['HARNESS_S_KEY_ENV_ALLOW'],
   'workers/metrics-server.ts': ['HARNESS_S_METRICS_PORT'],
 };
 

@@ -61,14 +61,14 @@ test('an unknown router strategy is refused with the ones there are', () => {
 });
 
 test('an endpoint key named by apiKeyEnv is read from the worker environment; a missing variable is named in the error', () => {
-  const config = parseRunConfig({ trainer: { apiKeyEnv: 'HARNESS_S_TEST_TINKER_KEY' } });
-  process.env.HARNESS_S_TEST_TINKER_KEY = 'tml-secret';
+  const config = parseRunConfig({ trainer: { apiKeyEnv: 'HARNESS_S_TEST_TINKER_API_KEY' } });
+  process.env.HARNESS_S_TEST_TINKER_API_KEY = 'tml-secret';
   try {
     expect(apiKeyOf(config.trainer, 'trainer')).toBe('tml-secret');
   } finally {
-    delete process.env.HARNESS_S_TEST_TINKER_KEY;
+    delete process.env.HARNESS_S_TEST_TINKER_API_KEY;
   }
-  expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow("trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_KEY, which is not set in this worker's environment");
+  expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow("trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_API_KEY, which is not set in this worker's environment");
   expect(apiKeyOf(parseRunConfig({}).trainer, 'trainer')).toBe('EMPTY');
   expect(() => parseRunConfig({ policy: { apiKeyEnv: 'not a name' } })).toThrow(/policy\.apiKeyEnv/);
 });
@@ -125,4 +125,18 @@ test('a frozen pool and a harness folder cannot both be named', () => {
 
 test("env.pool must be a frozen pool's hash, and the message says where hashes come from", () => {
   expect(() => parseRunConfig({ env: { kind: 'sim', pool: 'my-pool' } })).toThrow(/env\.pool: a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve`/);
+});
+
+test('apiKeyEnv reads only names that look like keys, or those the operator lists, so a config cannot send another variable out', () => {
+  const env = { DATABASE_URL: 'postgresql://harness_s:pw@db/harness_s', VLLM_API_KEY: 'sk-1', HF_TOKEN: 'hf-1', JUDGE_SECRET: 'j-1' };
+  expect(apiKeyOf({ apiKeyEnv: 'VLLM_API_KEY' }, 'policy', env)).toBe('sk-1');
+  expect(apiKeyOf({ apiKeyEnv: 'HF_TOKEN' }, 'trainer', env)).toBe('hf-1');
+  expect(() => apiKeyOf({ apiKeyEnv: 'DATABASE_URL' }, 'policy', env)).toThrow(
+    /policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key: only variables named \*_API_KEY or \*_TOKEN are.*HARNESS_S_KEY_ENV_ALLOW/);
+  expect(() => apiKeyOf({ apiKeyEnv: 'JUDGE_SECRET' }, 'router.voters.0', env)).toThrow(/router\.voters\.0\.apiKeyEnv names \$JUDGE_SECRET/);
+  // A name that only contains the suffix is not a key's name.
+  expect(() => apiKeyOf({ apiKeyEnv: 'API_KEY_PATH' }, 'policy', { ...env, API_KEY_PATH: '/x' })).toThrow(/not read as an API key/);
+  const operator = { ...env, HARNESS_S_KEY_ENV_ALLOW: ' JUDGE_SECRET , OTHER' };
+  expect(apiKeyOf({ apiKeyEnv: 'JUDGE_SECRET' }, 'router.voters.0', operator)).toBe('j-1');
+  expect(() => apiKeyOf({ apiKeyEnv: 'DATABASE_URL' }, 'policy', operator)).toThrow(/not read as an API key/);
 });
