@@ -1,6 +1,6 @@
 /**
- * Statistics: a mean with its standard error (step summaries), and for
- * comparing runs a paired difference over seeds with its
+ * Statistics: a mean with its standard error (step summaries), a linear
+ * trend over a run's steps with its standard error, and for comparing runs a paired difference over seeds with its
  * Student-t confidence interval. Arms of a compare share their seed (same
  * tasks at every step, same eval split), so their figures pair by seed and
  * the seed-to-seed spread cancels out of the difference.
@@ -43,4 +43,36 @@ export function meanAndStdErr(values: readonly number[]): { mean: number; stdErr
   if (values.length === 1) return { mean, stdErr: 0 };
   const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1);
   return { mean, stdErr: Math.sqrt(variance / values.length) };
+}
+
+export interface LinearTrend {
+  /** Least-squares slope of the values against their index (per step). */
+  slope: number;
+  /** Its standard error from the residuals (df = n - 2): every source of step-to-step noise counts. */
+  stdErr: number;
+  /** slope / stdErr: Student-t with n - 2 degrees of freedom when there is no trend and the residuals are independent. */
+  t: number;
+}
+
+/**
+ * The ordinary least-squares trend of `values` over 0..n-1. Needs at least
+ * three values (one degree of freedom for the residuals); a perfect fit has
+ * stdErr 0 and t ±Infinity (0 when flat).
+ */
+export function linearTrend(values: readonly number[]): LinearTrend {
+  const n = values.length;
+  if (n < 3) throw new Error(`a trend needs at least 3 values, got ${n}`);
+  const xMean = (n - 1) / 2;
+  const yMean = values.reduce((a, b) => a + b, 0) / n;
+  let sxx = 0;
+  let sxy = 0;
+  values.forEach((y, x) => {
+    sxx += (x - xMean) ** 2;
+    sxy += (x - xMean) * (y - yMean);
+  });
+  const slope = sxy / sxx;
+  const residuals = values.reduce((a, y, x) => a + (y - yMean - slope * (x - xMean)) ** 2, 0);
+  const stdErr = Math.sqrt(residuals / (n - 2) / sxx);
+  const t = stdErr > 0 ? slope / stdErr : slope === 0 ? 0 : Math.sign(slope) * Infinity;
+  return { slope, stdErr, t };
 }

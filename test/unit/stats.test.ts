@@ -1,4 +1,5 @@
-import { pairedDifference, rateStdErr } from '../../core/stats';
+import { linearTrend, pairedDifference, rateStdErr } from '../../core/stats';
+import { mulberry32 } from '../../core/random';
 
 test('a paired difference over seeds: mean and a Student-t 95% interval (t(0.975, 4) = 2.776)', () => {
   const a = [0.5, 0.6, 0.55, 0.7, 0.65];
@@ -28,4 +29,27 @@ test('one seed gives a difference but no interval; unpaired lengths are refused'
 test("a success rate's standard error is binomial", () => {
   expect(rateStdErr(0.25, 300)).toBeCloseTo(Math.sqrt(0.25 * 0.75 / 300), 12);
   expect(rateStdErr(0.5, 0)).toBe(0);
+});
+
+test('a linear trend: the least-squares slope, its standard error from the residuals, and t', () => {
+  // x = 0..4, y = 1 3 2 5 4: slope 8/10, residuals -0.4 0.8 -1 1.2 -0.6 (sum of squares 3.6), se = sqrt(3.6 / 3 / 10).
+  const trend = linearTrend([1, 3, 2, 5, 4]);
+  expect(trend.slope).toBeCloseTo(0.8, 12);
+  expect(trend.stdErr).toBeCloseTo(Math.sqrt(0.12), 12);
+  expect(trend.t).toBeCloseTo(0.8 / Math.sqrt(0.12), 12);
+  expect(linearTrend([2, 2, 2]).t).toBe(0);
+  expect(linearTrend([0, 1, 2]).t).toBe(Infinity);
+  expect(() => linearTrend([1, 2])).toThrow('a trend needs at least 3 values, got 2');
+});
+
+test('with no trend, t over 20 steps exceeds 3 about as often as Student-t(18) says (0.4%)', () => {
+  const random = mulberry32(11);
+  const draws = 20_000;
+  let over = 0;
+  for (let i = 0; i < draws; i++) {
+    if (linearTrend(Array.from({ length: 20 }, () => random())).t > 3) over += 1;
+  }
+  // P(t18 > 3) = 0.00384; 20000 draws give 77 ± 9 (binomial).
+  expect(over / draws).toBeGreaterThan(0.0025);
+  expect(over / draws).toBeLessThan(0.0055);
 });
