@@ -13,10 +13,11 @@ RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
-# The SWE env: bubblewrap (its sandbox), git (its trees and diffs), Python 3.11 with
-# venv and pip (the tests' venv; AppWorld's venv); setpriv and prlimit come with util-linux.
+# The SWE env: bubblewrap (its sandbox) and python3-seccomp (libseccomp, which compiles
+# the sandbox's seccomp filter), git (its trees and diffs), Python 3.11 with venv and
+# pip (the tests' venv; AppWorld's venv); setpriv and prlimit come with util-linux.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap git python3 python3-venv python3-pip ca-certificates \
+ && apt-get install -y --no-install-recommends bubblewrap python3-seccomp git python3 python3-venv python3-pip ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules

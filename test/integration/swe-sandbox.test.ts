@@ -170,6 +170,104 @@ describe('attack episodes are contained', () => {
     expect(sandboxProcesses().live).toEqual([]);
   });
 
+  test('nested user namespaces are off: unshare -Urn gets no uid 0', async () => {
+    const out = await inEpisode((step) => step(bash('unshare -Urn sh -c "id -u"; echo "unshare exit $?"')));
+    expect(out).not.toMatch(/^0$/m);
+    expect(out).toMatch(/unshare exit 1/);
+  });
+
+  test('syscalls the seccomp filter refuses fail with EPERM, while the shell, git, Python and pytest work', async () => {
+    // Each call as Python's ctypes makes it; -errno printed, so EPERM is -1.
+    const probe = [
+      'import ctypes, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'def call(name, *args):',
+      '    r = getattr(libc, name)(*args)',
+      '    print(name, r if r >= 0 else -ctypes.get_errno())',
+      'call("ptrace", 0, 0, 0, 0)',  // PTRACE_TRACEME
+      'call("personality", 0x0040000)',  // ADDR_NO_RANDOMIZE
+      'call("syscall", 425, 8, ctypes.create_string_buffer(120))',  // io_uring_setup
+      'call("syscall", 250, 0, -3, 0)',  // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING)
+      'call("unshare", 0x10000000)',  // CLONE_NEWUSER
+      'call("mount", b"none", b"/tmp", b"tmpfs", 0, None)',
+      'call("syscall", 56, 0x10000000 | 17, 0, 0, 0, 0)',  // clone(CLONE_NEWUSER | SIGCHLD)
+    ].join('\n');
+    const [refused, tools] = await inEpisode(async (step) => [
+      await step(bash(`python - <<'EOF'\n${probe}\nEOF`)),
+      await step(bash(`echo '# x' >> README.md && git diff --stat && python -m pytest -q -p no:cacheprovider ${instance.harness_s!.test_files[0]} 2>&1 | tail -1`, 300)),
+    ]);
+    for (const call of ['ptrace', 'personality', 'syscall', 'unshare', 'mount']) expect(refused).toMatch(new RegExp(`^${call} -1$`, 'm'));
+    expect(refused.match(/ -1$/gm)).toHaveLength(7);
+    expect(tools).toMatch(/README\.md \| 1 \+/);
+    expect(tools).toMatch(/\d+ passed/);
+    expect(tools).toMatch(/\[exit code 0\]/);
+  });
+
+  test('filling /dev/shm, /tmp and /dev stops at their size (64 MB, 256 MB, read-only)', async () => {
+    // Files of 100 MB, under the 256 MB per-file limit: what stops them is the file system's size.
+    const fill = (dir: string) => `for i in 1 2 3 4 5; do head -c 100000000 /dev/zero > ${dir}/fill$i 2>/dev/null || echo "${dir}: full"; done; echo "${dir} holds $(cat ${dir}/fill* 2>/dev/null | wc -c)"`;
+    const out = await inEpisode((step) => step(bash(`${fill('/dev/shm')}; ${fill('/tmp')}; ${fill('/dev')}`, 120)));
+    const holds = (dir: string) => Number(new RegExp(`^${dir} holds (\\d+)$`, 'm').exec(out)![1]);
+    expect(out).toContain('/dev/shm: full');
+    expect(holds('/dev/shm')).toBeLessThanOrEqual(64 * 1024 ** 2);
+    expect(out).toContain('/tmp: full');
+    expect(holds('/tmp')).toBeLessThanOrEqual(256 * 1024 ** 2);
+    expect(out).toContain('/dev: full');
+    expect(holds('/dev')).toBe(0);
+  });
+
+  test("growing the workspace past its bound stops the command and ends the episode; the host sees it bounded, then removed", async () => {
+    const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5 });
+    const dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+    try {
+      // 40 files of 100 MB: 4 GB when nothing stops it.
+      const outcome = await episode.step(bash('for i in $(seq 1 40); do head -c 100000000 /dev/zero > fill$i; done; echo finished', 300));
+      expect(outcome.observation).not.toContain('finished');
+      expect(outcome.observation).toMatch(/workspace grew past its bound/);
+      expect(outcome).toMatchObject({ done: true, reward: 0, success: false });
+      const bytes = Number(execFileSync('du', ['-sb', path.join(dir, 'repo')], { encoding: 'utf8' }).split('\t')[0]);
+      expect(bytes).toBeLessThan(2.5 * 1024 ** 3);
+    } finally {
+      await episode.close();
+    }
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  test('creating files past the bound on entries stops the command too', async () => {
+    const out = await inEpisode((step) =>
+      step(bash('mkdir many && cd many && seq 1 300000 | xargs touch; echo finished', 300)),
+    );
+    expect(out).not.toContain('finished');
+    expect(out).toMatch(/workspace grew past its bound/);
+  });
+
+  test('the editor shows a huge folder and a one-line 4 MB file capped, quickly, without holding up the worker', async () => {
+    const gaps: number[] = [];
+    const [big, wide] = await inEpisode(async (step) => {
+      await step(bash('python -c "\nimport os\nfor d in range(40):\n    os.makedirs(f\'tree/d{d}\')\n    for f in range(500):\n        open(f\'tree/d{d}/f{f}.py\', \'w\').close()"; head -c 4194304 /dev/zero | tr "\\0" a > one-line.js', 300));
+      // A timer on the worker's event loop: its longest gap is how long the editor held the loop.
+      let last = Date.now();
+      const ticker = setInterval(() => {
+        gaps.push(Date.now() - last);
+        last = Date.now();
+      }, 5);
+      try {
+        const started = Date.now();
+        const results = [await step(edit({ command: 'view', path: '/workspace/tree' })), await step(edit({ command: 'view', path: '/workspace/one-line.js' }))];
+        expect(Date.now() - started).toBeLessThan(5000);
+        return results;
+      } finally {
+        clearInterval(ticker);
+      }
+    });
+    expect(Buffer.byteLength(big)).toBeLessThan(17 * 1024);
+    expect(big).toMatch(/^\/workspace\/tree\/d0\/f0\.py$/m);
+    expect(big).toMatch(/listing cut/);
+    expect(Buffer.byteLength(wide)).toBeLessThan(17 * 1024);
+    expect(wide).toMatch(/output cut: 4194\d{3} bytes in all/);
+    expect(Math.max(...gaps)).toBeLessThan(250);
+  });
+
   test("the sweeper removes a dead worker's old workspaces and leaves young ones", () => {
     const root = mkdtempSync(path.join(os.tmpdir(), 'swe-sweep-'));
     const old = `swe-${Date.now() - 7 * 3600_000}-abcd1234-x`;

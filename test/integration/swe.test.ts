@@ -122,7 +122,7 @@ describe('the tool loop with a scripted agent over HTTP', () => {
   test('an edit that breaks the package fails the pass-to-pass tests too; an edit of a test file is left out of the patch', async () => {
     const calls = [
       { name: 'str_replace_editor', arguments: { command: 'create', path: '/workspace/markdown/__init__.py', file_text: 'raise ImportError("broken")\n' } },
-      { name: 'execute_bash', arguments: { command: 'printf "import pytest\\n" > markdown/broken_probe.py && sed -i "1i raise ImportError(\\"broken\\")" markdown/core.py && echo "def pytest_runtest_makereport(item, call): pass" > tests/conftest.py' } },
+      { name: 'execute_bash', arguments: { command: 'printf "import os\\n" > markdown/broken_probe.py && sed -i "1i raise ImportError(\\"broken\\")" markdown/core.py && echo "def pytest_runtest_makereport(item, call): pass" > tests/conftest.py' } },
     ];
     const t = await episode('base', (messages) => ({ calls: [calls[agentTurns(messages)] ?? { name: 'submit', arguments: {} }] }));
     expect(t.success).toBe(false);

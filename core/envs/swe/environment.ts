@@ -62,7 +62,7 @@ class SweEpisode implements Episode {
     private readonly workspace: Workspace,
     private readonly signal?: AbortSignal,
   ) {
-    this.editor = new FileEditor(workspace.repo);
+    this.editor = new FileEditor(workspace.repo, OBSERVATION_BYTES);
   }
 
   instruction(): string {
@@ -88,6 +88,7 @@ class SweEpisode implements Episode {
     switch (action.tool) {
       case 'execute_bash': {
         const result = await this.workspace.exec(action.arguments.command, { timeoutSeconds: action.arguments.timeout ?? 120, maxOutputBytes: OBSERVATION_BYTES }, this.signal);
+        if (result.workspaceOverBound) return this.overBound(result.output);
         const notes = [
           result.outputTruncated ? `[output cut: ${result.outputBytes} bytes in all, the first ${OBSERVATION_BYTES} shown]` : '',
           result.timedOut ? `[killed: the command ran over ${action.arguments.timeout ?? 120} s]` : '',
@@ -98,7 +99,7 @@ class SweEpisode implements Episode {
       }
       case 'str_replace_editor':
         try {
-          return { observation: this.editor.run(action.arguments), kind: 'ok', done: false };
+          return { observation: await this.editor.run(action.arguments), kind: 'ok', done: false };
         } catch (err) {
           if (err instanceof EditorError) return { observation: `Error: ${err.message}`, kind: 'error', done: false };
           throw err;
@@ -106,6 +107,13 @@ class SweEpisode implements Episode {
       case 'submit':
         return this.finish(true);
     }
+  }
+
+  /** A workspace grown past its bound (a disk filled on purpose or by a runaway command) ends the episode unscored. */
+  private overBound(output: string): StepOutcome {
+    const why = 'the workspace grew past its bound (disk use or number of files): the command was stopped and the episode ended';
+    this.result = { instanceId: this.instance.instance_id, submitted: false, patch: '', evaluation: unscored(this.instance, why) };
+    return { observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
   }
 
   outOfTurns(): Promise<StepOutcome> {

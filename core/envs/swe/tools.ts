@@ -5,12 +5,13 @@
  * sandbox; the editor works on the workspace's files from the worker, and
  * refuses any path (or symlink) that leads outside /workspace.
  */
-import { chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { realpathSync, type Dirent } from 'node:fs';
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { ToolDefinition } from '../../policy/trajectory';
 import { formatZodError } from '../../zod-errors';
-import { pathExists, SANDBOX_UID, WORKSPACE } from './sandbox';
+import { SANDBOX_UID, WORKSPACE } from './sandbox';
 
 export const TOOLS: ToolDefinition[] = [
   {
@@ -119,23 +120,47 @@ export class EditorError extends Error {}
 /** Lines shown by `view` at most; longer files need a view_range. */
 const VIEW_LINES = 400;
 
+/** Entries read from one folder for a listing at most: a folder of a million files is not read whole. */
+const FOLDER_ENTRIES_READ = 10_000;
+
+/** Files the editor reads at most (a larger one is for the shell: head, sed -n). */
+const MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+/** What the editor returns at most when not told: the shell's observation cap. */
+export const DEFAULT_EDITOR_OUTPUT_BYTES = 16 * 1024;
+
+/** `text` cut to `maxBytes` of UTF-8, with a note of what was left out and where to look instead. */
+export function capOutput(text: string, maxBytes: number): string {
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  // A character cut in two at the end is dropped, not shown as garbage.
+  const kept = Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+  return `${kept}\n[output cut: ${bytes} bytes in all, the first ${maxBytes} shown; view a line range or a subfolder, or use execute_bash]`;
+}
+
 /**
  * The editor, on the host folder mounted at /workspace. Every path is
  * resolved (symlinks included) and must stay inside the workspace; files it
  * writes are given to the sandbox user, so the agent's shell can change them.
+ * It runs in the worker, so all its file-system work is asynchronous and its
+ * output capped: a view of a huge folder or file holds up neither the
+ * worker's event loop nor the model's context.
  */
 export class FileEditor {
   private readonly history = new Map<string, string[]>();
   private readonly root: string;
 
-  constructor(hostRoot: string) {
+  constructor(
+    hostRoot: string,
+    private readonly maxOutputBytes = DEFAULT_EDITOR_OUTPUT_BYTES,
+  ) {
     this.root = realpathSync(hostRoot);
   }
 
   /** One editor command; what goes wrong (a missing file, a path through a file, a permission) comes back as an EditorError naming the path. */
-  run(command: EditorCommand): string {
+  async run(command: EditorCommand): Promise<string> {
     try {
-      return this.runChecked(command);
+      return capOutput(await this.runChecked(command), this.maxOutputBytes);
     } catch (err) {
       if (err instanceof EditorError) throw err;
       const code = (err as NodeJS.ErrnoException).code;
@@ -144,58 +169,58 @@ export class FileEditor {
     }
   }
 
-  private runChecked(command: EditorCommand): string {
-    const file = this.resolve(command.path);
+  private async runChecked(command: EditorCommand): Promise<string> {
+    const file = await this.resolve(command.path);
     switch (command.command) {
       case 'view':
         return this.view(command.path, file, command.view_range);
       case 'create': {
-        if (existsSync(file)) throw new EditorError(`${command.path} already exists; use str_replace to change it`);
-        this.ensureParent(file);
-        this.write(file, command.file_text);
+        if (await exists(file)) throw new EditorError(`${command.path} already exists; use str_replace to change it`);
+        await this.ensureParent(file);
+        await this.write(file, command.file_text);
         return `File created: ${command.path}`;
       }
       case 'str_replace': {
-        const text = this.read(command.path, file);
+        const text = await this.read(command.path, file);
         const count = text.split(command.old_str).length - 1;
         if (count === 0) throw new EditorError(`old_str does not occur in ${command.path}: nothing replaced`);
         if (count > 1) throw new EditorError(`old_str occurs ${count} times in ${command.path}: make it unique (include more lines)`);
         this.remember(file, text);
         const updated = text.replace(command.old_str, () => command.new_str);
-        this.write(file, updated);
+        await this.write(file, updated);
         const at = updated.indexOf(command.new_str);
         return `The file ${command.path} has been edited. ${this.snippet(updated, updated.slice(0, at).split('\n').length, command.new_str.split('\n').length)}`;
       }
       case 'insert': {
-        const text = this.read(command.path, file);
+        const text = await this.read(command.path, file);
         const lines = text.split('\n');
         if (command.insert_line > lines.length) throw new EditorError(`insert_line ${command.insert_line} is past the end of ${command.path} (${lines.length} lines)`);
         this.remember(file, text);
         const updated = [...lines.slice(0, command.insert_line), ...command.new_str.split('\n'), ...lines.slice(command.insert_line)].join('\n');
-        this.write(file, updated);
+        await this.write(file, updated);
         return `The file ${command.path} has been edited. ${this.snippet(updated, command.insert_line + 1, command.new_str.split('\n').length)}`;
       }
       case 'undo_edit': {
         const previous = this.history.get(file)?.pop();
         if (previous === undefined) throw new EditorError(`no edit of ${command.path} to undo`);
-        this.write(file, previous);
+        await this.write(file, previous);
         return `Last edit of ${command.path} undone.`;
       }
     }
   }
 
   /** The host path of a /workspace path; refused when it (or a symlink on the way) leads outside. */
-  resolve(requested: string): string {
+  async resolve(requested: string): Promise<string> {
     if (!path.posix.isAbsolute(requested)) throw new EditorError(`${requested}: give an absolute path under ${WORKSPACE}`);
     const normalized = path.posix.normalize(requested);
     if (normalized !== WORKSPACE && !normalized.startsWith(`${WORKSPACE}/`)) throw new EditorError(`${requested} is outside ${WORKSPACE}`);
     const host = path.join(this.root, normalized.slice(WORKSPACE.length));
     // The deepest part that exists, resolved, must be inside the workspace.
     let existing = host;
-    while (!pathExists(existing)) existing = path.dirname(existing);
+    while (!(await exists(existing))) existing = path.dirname(existing);
     let real: string;
     try {
-      real = realpathSync(existing);
+      real = await fs.realpath(existing);
     } catch {
       throw new EditorError(`${requested} is a symlink that leads nowhere`);
     }
@@ -203,29 +228,43 @@ export class FileEditor {
     return path.join(real, path.relative(existing, host));
   }
 
-  private view(shown: string, file: string, range?: [number, number]): string {
-    if (!existsSync(file)) throw new EditorError(`${shown} does not exist`);
-    if (statSync(file).isDirectory()) {
-      const entries: string[] = [];
-      const walk = (dir: string, depth: number) => {
-        for (const name of readdirSync(dir).sort()) {
-          if (name.startsWith('.')) continue;
-          const child = path.join(dir, name);
-          const isDir = lstatSync(child).isDirectory();
-          entries.push(`${path.posix.join(shown, path.relative(file, child))}${isDir ? '/' : ''}`);
-          if (isDir && depth < 2) walk(child, depth + 1);
-        }
-      };
-      walk(file, 1);
-      return `Files and folders in ${shown}, two levels deep (hidden ones left out):\n${entries.join('\n')}`;
-    }
-    const lines = this.read(shown, file).split('\n');
+  private async view(shown: string, file: string, range?: [number, number]): Promise<string> {
+    if (!(await exists(file))) throw new EditorError(`${shown} does not exist`);
+    if ((await fs.stat(file)).isDirectory()) return this.listing(shown, file);
+    const lines = (await this.read(shown, file)).split('\n');
     const first = range ? Math.max(1, range[0]) : 1;
     const last = range ? (range[1] === -1 ? lines.length : Math.min(range[1], lines.length)) : Math.min(lines.length, VIEW_LINES);
     if (range && first > last) throw new EditorError(`view_range [${range[0]}, ${range[1]}] is empty: ${shown} has ${lines.length} lines`);
     const body = lines.slice(first - 1, last).map((line, i) => `${String(first + i).padStart(6)}\t${line}`).join('\n');
     const more = !range && lines.length > VIEW_LINES ? `\n[${lines.length - VIEW_LINES} more lines: give a view_range]` : '';
     return `Here's the result of running \`cat -n\` on ${shown}:\n${body}${more}`;
+  }
+
+  /** A folder two levels deep, hidden entries left out; the walk stops once the listing is over the output cap. */
+  private async listing(shown: string, folder: string): Promise<string> {
+    const entries: string[] = [];
+    const notes: string[] = [];
+    let bytes = 0;
+    // Room is left for the notes, so the cap does not cut them off.
+    const full = () => bytes > this.maxOutputBytes - 1024;
+    const walk = async (dir: string, depth: number): Promise<void> => {
+      const { children, more } = await readFolder(dir);
+      const where = path.posix.join(shown, path.relative(folder, dir));
+      if (more) notes.push(`[${where} has over ${FOLDER_ENTRIES_READ} entries: only some are listed; use execute_bash (ls, find)]`);
+      for (const child of children) {
+        if (full()) return;
+        if (child.name.startsWith('.')) continue;
+        const host = path.join(dir, child.name);
+        const isDir = child.isDirectory() || (isUnknownType(child) && (await fs.lstat(host)).isDirectory());
+        const entry = `${path.posix.join(where, child.name)}${isDir ? '/' : ''}`;
+        entries.push(entry);
+        bytes += entry.length + 1;
+        if (isDir && depth < 2) await walk(host, depth + 1);
+      }
+    };
+    await walk(folder, 1);
+    if (full()) notes.push(`[listing cut at ${bytes} bytes: view a subfolder, or use execute_bash (ls, find)]`);
+    return [`Files and folders in ${shown}, two levels deep (hidden ones left out):`, ...entries, ...notes].join('\n');
   }
 
   private snippet(text: string, line: number, count: number): string {
@@ -236,14 +275,14 @@ export class FileEditor {
     return `Here's the result of running \`cat -n\` on a snippet of it:\n${body}\nReview the change and edit again if needed.`;
   }
 
-  /** Regular files only: a pipe or a device would block the worker (the read is synchronous). */
-  private read(shown: string, file: string): string {
-    if (!existsSync(file)) throw new EditorError(`${shown} does not exist`);
-    const stat = statSync(file);
+  /** Regular files only: a pipe or a device would never end. */
+  private async read(shown: string, file: string): Promise<string> {
+    if (!(await exists(file))) throw new EditorError(`${shown} does not exist`);
+    const stat = await fs.stat(file);
     if (stat.isDirectory()) throw new EditorError(`${shown} is a folder`);
     if (!stat.isFile()) throw new EditorError(`${shown} is not a regular file (a pipe, socket or device): look at it with execute_bash`);
-    if (stat.size > 4 * 1024 * 1024) throw new EditorError(`${shown} is over 4 MB: look at it with execute_bash`);
-    return readFileSync(file, 'utf8');
+    if (stat.size > MAX_FILE_BYTES) throw new EditorError(`${shown} is over 4 MB: look at it with execute_bash`);
+    return fs.readFile(file, 'utf8');
   }
 
   private remember(file: string, text: string): void {
@@ -252,21 +291,46 @@ export class FileEditor {
     this.history.set(file, stack);
   }
 
-  private ensureParent(file: string): void {
+  private async ensureParent(file: string): Promise<void> {
     const parent = path.dirname(file);
-    if (existsSync(parent)) return;
-    mkdirSync(parent, { recursive: true });
-    for (let dir = parent; dir !== this.root && dir.startsWith(this.root); dir = path.dirname(dir)) giveToSandboxUser(dir);
+    if (await exists(parent)) return;
+    await fs.mkdir(parent, { recursive: true });
+    for (let dir = parent; dir !== this.root && dir.startsWith(this.root); dir = path.dirname(dir)) await giveToSandboxUser(dir);
   }
 
-  private write(file: string, text: string): void {
-    if (existsSync(file) && !statSync(file).isFile()) throw new EditorError(`${WORKSPACE}${file.slice(this.root.length)}: not a regular file`);
-    writeFileSync(file, text);
-    giveToSandboxUser(file);
+  private async write(file: string, text: string): Promise<void> {
+    if ((await exists(file)) && !(await fs.stat(file)).isFile()) throw new EditorError(`${WORKSPACE}${file.slice(this.root.length)}: not a regular file`);
+    await fs.writeFile(file, text);
+    await giveToSandboxUser(file);
   }
 }
 
+async function exists(p: string): Promise<boolean> {
+  try {
+    await fs.lstat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
-function giveToSandboxUser(p: string): void {
-  if (process.getuid?.() === 0) chownSync(p, SANDBOX_UID, SANDBOX_UID);
+/** A file system that does not say an entry's type in the folder (d_type): it needs an lstat. */
+const isUnknownType = (d: Dirent) => !d.isFile() && !d.isDirectory() && !d.isSymbolicLink() && !d.isFIFO() && !d.isSocket() && !d.isCharacterDevice() && !d.isBlockDevice();
+
+/** A folder's entries, sorted, at most FOLDER_ENTRIES_READ of them read; `more` when there were others. */
+async function readFolder(dir: string): Promise<{ children: Dirent[]; more: boolean }> {
+  const children: Dirent[] = [];
+  let more = false;
+  for await (const child of await fs.opendir(dir, { bufferSize: 256 })) {
+    if (children.length === FOLDER_ENTRIES_READ) {
+      more = true;
+      break;
+    }
+    children.push(child);
+  }
+  return { children: children.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)), more };
+}
+
+async function giveToSandboxUser(p: string): Promise<void> {
+  if (process.getuid?.() === 0) await fs.chown(p, SANDBOX_UID, SANDBOX_UID);
 }

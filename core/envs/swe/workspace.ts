@@ -4,16 +4,24 @@
  * folder names carry their creation time, so the sweeper can remove what a
  * worker that died mid-episode left behind. No process outlives a command
  * (each runs in its own PID namespace), so folders are all there is to sweep.
+ * A workspace may grow by WORKSPACE_GROWTH over its instance's tree: past
+ * that, the command that grew it is killed and the result says so.
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { giveToSandbox, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits } from './sandbox';
+import { giveToSandbox, measureTree, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits, type WorkspaceBound } from './sandbox';
 import { SweDataError, type HarnessSSource, type SweInstance } from './instances';
 import { pythonPrefix, run, sweHome } from './trees';
 
 export const WORKSPACE_PREFIX = 'swe-';
+
+/**
+ * What a workspace may add to its instance's tree: room for builds, logs and
+ * test output many times over, far from filling a worker's disk.
+ */
+export const WORKSPACE_GROWTH: WorkspaceBound = { bytes: 1024 ** 3, entries: 100_000 };
 
 /**
  * Where workspaces are made: $HARNESS_S_SWE_WORK, default <SWE home>/work.
@@ -82,6 +90,8 @@ export const IO_DIR = '/io';
 
 export class Workspace {
   private closed = false;
+  /** The tree's size as copied plus WORKSPACE_GROWTH; measured (asynchronously) once, after the copy. */
+  private bound: Promise<WorkspaceBound> | null = null;
 
   /**
    * `dir` holds `repo/` (mounted at /workspace) and `io/` (mounted read-only
@@ -116,13 +126,20 @@ export class Workspace {
       removeTree(dir);
       throw err;
     }
+    workspace.bound = measureTree(workspace.repo).then((size) => {
+      if (!size.complete) throw new Error(`cannot measure the workspace ${workspace.repo} made from ${source.tree}`);
+      return { bytes: size.bytes + WORKSPACE_GROWTH.bytes, entries: size.entries + WORKSPACE_GROWTH.entries };
+    });
+    // Its failure is the first command's to report, not an unhandled rejection.
+    workspace.bound.catch(() => undefined);
     return workspace;
   }
 
-  /** Runs a shell command on the workspace in the sandbox. */
-  exec(command: string, limits?: Partial<SandboxLimits>, signal?: AbortSignal): Promise<CommandResult> {
+  /** Runs a shell command on the workspace in the sandbox; `workspaceOverBound` in the result when the workspace grew past its bound. */
+  async exec(command: string, limits?: Partial<SandboxLimits>, signal?: AbortSignal): Promise<CommandResult> {
     if (this.closed) throw new Error(`workspace ${this.dir} is closed`);
-    return runSandboxed(command, { workspace: this.repo, mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }], ...commandContext(this.source), limits }, signal);
+    const workspaceBound = await this.bound!;
+    return runSandboxed(command, { workspace: this.repo, mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }], ...commandContext(this.source), limits, workspaceBound }, signal);
   }
 
   /** A file commands can read at /io/<name> (outside the repository, which the sandbox controls): for patches. */
@@ -147,6 +164,7 @@ export class Workspace {
     ].join(' ');
     const limit = 8 * 1024 * 1024;
     const result = await this.exec(git, { timeoutSeconds: 120, maxOutputBytes: limit, killAfterOutputBytes: 2 * limit }, signal);
+    if (result.workspaceOverBound) return { patch: '', error: 'the workspace grew past its bound' };
     if (result.outputTruncated || result.flooded) return { patch: '', error: `the changes make a patch of over ${limit / 1024 / 1024} MB` };
     if (result.exitCode !== 0) return { patch: '', error: result.timedOut ? 'taking the diff ran over its time limit' : `taking the diff failed (exit ${result.exitCode})` };
     return { patch: result.output, error: null };
