@@ -6,7 +6,6 @@
  * agent over HTTP, and `harness-s eval --env appworld`.
  */
 import { execFile } from 'node:child_process';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppWorldClient, AppWorldServerError } from '../../core/envs/appworld/client';
@@ -56,79 +55,89 @@ const solve = (messages: ScriptedMessage[]): ScriptedReply => {
 
 describe("AppWorld's environment server, spoken to by the project's client", () => {
   let servers: AppWorldServers;
-  let lease: Lease;
-  let client: AppWorldClient;
-  beforeAll(async () => {
+  beforeAll(() => {
     process.env.HARNESS_S_APPWORLD_CANARY = CANARY;
     servers = new AppWorldServers({ appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, max: 1 });
-    lease = await servers.lease();
-    client = lease.client;
-  }, 120_000);
+  });
   afterAll(async () => {
-    lease?.release();
     await servers?.close();
   });
+  /** A fresh server with the task in view, released after `use`. */
+  const withServer = async (taskId: string, use: (client: AppWorldClient, lease: Lease) => Promise<void>) => {
+    const lease = await servers.lease(taskId);
+    try {
+      await use(lease.client, lease);
+    } finally {
+      lease.release();
+    }
+  };
+  const run = async (client: AppWorldClient, taskId: string, code: string) => (await client.execute(taskId, code)).output;
 
-  test('a full episode: initialize, execute (output, a failed execution), task_completed, evaluate, close', async () => {
+  test('a full episode: initialize, execute (output, a failed execution), task_completed, close; the evaluator grades the saved world', async () => {
     const task = byId('fixnote_1');
-    const world = await client.initialize(task.id, { experimentName: 'contract-1' });
-    expect(world).toMatchObject({ task_id: task.id, instruction: task.instruction });
-    expect(world.supervisor.email).toMatch(/@/);
-    expect(await client.execute(task.id, 'print(1 + 1)')).toBe('2\n');
-    expect(await client.execute(task.id, '1/0')).toMatch(/^Execution failed\. Traceback:[\s\S]*ZeroDivisionError/);
-    expect(await client.execute(task.id, 'print(apis.simple_note.show_note(note_id=1))')).toMatch(/^Execution failed\.[\s\S]*401/);
-    expect(await client.taskCompleted(task.id)).toBe(false);
-    for (const code of task.solution) await client.execute(task.id, code);
-    expect(await client.taskCompleted(task.id)).toBe(true);
-    const evaluation = await client.evaluate(task.id);
-    expect(evaluation).toMatchObject({ success: true, failures: [] });
-    expect(evaluation.num_tests).toBe(evaluation.passes.length);
-    expect(await client.close(task.id)).toBeNull();
-  });
+    await withServer(task.id, async (client, lease) => {
+      const world = await client.initialize(task.id, { experimentName: lease.experiment, loadGroundTruth: false });
+      expect(world).toMatchObject({ task_id: task.id, instruction: task.instruction });
+      expect(world.supervisor.email).toMatch(/@/);
+      expect(await run(client, task.id, 'print(1 + 1)')).toBe('2\n');
+      expect(await run(client, task.id, '1/0')).toMatch(/^Execution failed\. Traceback:[\s\S]*ZeroDivisionError/);
+      expect(await run(client, task.id, 'print(apis.simple_note.show_note(note_id=1))')).toMatch(/^Execution failed\.[\s\S]*401/);
+      expect(await client.taskCompleted(task.id)).toBe(false);
+      for (const code of task.solution) await client.execute(task.id, code);
+      expect(await client.taskCompleted(task.id)).toBe(true);
+      expect(await client.close(task.id)).toBeNull();
+      const evaluation = await lease.evaluate();
+      expect(evaluation).toMatchObject({ success: true, failures: [] });
+      expect(evaluation.num_tests).toBe(evaluation.passes.length);
+    });
+  }, 300_000);
 
   test('a wrong change fails its checks, each failure named with its trace', async () => {
     const task = byId('fixnote_1');
-    await client.initialize(task.id, { experimentName: 'contract-2' });
-    const wrong = task.solution.map((code) => code.replace('pick up dry cleaning, buy stamps', 'something else'));
-    for (const code of wrong) await client.execute(task.id, code);
-    const evaluation = await client.evaluate(task.id);
-    expect(evaluation.success).toBe(false);
-    expect(evaluation.failures.length).toBeGreaterThan(0);
-    expect(evaluation.failures[0].trace).toMatch(/AssertionError/);
-    await client.close(task.id);
-  });
+    await withServer(task.id, async (client, lease) => {
+      await client.initialize(task.id, { experimentName: lease.experiment, loadGroundTruth: false });
+      const wrong = task.solution.map((code) => code.replace('pick up dry cleaning, buy stamps', 'something else'));
+      for (const code of wrong) await client.execute(task.id, code);
+      const evaluation = await lease.evaluate();
+      expect(evaluation.success).toBe(false);
+      expect(evaluation.failures.length).toBeGreaterThan(0);
+      expect(evaluation.failures[0].trace).toMatch(/AssertionError/);
+    });
+  }, 300_000);
 
-  test("the agent's code cannot read the worker's environment or files outside the AppWorld root, nor reach the server from another interface", async () => {
+  test("the agent's code cannot read the worker's environment or files outside what its sandbox holds", async () => {
     const task = byId('fixqa_1');
-    await client.initialize(task.id, { experimentName: 'contract-4' });
-    // The worker's own pid (this test process), and the first pids of a namespace.
-    const probe = [
-      'import os, pathlib',
-      `for pid in [1, 2, 3, 4, ${process.pid}]:`,
-      '    try:',
-      "        print(pid, pathlib.Path(f'/proc/{pid}/environ').read_text())",
-      '    except Exception as e:',
-      "        print(pid, 'unreadable', type(e).__name__)",
-      "print(pathlib.Path('/root/.pgpass').exists(), pathlib.Path('/work').exists(), pathlib.Path('/tmp').exists())",
-    ].join('\n');
-    const out = await client.execute(task.id, probe);
-    expect(out).not.toContain(CANARY);
-    expect(out).not.toMatch(/DATABASE_URL|postgresql:\/\//);
-    expect(out).toMatch(new RegExp(`^${process.pid} unreadable`, 'm'));
-    expect(out).toMatch(/False False True/);
-    await client.close(task.id);
-    // The server listens on the loopback interface only.
-    const { port } = new URL(client.baseUrl);
-    const address = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
-    if (address) await expect(fetch(`http://${address}:${port}/`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow();
-  });
+    await withServer(task.id, async (client, lease) => {
+      await client.initialize(task.id, { experimentName: lease.experiment, loadGroundTruth: false });
+      // The worker's own pid (this test process), and the first pids of a namespace.
+      const probe = [
+        'import os, pathlib',
+        `for pid in [1, 2, 3, 4, ${process.pid}]:`,
+        '    try:',
+        "        print(pid, pathlib.Path(f'/proc/{pid}/environ').read_text())",
+        '    except Exception as e:',
+        "        print(pid, 'unreadable', type(e).__name__)",
+        "print(pathlib.Path('/root/.pgpass').exists(), pathlib.Path('/work').exists(), pathlib.Path('/tmp').exists())",
+        `print('own task', *(pathlib.Path(f'data/tasks/{p}').exists() for p in ['${task.id}/specs.json', '${task.id}/ground_truth', 'fixnote_1']))`,
+      ].join('\n');
+      const out = await run(client, task.id, probe);
+      expect(out).not.toContain(CANARY);
+      expect(out).not.toMatch(/DATABASE_URL|postgresql:\/\//);
+      expect(out).toMatch(new RegExp(`^${process.pid} unreadable`, 'm'));
+      expect(out).toMatch(/False False True/);
+      // Its own task's specs, not its ground truth, no other task.
+      expect(out).toMatch(/^own task True False False$/m);
+    });
+  }, 300_000);
 
   test("the server's own errors (an unknown task, another task's id) are HTTP errors the client names", async () => {
-    await expect(client.initialize('nosuch_1', { experimentName: 'contract-3' })).rejects.toThrow(/POST \/initialize answered HTTP 500/);
-    await client.initialize('fixqa_1', { experimentName: 'contract-3' });
-    await expect(client.execute('fixnote_1', 'print(1)')).rejects.toThrow(AppWorldServerError);
-    await client.close('fixqa_1');
-  });
+    await withServer('fixqa_1', async (client, lease) => {
+      await expect(client.initialize('nosuch_1', { experimentName: lease.experiment })).rejects.toThrow(/POST \/initialize answered HTTP 500/);
+      await client.initialize('fixqa_1', { experimentName: lease.experiment, loadGroundTruth: false });
+      await expect(client.execute('fixnote_1', 'print(1)')).rejects.toThrow(AppWorldServerError);
+    });
+    await expect(servers.lease('nosuch_1')).rejects.toThrow(/nosuch_1/);
+  }, 300_000);
 });
 
 describe('the AppWorld env with a scripted agent over HTTP', () => {
@@ -188,10 +197,11 @@ describe('the AppWorld env with a scripted agent over HTTP', () => {
     expect(t.success).toBe(true);
   });
 
-  test('episodes at once each get their own server (one world per server), and servers are reused', async () => {
+  test('episodes at once each get their own server (one world per server, never reused)', async () => {
     const results = await Promise.all(['fixnote_1', 'fixqa_1', 'fixtodo_1'].map((id) => episode(id, 'base', solve)));
     expect(results.map((r) => r.success)).toEqual([true, true, true]);
-    expect(env.runningServers).toBeLessThanOrEqual(2);
+    // Two spare servers and one spare evaluator, at most, once the episodes are over.
+    expect(env.runningServers).toBeLessThanOrEqual(3);
   });
 });
 

@@ -6,8 +6,7 @@
  * set of tasks). Tasks come from APPWORLD_ROOT's data/ folder: the official
  * data, or the fixture world `harness-s appworld setup` builds.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { UserError } from '../../errors';
@@ -15,7 +14,8 @@ import type { Harness } from '../../harness/harness';
 import type { ChatMessage } from '../../policy/trajectory';
 import type { Environment, Episode, StepOutcome } from '../environment';
 import type { TaskRef } from '../task';
-import { AppWorldServerError, EXECUTION_FAILED, type EvaluateOutput, type InitializeOutput } from './client';
+import { AppWorldServerError, AppWorldTimeoutError, EXECUTION_FAILED, type EvaluateOutput, type InitializeOutput } from './client';
+import type { AppWorldLimits } from './sandbox';
 import { AppWorldServers, type Lease } from './servers';
 
 export class AppWorldDataError extends UserError {
@@ -70,19 +70,23 @@ export function appWorldCompletion(results: ReadonlyArray<{ taskId: string; succ
 export interface AppWorldEpisodeResult {
   taskId: string;
   completed: boolean;
-  evaluation: EvaluateOutput;
+  /** null when the episode was stopped before it could be graded (its server killed). */
+  evaluation: EvaluateOutput | null;
+  /** Why the episode was stopped, when it was. */
+  stopped?: string;
 }
+
+/** Seconds the worker gives an /execute past AppWorld's own limit (which the agent's code can switch off) before it kills the sandbox. */
+const EXECUTE_GRACE_SECONDS = 5;
 
 class AppWorldEpisode implements Episode {
   private result: AppWorldEpisodeResult | null = null;
-  private broken = false;
   private closed = false;
 
   constructor(
     readonly task: TaskRef,
     private readonly world: InitializeOutput,
     private readonly lease: Lease,
-    private readonly outputs: string,
     private readonly signal?: AbortSignal,
   ) {}
 
@@ -98,13 +102,9 @@ class AppWorldEpisode implements Episode {
     return this.result;
   }
 
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof AppWorldServerError) this.broken = true;
-      throw err;
-    }
+  /** The sandbox's uid as the host sees it (null when the worker is not root): its processes are the ones of that uid. */
+  get sandboxUid(): number | null {
+    return this.lease.uid;
   }
 
   async step(action: string): Promise<StepOutcome> {
@@ -113,20 +113,49 @@ class AppWorldEpisode implements Episode {
     if (code === null) {
       return { observation: 'Format error: no ```python code block in the reply.', kind: 'error', done: true, success: false, reward: 0, failureType: 'format_error' };
     }
-    const { client } = this.lease;
-    const output = await this.call(() => client.execute(this.task.taskId, code, this.signal));
-    const shown = output.length > OBSERVATION_CHARS ? `${output.slice(0, OBSERVATION_CHARS)}\n[output cut: ${output.length} characters in all]` : output;
-    if (await this.call(() => client.taskCompleted(this.task.taskId, this.signal))) return this.finish(true, shown);
+    const { client, limits } = this.lease;
+    let reply;
+    try {
+      reply = await client.execute(this.task.taskId, code, { timeoutMs: (limits.executeSeconds + EXECUTE_GRACE_SECONDS) * 1000, maxBytes: limits.replyBytes, signal: this.signal });
+    } catch (err) {
+      this.signal?.throwIfAborted();
+      if (!(err instanceof AppWorldServerError)) throw err;
+      // The agent's code runs in the server: a server that stops answering is the agent's doing, and ends its episode.
+      const why = err instanceof AppWorldTimeoutError ? `the code ran past the ${limits.executeSeconds} s limit` : `the AppWorld server stopped answering (${err.message})`;
+      return this.stop(`Execution stopped: ${why}; the sandbox was killed and the episode ends.`);
+    }
+    const { output } = reply;
+    const shown = reply.cut
+      ? `${output.slice(0, OBSERVATION_CHARS)}\n[output cut: the reply was over ${limits.replyBytes} bytes, and reading stopped there]`
+      : output.length > OBSERVATION_CHARS
+        ? `${output.slice(0, OBSERVATION_CHARS)}\n[output cut: ${output.length} characters in all]`
+        : output;
+    let completed: boolean;
+    try {
+      completed = await client.taskCompleted(this.task.taskId, this.signal);
+    } catch (err) {
+      this.signal?.throwIfAborted();
+      if (!(err instanceof AppWorldServerError)) throw err;
+      return this.stop(`${shown}\nThe AppWorld server stopped answering (${err.message}); the episode ends.`);
+    }
+    if (completed) return this.finish(true, shown);
     return { observation: shown, kind: output.startsWith(EXECUTION_FAILED) ? 'error' : output.trim() === '' ? 'empty' : 'ok', done: false };
+  }
+
+  /** Ends the episode ungraded: its server is killed, nothing it left is looked at. */
+  private stop(observation: string): StepOutcome {
+    this.lease.release();
+    this.result = { taskId: this.task.taskId, completed: false, evaluation: null, stopped: observation };
+    return { observation, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
   }
 
   outOfTurns(): Promise<StepOutcome> {
     return this.finish(false, 'Out of turns.');
   }
 
-  /** The task's checks on the world as the agent left it (AppWorld grades the state, completed or not). */
+  /** The task's checks on the world as the agent left it (AppWorld grades the state, completed or not), in an evaluator that never ran the agent's code. */
   private async finish(completed: boolean, observation: string): Promise<StepOutcome> {
-    const evaluation = await this.call(() => this.lease.client.evaluate(this.task.taskId, this.signal));
+    const evaluation = await this.lease.evaluate(this.signal);
     this.result = { taskId: this.task.taskId, completed, evaluation };
     const failed = evaluation.failures.map((f) => f.requirement.trim().split('\n')[0]);
     return {
@@ -142,14 +171,8 @@ class AppWorldEpisode implements Episode {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    try {
-      if (!this.broken) await this.lease.client.close(this.task.taskId);
-    } catch {
-      this.broken = true;
-    } finally {
-      this.lease.release(this.broken);
-      rmSync(this.outputs, { recursive: true, force: true });
-    }
+    // The server is one episode's: it is killed, never reused.
+    this.lease.release();
   }
 }
 
@@ -165,6 +188,8 @@ export interface AppWorldEnvironmentOptions {
   /** Episodes (servers) at once. */
   servers: number;
   harnesses: Harness[];
+  /** Limits of the sandboxes (sandbox.ts), each defaulting to DEFAULT_APPWORLD_LIMITS. */
+  limits?: Partial<AppWorldLimits>;
 }
 
 export class AppWorldEnvironment implements Environment {
@@ -180,7 +205,7 @@ export class AppWorldEnvironment implements Environment {
     const ids = readFileSync(list, 'utf8').split('\n').map((l) => l.trim()).filter(Boolean);
     if (ids.length === 0) throw new AppWorldDataError(`AppWorld: ${list} lists no task`);
     this.tasks = ids.map((taskId) => ({ taskId, kind: this.kindOf(taskId) }));
-    this.servers = new AppWorldServers({ appworld: options.appworld, root: options.root, cache: options.cache, max: options.servers });
+    this.servers = new AppWorldServers({ appworld: options.appworld, root: options.root, cache: options.cache, max: options.servers, limits: options.limits });
   }
 
   /** AppWorld reports by difficulty: the task's kind is its difficulty level, from its ground truth when there. */
@@ -216,19 +241,18 @@ export class AppWorldEnvironment implements Environment {
   async startEpisode(taskId: string, options: { maxTurns: number; signal?: AbortSignal }): Promise<AppWorldEpisode> {
     const task = this.tasks.find((t) => t.taskId === taskId);
     if (!task) throw new AppWorldDataError(`AppWorld: dataset '${this.options.dataset}' has no task '${taskId}'`);
-    const lease = await this.servers.lease(options.signal);
-    // Each episode writes its outputs under its own experiment name, removed when it closes.
-    const experiment = `harness-s-${Date.now()}-${randomBytes(4).toString('hex')}`;
+    const lease = await this.servers.lease(taskId, options.signal);
     try {
-      const world = await lease.client.initialize(taskId, { experimentName: experiment }, options.signal);
-      return new AppWorldEpisode(task, world, lease, path.join(this.options.root, 'experiments', 'outputs', experiment), options.signal);
+      // The server gets no ground truth: the evaluator grades the episode (servers.ts).
+      const world = await lease.client.initialize(taskId, { experimentName: lease.experiment, loadGroundTruth: false, timeoutSeconds: lease.limits.executeSeconds }, options.signal);
+      return new AppWorldEpisode(task, world, lease, options.signal);
     } catch (err) {
-      lease.release(true);
+      lease.release();
       throw err;
     }
   }
 
-  /** Servers running now (for tests and status). */
+  /** Sandboxes running now: episodes' servers, spares, evaluators (for tests and status). */
   get runningServers(): number {
     return this.servers.size;
   }

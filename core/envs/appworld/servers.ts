@@ -1,136 +1,171 @@
 /**
- * AppWorld environment servers, one process per concurrent episode: the
- * server holds one world at a time. Started on demand (up to `max`), reused
- * across episodes, restarted after any server error (an AppWorld server that
- * answered 500 may be wedged), killed with the worker (they get SIGKILL when
- * the process that started them dies) and by close().
+ * AppWorld's processes, one sandbox each (sandbox.ts, docs/appworld.md):
+ *
+ * - an execution server per episode, never reused: a clean interpreter
+ *   every time. It runs the agent's code and sees the task's specs and
+ *   starting databases, copied into its own folder when the episode starts,
+ *   never a ground truth; it writes only its own output folder, and the
+ *   worker speaks to it through a unix socket (it has no network). Servers
+ *   are started ahead (one spare per episode slot), their imports done, so
+ *   an episode waits for its server's start only when it outruns the spares.
+ * - an evaluator per episode (one also started ahead), which sees the ground
+ *   truth and a copy of the world the episode saved, taken once the episode's
+ *   server is gone (regular files only), and never runs the agent's code.
+ *
+ * Everything is killed with the worker (--die-with-parent) and by close().
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { pythonPrefix } from '../swe/trees';
-import { sandboxKiller, systemMounts } from '../swe/sandbox';
-import { AppWorldClient, AppWorldServerError } from './client';
+import { seccompFile, sandboxKiller } from '../swe/sandbox';
+import { AppWorldClient, AppWorldServerError, EvaluateOutput, parseOutput } from './client';
+import { appWorldSandboxArgv, asRoot, DEFAULT_APPWORLD_LIMITS, nextSandboxUid, SANDBOX_ROOT, SECCOMP_FD, type AppWorldLimits, type SandboxSpec } from './sandbox';
 
 export interface AppWorldServerSpec {
   /** The `appworld` command of the venv the package is installed in. */
   appworld: string;
   /** APPWORLD_ROOT: the folder holding data/ (tasks, base DBs, API docs). */
   root: string;
-  /** APPWORLD_CACHE: where `appworld install` unpacked its bundles. */
+  /** APPWORLD_CACHE of that install (the servers do not need it). */
   cache?: string;
-  /** Servers at most (episodes at once). */
+  /** Episodes at once. */
   max: number;
-  /** Seconds a server may take to answer after it is started. */
+  /** Seconds a server or evaluator may take to be ready after it is started. */
   startSeconds?: number;
+  /** Seconds an evaluation may take. */
+  evaluateSeconds?: number;
+  limits?: Partial<AppWorldLimits>;
+}
+
+const SERVER_CODE = readFileSync(path.join(__dirname, 'sandboxed', 'execution_server.py'), 'utf8');
+const EVALUATOR_CODE = readFileSync(path.join(__dirname, 'sandboxed', 'evaluate_task.py'), 'utf8');
+/** The socket's folder inside the server's sandbox. */
+const SOCKET_DIR = '/run/appworld';
+/** Bytes of an evaluator's output read at most. */
+const EVALUATOR_OUTPUT_BYTES = 8 * 1024 * 1024;
+/** Files of a saved world copied for the evaluator at most (AppWorld saves one per app). */
+const SAVED_FILES = 200;
+
+/** A running sandbox: its process, uid, the end of its output, and how to kill it. */
+interface Sandbox {
+  child: ChildProcess;
+  uid: number | null;
+  log: string[];
+  /** Kills the whole sandbox (its init first). */
+  kill: () => void;
+  killed: boolean;
+  /** Resolves when bubblewrap has exited (the sandbox is gone). */
+  exited: Promise<void>;
+  /** stdout, as it came (the evaluator's answer). */
+  stdout: Buffer[];
+}
+
+function startSandbox(spec: Omit<SandboxSpec, 'uid'>, uid: number): Sandbox {
+  const filter = openSync(seccompFile(), 'r');
+  let child: ChildProcess;
+  try {
+    // fd 3: bubblewrap's info (the sandbox's init), so a kill aims at it; fd SECCOMP_FD: the seccomp program.
+    const stdio: Array<'pipe' | number> = ['pipe', 'pipe', 'pipe', 'pipe'];
+    stdio[SECCOMP_FD] = filter;
+    child = spawn('bwrap', appWorldSandboxArgv({ ...spec, uid }), { stdio, env: {} });
+  } finally {
+    closeSync(filter);
+  }
+  const log: string[] = [];
+  const stdout: Buffer[] = [];
+  let stdoutBytes = 0;
+  const keep = (chunk: Buffer) => {
+    log.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    log.splice(0, Math.max(0, log.length - 40));
+  };
+  child.stdout!.on('data', (chunk: Buffer) => {
+    if (stdoutBytes < EVALUATOR_OUTPUT_BYTES) stdout.push(chunk);
+    stdoutBytes += chunk.length;
+    keep(chunk);
+  });
+  child.stderr!.on('data', keep);
+  child.stdin!.on('error', () => undefined);
+  const exited = new Promise<void>((resolve) => {
+    child.once('close', () => resolve());
+    child.once('error', (err) => {
+      log.push(`cannot start bwrap: ${err.message}`);
+      resolve();
+    });
+  });
+  const killer = sandboxKiller(child, false);
+  const sandbox: Sandbox = {
+    child,
+    uid: asRoot() ? uid : null,
+    log,
+    kill: () => {
+      sandbox.killed = true;
+      killer();
+    },
+    killed: false,
+    exited,
+    stdout,
+  };
+  return sandbox;
+}
+
+/** Waits until `ready` holds, the sandbox exits (an error with its output) or `seconds` pass (it is killed). */
+async function waitReady(sandbox: Sandbox, what: string, seconds: number, ready: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  let gone = false;
+  void sandbox.exited.then(() => (gone = true));
+  while (Date.now() < deadline) {
+    if (gone) throw new AppWorldServerError(`${what} exited (code ${sandbox.child.exitCode}):\n${sandbox.log.slice(-15).join('\n')}`);
+    if (await ready()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  sandbox.kill();
+  throw new AppWorldServerError(`${what} was not ready within ${seconds} s:\n${sandbox.log.slice(-15).join('\n')}`);
+}
+
+/** A folder only `uid` (the sandbox's) may use; the worker's own when it is not root. */
+function folderFor(dir: string, uid: number | null): string {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (uid !== null) chownSync(dir, uid, uid);
+  return dir;
 }
 
 interface Server {
-  process: ChildProcess;
+  sandbox: Sandbox;
+  id: string;
+  dir: string;
   client: AppWorldClient;
-  log: string[];
-  /** Kills the server's sandbox (its init first). */
-  kill: () => void;
 }
-
-/**
- * The server process: AppWorld's own environment server app (the FastAPI app
- * `appworld serve environment` runs), on 127.0.0.1 only (the CLI binds every
- * interface, and the server runs any code it is sent), inside bubblewrap:
- * its own PID namespace (it cannot see the worker or read its environment
- * through /proc), no capabilities, only /usr, the venv and its Python, the
- * package cache (read-only) and the AppWorld root (writable: its outputs) in
- * view. The network is shared, so the port can be reached (docs/appworld.md).
- */
-function serverCommand(spec: AppWorldServerSpec, port: number): { file: string; args: string[] } {
-  const venv = path.dirname(path.dirname(spec.appworld));
-  const python = path.join(venv, 'bin', 'python');
-  const prefix = pythonPrefix(venv);
-  const launcher = [
-    'import sys, uvicorn',
-    'from appworld import update_root',
-    'update_root(sys.argv[1])',
-    'from appworld.serve.environment import app',
-    "uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')",
-  ].join('\n');
-  const binds = [...new Set([venv, ...(prefix ? [prefix] : []), ...(spec.cache ? [spec.cache] : [])])];
-  const args = [
-    '--info-fd', '3', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session',
-    ...(process.getuid?.() === 0 ? ['--cap-drop', 'ALL'] : ['--unshare-user']),
-    ...systemMounts(['/etc/ld.so.cache', '/etc/localtime', '/etc/ssl', '/etc/alternatives']),
-  ];
-  for (const dir of binds) args.push('--ro-bind', dir, dir);
-  args.push('--bind', spec.root, spec.root, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--chdir', spec.root);
-  args.push('--', python, '-c', launcher, spec.root, String(port));
-  return { file: 'bwrap', args };
-}
-
 
 export interface Lease {
   client: AppWorldClient;
-  /** Gives the server back; `broken`: it answered an error, so it is stopped instead. */
-  release(broken?: boolean): void;
+  /** The experiment name the server writes the episode's outputs under. */
+  experiment: string;
+  /** The uid the server's sandbox runs as (null when the worker is not root and the sandbox runs as the worker). */
+  uid: number | null;
+  limits: AppWorldLimits;
+  /** Stops the server (what the agent did is saved), then grades the saved world in an evaluator. */
+  evaluate(signal?: AbortSignal): Promise<EvaluateOutput>;
+  /** Stops the server and removes its folders. */
+  release(): void;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-export class AppWorldServers {
-  private readonly idle: Server[] = [];
-  private readonly all = new Set<Server>();
-  private readonly waiting: Array<(server: Server | null) => void> = [];
-  private starting = 0;
-  private closed = false;
-
-  constructor(readonly spec: AppWorldServerSpec) {}
-
-  async lease(signal?: AbortSignal): Promise<Lease> {
-    const server = await this.take(signal);
-    let released = false;
-    return {
-      client: server.client,
-      release: (broken = false) => {
-        if (released) return;
-        released = true;
-        if (broken || this.closed || server.process.exitCode !== null) this.stop(server);
-        else this.give(server);
-      },
-    };
-  }
-
-  private async take(signal?: AbortSignal): Promise<Server> {
+/** Waiters for a free episode slot. */
+class Slots {
+  private used = 0;
+  private readonly waiting: Array<() => void> = [];
+  constructor(private readonly max: number) {}
+  async take(signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
-    if (this.closed) throw new AppWorldServerError('the AppWorld servers are closed');
-    const ready = this.idle.pop();
-    if (ready) return ready;
-    if (this.all.size + this.starting < this.spec.max) {
-      this.starting += 1;
-      try {
-        const server = await this.start();
-        this.all.add(server);
-        return server;
-      } catch (err) {
-        // A waiter may try a start of its own.
-        this.waiting.shift()?.(null);
-        throw err;
-      } finally {
-        this.starting -= 1;
-      }
+    if (this.used < this.max) {
+      this.used += 1;
+      return;
     }
-    const server = await new Promise<Server | null>((resolve, reject) => {
-      const waiter = (s: Server | null) => {
+    await new Promise<void>((resolve, reject) => {
+      const waiter = () => {
         signal?.removeEventListener('abort', onAbort);
-        resolve(s);
+        resolve();
       };
-      // An aborted waiter leaves the queue, so no server is handed to it and lost.
       const onAbort = () => {
         const at = this.waiting.indexOf(waiter);
         if (at >= 0) this.waiting.splice(at, 1);
@@ -139,64 +174,205 @@ export class AppWorldServers {
       this.waiting.push(waiter);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
-    return server ?? this.take(signal);
   }
-
-  private give(server: Server): void {
+  give(): void {
     const next = this.waiting.shift();
-    if (next) next(server);
-    else this.idle.push(server);
+    if (next) next();
+    else this.used -= 1;
+  }
+}
+
+export class AppWorldServers {
+  readonly limits: AppWorldLimits;
+  private readonly venv: string;
+  private state: string | null = null;
+  private readonly slots: Slots;
+  private readonly spareServers: Array<Promise<Server>> = [];
+  private readonly spareEvaluators: Array<Promise<Sandbox>> = [];
+  private readonly running = new Set<Sandbox>();
+  private counter = 0;
+  private closed = false;
+
+  constructor(readonly spec: AppWorldServerSpec) {
+    this.limits = { ...DEFAULT_APPWORLD_LIMITS, ...spec.limits };
+    this.venv = path.dirname(path.dirname(spec.appworld));
+    this.slots = new Slots(spec.max);
   }
 
-  private stop(server: Server): void {
-    this.all.delete(server);
-    const at = this.idle.indexOf(server);
-    if (at >= 0) this.idle.splice(at, 1);
-    server.kill();
-    // A waiter may now start a server of its own.
-    this.waiting.shift()?.(null);
-  }
-
-  private async start(): Promise<Server> {
-    const port = await freePort();
-    const { file, args } = serverCommand(this.spec, port);
-    // fd 3: bubblewrap's info (the server's namespace init), so a kill can aim at it (see core/envs/swe/sandbox.ts).
-    const child = spawn(file, args, {
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-      // Its whole environment: nothing of the worker's (no secret) reaches the code it runs.
-      env: { PATH: `${path.dirname(this.spec.appworld)}:/usr/bin:/bin`, HOME: '/tmp', APPWORLD_ROOT: this.spec.root, ...(this.spec.cache ? { APPWORLD_CACHE: this.spec.cache } : {}) },
-    });
-    const log: string[] = [];
-    const keep = (chunk: Buffer) => {
-      log.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-      log.splice(0, Math.max(0, log.length - 40));
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-    const server: Server = { process: child, client: new AppWorldClient(`http://127.0.0.1:${port}`), log, kill: sandboxKiller(child, false) };
-    const deadline = Date.now() + (this.spec.startSeconds ?? 90) * 1000;
-    let spawnError: Error | null = null;
-    child.once('error', (err) => (spawnError = err));
-    while (Date.now() < deadline) {
-      if (spawnError) throw new AppWorldServerError(`cannot start the AppWorld server (${file}): ${(spawnError as Error).message}`);
-      if (child.exitCode !== null) {
-        throw new AppWorldServerError(`the AppWorld server (${this.spec.appworld}, root ${this.spec.root}) exited with code ${child.exitCode}:\n${log.slice(-15).join('\n')}`);
-      }
-      if (await server.client.alive()) return server;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+  /** The worker's folder for its sandboxes' files: traversable, not listable, by the sandboxes' uids. */
+  private stateDir(): string {
+    if (!this.state) {
+      this.state = mkdtempSync(path.join(os.tmpdir(), 'harness-s-appworld-'));
+      chmodSync(this.state, 0o711);
+      mkdirSync(path.join(this.state, 'eval'), { mode: 0o755 });
     }
-    server.kill();
-    throw new AppWorldServerError(`the AppWorld server on port ${port} did not answer within ${this.spec.startSeconds ?? 90} s:\n${log.slice(-15).join('\n')}`);
+    return this.state;
   }
 
-  /** Servers running now. */
+  private track(sandbox: Sandbox): Sandbox {
+    this.running.add(sandbox);
+    void sandbox.exited.then(() => this.running.delete(sandbox));
+    return sandbox;
+  }
+
+  private async startServer(): Promise<Server> {
+    const id = `episode-${process.pid}-${++this.counter}`;
+    const uid = nextSandboxUid();
+    const owner = asRoot() ? uid : null;
+    const dir = path.join(this.stateDir(), id);
+    mkdirSync(path.join(dir, 'tasks'), { recursive: true, mode: 0o755 });
+    const outputs = folderFor(path.join(dir, 'outputs'), owner);
+    const run = folderFor(path.join(dir, 'run'), owner);
+    const data = path.join(this.spec.root, 'data');
+    // The task's files come later (lease); no ground truth is ever in view.
+    const mounts = [
+      { host: path.join(data, 'base_dbs'), at: `${SANDBOX_ROOT}/data/base_dbs` },
+      { host: path.join(data, 'api_docs'), at: `${SANDBOX_ROOT}/data/api_docs` },
+      { host: path.join(dir, 'tasks'), at: `${SANDBOX_ROOT}/data/tasks` },
+      { host: outputs, at: `${SANDBOX_ROOT}/experiments/outputs/${id}`, writable: true },
+      { host: run, at: SOCKET_DIR, writable: true },
+    ];
+    const sandbox = this.track(startSandbox({ venv: this.venv, mounts, limits: this.limits, code: SERVER_CODE, args: [SANDBOX_ROOT, `${SOCKET_DIR}/server.sock`] }, uid));
+    const client = new AppWorldClient(path.join(run, 'server.sock'));
+    try {
+      await waitReady(sandbox, `the AppWorld server (${this.spec.appworld}, root ${this.spec.root})`, this.spec.startSeconds ?? 180, () => existsSync(client.socketPath) && client.alive());
+    } catch (err) {
+      sandbox.kill();
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+    return { sandbox, id, dir, client };
+  }
+
+  private startEvaluator(): Promise<Sandbox> {
+    const mounts = [
+      { host: path.join(this.spec.root, 'data'), at: `${SANDBOX_ROOT}/data` },
+      { host: path.join(this.stateDir(), 'eval'), at: `${SANDBOX_ROOT}/experiments/outputs` },
+    ];
+    const sandbox = this.track(startSandbox({ venv: this.venv, mounts, limits: this.limits, code: EVALUATOR_CODE, args: [SANDBOX_ROOT] }, nextSandboxUid()));
+    return waitReady(sandbox, 'the AppWorld evaluator', this.spec.startSeconds ?? 180, () => sandbox.log.includes('ready')).then(() => sandbox);
+  }
+
+  /** A started one: a spare when there is one (and another is started in its place). */
+  private take<T>(spares: Array<Promise<T>>, start: () => Promise<T>, count: number): Promise<T> {
+    const next = spares.shift() ?? start();
+    while (!this.closed && spares.length < count) {
+      const spare = start();
+      spare.catch(() => undefined);
+      spares.push(spare);
+    }
+    return next;
+  }
+
+  /** A fresh server with `taskId`'s specs and databases in view, for one episode. */
+  async lease(taskId: string, signal?: AbortSignal): Promise<Lease> {
+    if (this.closed) throw new AppWorldServerError('the AppWorld servers are closed');
+    await this.slots.take(signal);
+    // The episode's evaluator is started now, so it is ready when the episode ends.
+    if (this.spareEvaluators.length === 0) {
+      const spare = this.startEvaluator();
+      spare.catch(() => undefined);
+      this.spareEvaluators.push(spare);
+    }
+    let server: Server | null = null;
+    try {
+      const from = path.join(this.spec.root, 'data', 'tasks', taskId);
+      if (!existsSync(path.join(from, 'specs.json'))) throw new AppWorldServerError(`AppWorld: no task '${taskId}' (no ${path.join(from, 'specs.json')})`);
+      server = await this.take(this.spareServers, () => this.startServer(), this.spec.max);
+      // A spare that died while it waited: one more, started now.
+      if (server.sandbox.child.exitCode !== null) server = await this.startServer();
+      if (this.closed) throw new AppWorldServerError('the AppWorld servers are closed');
+      // The task's specs and starting databases only: its ground truth stays out of the server's view.
+      const to = path.join(server.dir, 'tasks', taskId);
+      mkdirSync(path.join(to, 'dbs'), { recursive: true, mode: 0o755 });
+      copyFileSync(path.join(from, 'specs.json'), path.join(to, 'specs.json'));
+      for (const file of readdirSync(path.join(from, 'dbs'))) copyFileSync(path.join(from, 'dbs', file), path.join(to, 'dbs', file));
+    } catch (err) {
+      if (server) this.discard(server);
+      this.slots.give();
+      throw err;
+    }
+    const leased = server;
+    let released = false;
+    const stop = () => leased.sandbox.kill();
+    return {
+      client: leased.client,
+      experiment: leased.id,
+      uid: leased.sandbox.uid,
+      limits: this.limits,
+      evaluate: async (evalSignal) => {
+        stop();
+        await leased.sandbox.exited;
+        return this.evaluate(leased, taskId, evalSignal);
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.discard(leased);
+        this.slots.give();
+      },
+    };
+  }
+
+  /** Kills a server and removes its folders once it is gone. */
+  private discard(server: Server): void {
+    server.sandbox.kill();
+    void server.sandbox.exited.then(() => rmSync(server.dir, { recursive: true, force: true }));
+  }
+
+  /** Copies the world the episode saved (regular files only: the sandbox wrote that folder) and grades it in an evaluator. */
+  private async evaluate(server: Server, taskId: string, signal?: AbortSignal): Promise<EvaluateOutput> {
+    const saved = path.join(server.dir, 'outputs', 'tasks', taskId, 'dbs');
+    const copy = path.join(this.stateDir(), 'eval', server.id);
+    const dbs = path.join(copy, 'tasks', taskId, 'dbs');
+    mkdirSync(dbs, { recursive: true, mode: 0o755 });
+    try {
+      const files = existsSync(saved) && lstatSync(saved).isDirectory() ? readdirSync(saved).slice(0, SAVED_FILES) : [];
+      for (const file of files) {
+        const from = path.join(saved, file);
+        if (lstatSync(from).isFile()) {
+          copyFileSync(from, path.join(dbs, file));
+          chmodSync(path.join(dbs, file), 0o644);
+        }
+      }
+      const evaluator = await this.take(this.spareEvaluators, () => this.startEvaluator(), 1);
+      return await this.runEvaluator(evaluator, taskId, server.id, signal);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  }
+
+  private async runEvaluator(evaluator: Sandbox, taskId: string, experiment: string, signal?: AbortSignal): Promise<EvaluateOutput> {
+    const seconds = this.spec.evaluateSeconds ?? 120;
+    const timer = setTimeout(() => evaluator.kill(), seconds * 1000);
+    const onAbort = () => evaluator.kill();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      evaluator.child.stdin!.end(`${JSON.stringify({ task_id: taskId, experiment_name: experiment })}\n`);
+      await evaluator.exited;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    signal?.throwIfAborted();
+    const lines = Buffer.concat(evaluator.stdout).toString('utf8').split('\n').filter((l) => l.trim());
+    if (evaluator.child.exitCode !== 0 || lines.length === 0) {
+      throw new AppWorldServerError(`the AppWorld evaluator of ${taskId} failed (exit ${evaluator.child.exitCode ?? evaluator.child.signalCode}):\n${evaluator.log.slice(-15).join('\n')}`);
+    }
+    return parseOutput(`evaluator of ${taskId}`, `{"output": ${lines.at(-1)}}`, EvaluateOutput);
+  }
+
+  /** Sandboxes running now and not being killed: servers (episodes' and spares) and evaluators. */
   get size(): number {
-    return this.all.size;
+    return [...this.running].filter((s) => !s.killed).length;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const server of [...this.all]) this.stop(server);
-    for (const waiter of this.waiting.splice(0)) waiter(null);
+    const all = [...this.running];
+    for (const sandbox of all) sandbox.kill();
+    await Promise.all(all.map((s) => s.exited));
+    for (const spare of [...this.spareServers, ...this.spareEvaluators]) await spare.catch(() => undefined);
+    if (this.state) rmSync(this.state, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,213 @@
+/**
+ * The agent's code as an adversary, played through the AppWorld env's
+ * Episode API against the real AppWorld server, each outcome checked from
+ * the host: no connection reaches a host listener, the ground truth cannot
+ * be read (and a guess scores 0), memory, processes, output and time are
+ * bounded, nothing of the sandbox outlives its episode, and nothing of one
+ * episode reaches the next. The control: the gold solution still scores 1.
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import { AppWorldEnvironment, type AppWorldEpisode } from '../../core/envs/appworld/environment';
+import { processesOfUid } from '../../core/envs/appworld/sandbox';
+import type { StepOutcome } from '../../core/envs/environment';
+import { loadFixtureTasks, setupAppWorld } from '../../infra/appworld/install';
+
+const tasks = loadFixtureTasks();
+const qa = tasks.find((t) => t.id === 'fixqa_2')!;
+const EXECUTE_SECONDS = 5;
+const MAX_PROCESSES = 64;
+const MAX_MEMORY = 3 * 1024 ** 3;
+const REPLY_BYTES = 1024 * 1024;
+
+/** How the agent's code gets a module AppWorld's guard refuses by name (__builtins__ is a dict or the module, as the interpreter has it). */
+const sneak = (name: string) => `(__builtins__ if type(__builtins__) is dict else vars(__builtins__))['__import__'](${name.split('').map((c) => `'${c}'`).join('+')})`;
+const fence = (code: string) => `\`\`\`python\n${code}\n\`\`\``;
+
+let env: AppWorldEnvironment;
+
+beforeAll(async () => {
+  const install = await setupAppWorld();
+  env = new AppWorldEnvironment({
+    appworld: install.appworld,
+    root: install.fixtureRoot,
+    cache: install.cache,
+    dataset: 'fixture',
+    servers: 2,
+    harnesses: [],
+    limits: { executeSeconds: EXECUTE_SECONDS, maxProcesses: MAX_PROCESSES, maxMemoryBytes: MAX_MEMORY, replyBytes: REPLY_BYTES },
+  });
+}, 600_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+/** One episode of `taskId`: each code is one turn, until the episode ends; the episode is closed after. */
+async function play(taskId: string, codes: string[], during?: (episode: AppWorldEpisode, turn: number) => void): Promise<{ outcomes: StepOutcome[]; episode: AppWorldEpisode }> {
+  const episode = await env.startEpisode(taskId, { maxTurns: codes.length });
+  const outcomes: StepOutcome[] = [];
+  try {
+    for (const [turn, code] of codes.entries()) {
+      const outcome = await episode.step(fence(code));
+      outcomes.push(outcome);
+      during?.(episode, turn);
+      if (outcome.done) break;
+    }
+  } finally {
+    await episode.close();
+  }
+  return { outcomes, episode };
+}
+
+/** The sandbox's processes as the host sees them, once they had `ms` to go. */
+async function leftAfter(uid: number, ms = 5000): Promise<number[]> {
+  const deadline = Date.now() + ms;
+  let left = processesOfUid(uid);
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    left = processesOfUid(uid);
+  }
+  return left;
+}
+
+test('control: the gold solution of a question task still scores 1', async () => {
+  const { outcomes } = await play(qa.id, qa.solution);
+  expect(outcomes.at(-1)).toMatchObject({ done: true, success: true, reward: 1 });
+}, 300_000);
+
+test("a socket smuggled past AppWorld's import check reaches nothing on the host: the host's listener sees no connection", async () => {
+  const connections: Socket[] = [];
+  const listener: Server = createServer((socket) => {
+    connections.push(socket);
+    socket.destroy();
+  });
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const { port } = listener.address() as { port: number };
+  try {
+    const { outcomes } = await play(qa.id, [
+      [
+        `socket = ${sneak('socket')}`,
+        'try:',
+        `    socket.create_connection(('127.0.0.1', ${port}), timeout=3)`,
+        "    print('connected')",
+        'except Exception as e:',
+        "    print('no connection:', type(e).__name__)",
+      ].join('\n'),
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(connections).toHaveLength(0);
+    expect(outcomes[0].observation).toMatch(/^no connection: /);
+  } finally {
+    await new Promise((resolve) => listener.close(resolve));
+  }
+}, 300_000);
+
+test('the ground truth read through ctypes (libc open/read) gives nothing, and completing with what was read scores 0', async () => {
+  const read = [
+    `ctypes = ${sneak('ctypes')}`,
+    'libc = ctypes.CDLL(None)',
+    'found = {}',
+    "for name in ['answer.json', 'private_data.json', 'evaluation.py']:",
+    `    fd = libc.open(('data/tasks/${qa.id}/ground_truth/' + name).encode(), 0)`,
+    '    buf = ctypes.create_string_buffer(65536)',
+    '    n = libc.read(fd, buf, 65536) if fd >= 0 else -1',
+    "    found[name] = buf.raw[:n].decode() if n > 0 else ''",
+    "print({name: len(text) for name, text in found.items()})",
+  ].join('\n');
+  const answer = [
+    "try:",
+    "    guess = json.loads(found['answer.json'])",
+    'except Exception:',
+    "    guess = ''",
+    'apis.supervisor.complete_task(answer=guess)',
+  ].join('\n');
+  const { outcomes } = await play(qa.id, [read, answer]);
+  expect(outcomes[0].observation).toMatch(/\{"answer\.json": 0, "private_data\.json": 0, "evaluation\.py": 0\}/);
+  expect(outcomes.at(-1)).toMatchObject({ done: true, success: false, reward: 0, failureType: 'wrong_answer' });
+}, 300_000);
+
+test('a memory bomb stops at the address-space limit (MemoryError), and the episode goes on', async () => {
+  const bomb = [
+    'chunks = []',
+    'try:',
+    '    for _ in range(60):',
+    '        chunks.append(bytes(100 * 2**20))',
+    "    print('allocated', len(chunks))",
+    'except MemoryError:',
+    "    print('MemoryError after', len(chunks))",
+    'chunks = None',
+  ].join('\n');
+  const { outcomes } = await play(qa.id, [bomb, "print('still here')"]);
+  const got = /MemoryError after (\d+)/.exec(outcomes[0].observation);
+  expect(got).not.toBeNull();
+  expect(Number(got![1]) * 100 * 2 ** 20).toBeLessThan(MAX_MEMORY);
+  expect(outcomes[1]).toMatchObject({ observation: 'still here\n', done: false });
+}, 300_000);
+
+test('a fork bomb stops at the process limit, and none of its processes outlives the episode', async () => {
+  const bomb = [
+    // posix and select: AppWorld's guard knows os.fork, os._exit and time.sleep by name only.
+    `posix = ${sneak('posix')}`,
+    `select = ${sneak('select')}`,
+    'made = 0',
+    'try:',
+    '    for _ in range(200):',
+    '        if posix.fork() == 0:',
+    '            select.select([], [], [], 600)',
+    '            posix._exit(0)',
+    '        made += 1',
+    "    print('forked', made)",
+    'except OSError as e:',
+    "    print('fork refused after', made, type(e).__name__)",
+  ].join('\n');
+  let during: number[] = [];
+  const { outcomes, episode } = await play(qa.id, [bomb], (ep) => (during = processesOfUid(ep.sandboxUid!)));
+  const got = /fork refused after (\d+)/.exec(outcomes[0].observation);
+  expect(got).not.toBeNull();
+  expect(Number(got![1])).toBeLessThan(MAX_PROCESSES);
+  expect(during.length).toBeGreaterThan(0);
+  expect(during.length).toBeLessThanOrEqual(MAX_PROCESSES);
+  expect(await leftAfter(episode.sandboxUid!)).toEqual([]);
+}, 300_000);
+
+test("a huge print is cut while it streams: the worker reads about the cap, its memory stays bounded, and the episode goes on", async () => {
+  let peak = process.memoryUsage().rss;
+  const before = peak;
+  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 10);
+  let outcomes: StepOutcome[];
+  try {
+    ({ outcomes } = await play(qa.id, ["print('x' * (128 * 2**20))", "print('after')"]));
+  } finally {
+    clearInterval(sampler);
+  }
+  expect(outcomes[0].observation).toMatch(new RegExp(`^x{1000}[\\s\\S]*\\[output cut: the reply was over ${REPLY_BYTES} bytes, and reading stopped there\\]$`));
+  expect(peak - before).toBeLessThan(64 * 1024 ** 2);
+  expect(outcomes[1]).toMatchObject({ observation: 'after\n', done: false });
+}, 300_000);
+
+test('an endless loop that switches off AppWorld\'s own timeout is killed at the wall-clock limit: a clear failure, nothing left running', async () => {
+  const loop = [
+    `signal = ${sneak('signal')}`,
+    `posix = ${sneak('posix')}`,
+    'signal.signal(signal.SIGALRM, signal.SIG_IGN)',
+    '# a child too, which would outlive a server killed alone',
+    'if posix.fork() == 0:',
+    '    while True:',
+    '        pass',
+    'while True:',
+    '    pass',
+  ].join('\n');
+  const started = Date.now();
+  const { outcomes, episode } = await play(qa.id, [loop, "print('never')"]);
+  const seconds = (Date.now() - started) / 1000;
+  expect(outcomes).toHaveLength(1);
+  expect(outcomes[0]).toMatchObject({ done: true, success: false, reward: 0, failureType: 'execution_error' });
+  expect(outcomes[0].observation).toMatch(new RegExp(`ran past the ${EXECUTE_SECONDS} s limit; the sandbox was killed`));
+  expect(seconds).toBeLessThan(EXECUTE_SECONDS + 30);
+  expect(await leftAfter(episode.sandboxUid!)).toEqual([]);
+}, 300_000);
+
+test('nothing of one episode reaches the next: each gets a clean interpreter', async () => {
+  await play(qa.id, [`${sneak('builtins')}.planted = 'from an earlier episode'\nprint('planted')`]);
+  const { outcomes } = await play(qa.id, [`print(getattr(${sneak('builtins')}, 'planted', 'clean'))`]);
+  expect(outcomes[0].observation).toBe('clean\n');
+}, 300_000);
