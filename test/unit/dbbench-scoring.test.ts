@@ -147,6 +147,24 @@ describe('scoring an episode', () => {
     expect(scoreEpisode({ ...update, ending: 'invalid', answer: undefined })).toMatchObject({ correct: true, status: 'agent_validation_failed' });
   });
 
+  test('a DML answer table that was not hashed is a wrong answer, its reason recorded, even after a failed statement', () => {
+    expect(scoreEpisode({ ...update, tableHash: undefined, tableRefused: "'t' is a VIEW, not a base table", lastStatementFailed: true })).toEqual({
+      correct: false,
+      reward: 0,
+      failureType: 'wrong_answer',
+      status: 'completed',
+      answer: "(not hashed: 't' is a VIEW, not a base table)",
+    });
+  });
+
+  test('an episode ended by a sandbox cap is an execution_error that reached a task limit', () => {
+    expect(scoreEpisode({ ...update, tableHash: undefined, ending: 'resource_limit' })).toMatchObject({
+      correct: false,
+      failureType: 'execution_error',
+      status: 'task_limit_reached',
+    });
+  });
+
   test('normalized matching applies to queries when chosen', () => {
     expect(scoreEpisode({ ...query, answer: ' ["3.001"]' }).correct).toBe(false);
     expect(scoreEpisode({ ...query, answer: ' ["3.001"]', matching: 'normalized' }).correct).toBe(true);

@@ -12,8 +12,6 @@ import type { StatementResult } from './statement';
 import { isDmlType, loadDbBenchTasks, type DbBenchTask } from './tasks';
 import type { FailureType } from '../../policy/trajectory';
 
-/** Sandboxes older than this are leftovers of a dead worker (episodes last seconds to minutes). */
-export const STALE_SANDBOX_MS = 60 * 60 * 1000;
 
 export type ObservationKind = 'ok' | 'error' | 'empty';
 
@@ -105,14 +103,21 @@ class DbBenchEpisode implements Episode {
       this.statements += 1;
       this.lastStatementFailed = result.outcome === 'error';
     }
+    if (result.capExceeded) return this.finish('resource_limit', undefined, result.capExceeded);
     return { observation: result.observation, done: false, kind: observationKind(result) };
   }
 
   private async finish(ending: EpisodeEnding, answer?: string, reason?: string): Promise<DbBenchStepOutcome> {
     const { entry, type } = this.source;
     let tableHash: string | undefined;
+    let tableRefused: string | undefined;
     try {
-      if (isDmlType(type)) tableHash = await this.sandbox.tableHash(tableHashQuery(entry.table));
+      // A database past its cap is not read: the episode failed, and hashing it is what the cap bounds.
+      if (isDmlType(type) && ending !== 'resource_limit') {
+        const verdict = await this.sandbox.scoreTable(entry.table, tableHashQuery(entry.table));
+        if (verdict.kind === 'hash') tableHash = verdict.hash;
+        else tableRefused = verdict.reason;
+      }
     } finally {
       await this.close();
     }
@@ -123,6 +128,7 @@ class DbBenchEpisode implements Episode {
       ending,
       answer,
       tableHash,
+      tableRefused,
       lastStatementFailed: this.lastStatementFailed,
       matching: this.matching,
     });
@@ -144,14 +150,16 @@ class DbBenchEpisode implements Episode {
         ? `Format error: ${reason}. The episode ends here (${verdict}).`
         : ending === 'turn_limit'
           ? `Turn limit reached without a Final Answer (${verdict}).`
-          : `Answer recorded (${verdict}).`;
+          : ending === 'resource_limit'
+            ? `The episode ends: ${reason} (${verdict}).`
+            : `Answer recorded (${verdict}).`;
     return {
       observation,
       done: true,
       success: score.correct,
       reward: score.reward,
       failureType: score.failureType,
-      kind: ending === 'invalid' ? 'error' : 'ok',
+      kind: ending === 'invalid' || ending === 'resource_limit' ? 'error' : 'ok',
     };
   }
 
@@ -225,8 +233,8 @@ export class DbBenchEnvironment implements Environment {
     if (!Number.isInteger(options.maxTurns) || options.maxTurns < 1) {
       throw new Error(`maxTurns must be a positive integer, got ${options.maxTurns}`);
     }
-    // Leftovers of workers that died are removed once per process, before its first episode.
-    this.swept ??= this.host.sweep({ olderThanMs: STALE_SANDBOX_MS }).then(() => undefined);
+    // Leftovers of workers that died (sandboxes no live host owns, however young) are removed once per process, before its first episode.
+    this.swept ??= this.host.sweep({ olderThanMs: 0 }).then(() => undefined);
     await this.swept;
     const sandbox = await this.host.open(task.entry.table);
     return new DbBenchEpisode({ taskId, kind: task.kind }, task, sandbox, options.maxTurns, this.matching);

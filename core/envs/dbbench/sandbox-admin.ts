@@ -1,8 +1,9 @@
 /**
  * The admin's side of sandboxes, shared by their setup and teardown and by
  * the sweeper: names that carry a prefix and their creation time (so a
- * sweeper can date what a dead worker left behind), identifier quoting, and
- * ending a user's sessions.
+ * sweeper can date what a dead worker left behind), the named lock by which a
+ * live host claims each of its sandboxes, identifier quoting, and ending a
+ * sandbox's sessions.
  */
 import { randomBytes } from 'node:crypto';
 import type { FieldPacket, RowDataPacket } from 'mysql2/promise';
@@ -26,12 +27,31 @@ export interface AdminQueryable {
   query<T extends RowDataPacket[]>(sql: string, values?: unknown[]): Promise<[T, FieldPacket[]]>;
 }
 
+/**
+ * The server-wide named lock (GET_LOCK) a host holds on each sandbox it owns,
+ * from before the database exists until after it is dropped. The server
+ * releases it when the holder's session ends, so a sandbox whose lock is free
+ * belongs to no live host: a killed worker's leftover.
+ */
+export function ownershipLock(name: string): string {
+  return `harness-s:${name}`;
+}
+
 export function quoteId(name: string): string {
   return `\`${name.replace(/`/g, '``')}\``;
 }
 
-export async function killSessionsOf(admin: AdminQueryable, user: string): Promise<void> {
-  const [rows] = await admin.query<RowDataPacket[]>('SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = ?', [user]);
+/**
+ * Ends every session of a sandbox: those logged in as its user and those
+ * (the admin's scoring session included) whose current database is its
+ * database. A session left running there would hold the database's metadata
+ * lock and make DROP DATABASE wait.
+ */
+export async function killSessionsOf(admin: AdminQueryable, name: string): Promise<void> {
+  const [rows] = await admin.query<RowDataPacket[]>(
+    'SELECT ID AS id FROM information_schema.PROCESSLIST WHERE (USER = ? OR DB = ?) AND ID <> CONNECTION_ID()',
+    [name, name],
+  );
   for (const row of rows) {
     try {
       await admin.query(`KILL ${Number(row.id)}`);

@@ -9,12 +9,19 @@
  * Like AgentBench (which reconnects before every statement), each statement
  * runs in a fresh session (statement.ts runs it there): session state does
  * not carry over between turns.
+ *
+ * The agent is an adversary. After every statement the host checks what the
+ * episode's database has grown to (caps below; over one, the episode ends).
+ * Scoring reads the answer table as the admin, so it first locks the episode
+ * user out and ends its sessions, refuses anything under the table's name
+ * but a plain base table of a known engine without generated columns, and
+ * runs the hash under a time limit and a watchdog that kills its session.
  */
 import { randomBytes } from 'node:crypto';
 import { createConnection, type Connection as CoreConnection, type ConnectionOptions } from 'mysql2';
-import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
+import { createConnection as createPromiseConnection, createPool, type Connection as PromiseConnection, type Pool, type RowDataPacket } from 'mysql2/promise';
 import { sqlErrorObservation } from './observation';
-import { DEFAULT_SANDBOX_PREFIX, killSessionsOf, quoteId, sandboxName, type AdminQueryable } from './sandbox-admin';
+import { DEFAULT_SANDBOX_PREFIX, killSessionsOf, ownershipLock, quoteId, sandboxName, type AdminQueryable } from './sandbox-admin';
 import { sweepSandboxes, type SweepReport } from './sandbox-sweeper';
 import { runStatement, streamStatement, toErrorInfo, type SqlErrorInfo, type StatementLimits, type StatementResult } from './statement';
 import type { DbBenchTable } from './tasks';
@@ -25,6 +32,12 @@ export const DEFAULT_DBBENCH_MYSQL_URL = 'mysql://root@127.0.0.1:3306';
 export interface SandboxLimits extends StatementLimits {
   /** MAX_USER_CONNECTIONS of the episode user. */
   maxUserConnections: number;
+  /** Time limit of the admin's scoring statement (server-side, plus a watchdog that kills its session). */
+  scoringTimeMs: number;
+  /** What the episode's database may hold on disk and in memory (data and indexes); checked after every statement. */
+  maxDatabaseBytes: number;
+  /** The largest a MEMORY table may be declared to grow (its MAX_DATA_LENGTH, fixed by max_heap_table_size at creation). */
+  maxMemoryTableBytes: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -32,6 +45,10 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   maxUserConnections: 2,
   maxResultRows: 10_000,
   maxResultBytes: 4 * 1024 * 1024,
+  scoringTimeMs: 10_000,
+  maxDatabaseBytes: 64 * 1024 * 1024,
+  // MariaDB's and MySQL's default max_heap_table_size.
+  maxMemoryTableBytes: 16 * 1024 * 1024,
 };
 
 export interface SandboxHostOptions {
@@ -100,6 +117,12 @@ const COLLATION: Record<ServerFlavor, string> = {
 /** MySQL 8's default; MariaDB's is 1M. AgentBench's table hash and agents' GROUP_CONCATs ran under MySQL's. */
 const GROUP_CONCAT_MAX_LEN = 1024;
 
+/** Engines whose tables the admin may read to score: local storage, nothing that reads files or other servers. */
+const SCORABLE_ENGINES = new Set(['innodb', 'myisam', 'aria', 'memory']);
+
+/** Past the scoring time limit, the watchdog kills the hash's session after this grace. */
+const SCORING_WATCHDOG_GRACE_MS = 1000;
+
 const ER_TOO_MANY_USER_CONNECTIONS = 1226;
 const ER_ACCESS_DENIED = 1045;
 
@@ -129,14 +152,21 @@ function queryCore(connection: CoreConnection, sql: string): Promise<void> {
 }
 
 async function dropSandbox(admin: AdminQueryable, name: string): Promise<void> {
+  // Locked first, so no new session can log in between the kills and the drop.
+  await admin.query(`ALTER USER IF EXISTS ?@'%' ACCOUNT LOCK`, [name]).catch(() => undefined);
   await killSessionsOf(admin, name);
   await admin.query(`DROP USER IF EXISTS ?@'%'`, [name]);
   await admin.query(`DROP DATABASE IF EXISTS ${quoteId(name)}`);
 }
 
+/** What scoring made of the answer table: its hash as printed, or why it was not read. */
+export type TableVerdict = { kind: 'hash'; hash: string } | { kind: 'refused'; reason: string };
+
 /** One episode's database and user. */
 export class Sandbox {
+  /** No more statements or scoring (the sandbox was scored or dropped). */
   private dropped = false;
+  private gone = false;
 
   constructor(
     private readonly host: SandboxHost,
@@ -207,13 +237,41 @@ export class Sandbox {
     } catch (err) {
       return this.errorResult(toErrorInfo(err), started);
     }
-    return runStatement(connection, sql, {
+    const result = await runStatement(connection, sql, {
       limits: this.host.limits,
       timeLimitError: timeLimitError(this.flavor),
       kill: (threadId) => this.host.kill(threadId),
       started,
       errorResult: (error) => this.errorResult(error, started),
     });
+    const overCap = await this.capExceeded();
+    if (!overCap) return result;
+    return { ...this.errorResult({ message: `${overCap}; the episode ends here`, limit: 'size' }, started), capExceeded: overCap };
+  }
+
+  /**
+   * What the database has grown past, if anything: its total size (data and
+   * indexes; InnoDB's by its files, which the statistics trail), or a MEMORY
+   * table declared larger than the cap (a raised max_heap_table_size, which
+   * any session may set for itself, fixes it at creation).
+   */
+  async capExceeded(): Promise<string | null> {
+    const { maxDatabaseBytes, maxMemoryTableBytes } = this.host.limits;
+    const [tables] = await this.host.admin.query<RowDataPacket[]>(
+      'SELECT TABLE_NAME AS name, ENGINE AS engine, DATA_LENGTH AS data, INDEX_LENGTH AS indexes, MAX_DATA_LENGTH AS maxData ' +
+        'FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?',
+      [this.name],
+    );
+    let bytes = 0;
+    for (const table of tables) {
+      const engine = String(table.engine ?? '').toLowerCase();
+      if (engine === 'memory' && Number(table.maxData) > maxMemoryTableBytes) {
+        return `MEMORY table '${String(table.name)}' may grow to ${Number(table.maxData)} bytes, past the sandbox's ${maxMemoryTableBytes}`;
+      }
+      if (engine !== 'innodb') bytes += Number(table.data ?? 0) + Number(table.indexes ?? 0);
+    }
+    bytes += await this.host.innodbFileBytes(this.name, this.flavor);
+    return bytes > maxDatabaseBytes ? `the episode's database holds ${bytes} bytes, past the sandbox's ${maxDatabaseBytes}` : null;
   }
 
   private errorResult(error: SqlErrorInfo, started: number): StatementResult {
@@ -230,25 +288,87 @@ export class Sandbox {
     };
   }
 
-  /** The table's hash as AgentBench computes it (as admin, on the server), printed as the driver prints rows. */
-  async tableHash(hashQuery: string): Promise<string> {
+  /**
+   * The answer table's hash as AgentBench computes it (as admin, on the
+   * server), printed as the driver prints rows; or why it was not read. The
+   * episode user is locked out and its sessions ended first, so what is
+   * checked is what is hashed. Only a base table of a local engine without
+   * generated columns is read (a view, a sequence or a computed column could
+   * make the admin's read slow or run someone else's code), under a time
+   * limit and a watchdog. The sandbox takes no more statements afterwards.
+   */
+  async scoreTable(table: DbBenchTable, hashQuery: string): Promise<TableVerdict> {
     if (this.dropped) throw new SandboxError(`sandbox ${this.name} is dropped; its table is gone`);
+    const admin = this.host.admin;
+    this.dropped = true;
+    await admin.query(`ALTER USER ?@'%' ACCOUNT LOCK`, [this.name]);
+    await killSessionsOf(admin, this.name);
+    const refusal = await this.answerTableRefusal(table.table_name);
+    if (refusal) return { kind: 'refused', reason: refusal };
+    return this.hashWithinLimit(hashQuery);
+  }
+
+  private async answerTableRefusal(tableName: string): Promise<string | null> {
+    const admin = this.host.admin;
+    // information_schema compares names without case; the hash's FROM does not.
+    const [tables] = await admin.query<RowDataPacket[]>(
+      'SELECT TABLE_NAME AS name, TABLE_TYPE AS type, ENGINE AS engine FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+      [this.name, tableName],
+    );
+    const found = tables.find((t) => String(t.name) === tableName);
+    if (!found) return `no table named '${tableName}'`;
+    if (found.type !== 'BASE TABLE') return `'${tableName}' is a ${String(found.type)}, not a base table`;
+    const engine = String(found.engine ?? '');
+    if (!SCORABLE_ENGINES.has(engine.toLowerCase())) return `'${tableName}' is stored by ${engine || 'no engine'}, not a local table engine`;
+    const [columns] = await admin.query<RowDataPacket[]>(
+      'SELECT TABLE_NAME AS tableName, COLUMN_NAME AS name FROM information_schema.COLUMNS ' +
+        "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND (COALESCE(GENERATION_EXPRESSION, '') <> '' OR EXTRA LIKE '%GENERATED%')",
+      [this.name, tableName],
+    );
+    const generated = columns.filter((c) => String(c.tableName) === tableName).map((c) => String(c.name));
+    return generated.length ? `'${tableName}' has generated columns (${generated.join(', ')})` : null;
+  }
+
+  private async hashWithinLimit(hashQuery: string): Promise<TableVerdict> {
+    const { scoringTimeMs } = this.host.limits;
     const connection = await connectCore(this.host.connectionOptions({ database: this.name }));
+    const seconds = scoringTimeMs / 1000;
+    const lockWait = Math.max(1, Math.ceil(seconds));
+    let watchdog: NodeJS.Timeout | undefined;
+    let finished = false;
     try {
-      await queryCore(connection, `SET SESSION group_concat_max_len = ${GROUP_CONCAT_MAX_LEN}`);
-      const result = await streamStatement(connection, hashQuery, { maxRows: 10, maxBytes: 1 << 20 }).done;
-      if (result.kind === 'rows') return result.observation.text(!result.stoppedEarly);
-      return this.errorResult(toErrorInfo(result.kind === 'error' ? result.error : new Error('aborted')), Date.now()).observation;
+      await queryCore(connection, `SET SESSION group_concat_max_len = ${GROUP_CONCAT_MAX_LEN}, lock_wait_timeout = ${lockWait}`);
+      let sql = hashQuery;
+      if (this.flavor === 'mariadb') sql = `SET STATEMENT max_statement_time = ${seconds} FOR ${hashQuery}`;
+      else await queryCore(connection, `SET SESSION max_execution_time = ${Math.ceil(scoringTimeMs)}`);
+      const statement = streamStatement(connection, sql, { maxRows: 10, maxBytes: 1 << 20 });
+      watchdog = setTimeout(statement.abort, scoringTimeMs + SCORING_WATCHDOG_GRACE_MS);
+      const result = await statement.done;
+      finished = result.kind !== 'aborted' && !(result.kind === 'rows' && result.stoppedEarly);
+      if (result.kind === 'rows') return { kind: 'hash', hash: result.observation.text(!result.stoppedEarly) };
+      const error = result.kind === 'error' ? toErrorInfo(result.error) : null;
+      if (!error || error.errno === timeLimitError(this.flavor).errno) {
+        return { kind: 'refused', reason: `the table's hash did not finish within the scoring limit of ${seconds} s` };
+      }
+      // AgentBench records the hash query's error as the answer (say, a column the agent dropped).
+      return { kind: 'hash', hash: this.errorResult(error, Date.now()).observation };
     } finally {
+      clearTimeout(watchdog);
+      if (!finished) this.host.kill(connection.threadId);
       connection.destroy();
     }
   }
 
-  /** Drops the user (after ending its sessions) and the database. Safe to call twice. */
+  /** Drops the user (after locking it and ending every session on the sandbox) and the database. Safe to call twice. */
   async drop(): Promise<void> {
-    if (this.dropped) return;
+    if (this.gone) return;
+    this.gone = true;
     this.dropped = true;
-    await dropSandbox(this.host.admin, this.name);
+    try {
+      await dropSandbox(this.host.admin, this.name);
+    } finally {
+      await this.host.release(this.name);
+    }
   }
 }
 
@@ -260,6 +380,8 @@ export class SandboxHost {
   readonly sqlMode: string;
   private readonly address: ServerAddress;
   private flavor: Promise<ServerFlavor> | null = null;
+  /** The session that holds this host's ownership locks; the server frees them when it ends, however the process ends. */
+  private owner: Promise<PromiseConnection> | null = null;
 
   constructor(options: SandboxHostOptions = {}) {
     this.address = parseMysqlUrl(options.adminUrl ?? DEFAULT_DBBENCH_MYSQL_URL);
@@ -312,6 +434,43 @@ export class SandboxHost {
     return this.flavor;
   }
 
+  private ownerSession(): Promise<PromiseConnection> {
+    this.owner ??= createPromiseConnection(this.connectionOptions({})).then((connection) => {
+      // A lost session lost its locks too; the next claim opens a new one.
+      connection.on('error', () => {
+        this.owner = null;
+      });
+      return connection;
+    });
+    this.owner.catch(() => {
+      this.owner = null;
+    });
+    return this.owner;
+  }
+
+  /** Marks a sandbox name as this live host's (see ownershipLock), before anything of it exists. */
+  private async claim(name: string): Promise<void> {
+    const session = await this.ownerSession();
+    const [rows] = await session.query<RowDataPacket[]>('SELECT GET_LOCK(?, 0) AS got', [ownershipLock(name)]);
+    if (Number(rows[0]?.got) !== 1) throw new SandboxError(`cannot claim sandbox ${name}: its ownership lock is held elsewhere`);
+  }
+
+  /** Gives up a dropped sandbox's name. */
+  async release(name: string): Promise<void> {
+    const session = await this.owner?.catch(() => null);
+    await session?.query('DO RELEASE_LOCK(?)', [ownershipLock(name)]).catch(() => undefined);
+  }
+
+  /** Bytes of the InnoDB files of one database (information_schema's DATA_LENGTH trails InnoDB's writes). */
+  async innodbFileBytes(database: string, flavor: ServerFlavor): Promise<number> {
+    const view = flavor === 'mariadb' ? 'information_schema.INNODB_SYS_TABLESPACES' : 'information_schema.INNODB_TABLESPACES';
+    // Sandbox names are letters, digits and `_`, which InnoDB's file names keep as they are.
+    const [rows] = await this.admin.query<RowDataPacket[]>(`SELECT COALESCE(SUM(FILE_SIZE), 0) AS bytes FROM ${view} WHERE NAME LIKE ?`, [
+      `${database.replace(/[\\_%]/g, (c) => `\\${c}`)}/%`,
+    ]);
+    return Number(rows[0]?.bytes ?? 0);
+  }
+
   /** Ends a session (fire and forget: a session that already ended is fine). */
   kill(threadId: number | null | undefined): void {
     if (!threadId) return;
@@ -336,6 +495,7 @@ export class SandboxHost {
     const name = sandboxName(this.prefix, Date.now());
     const password = randomBytes(18).toString('base64url');
     const admin = this.admin;
+    await this.claim(name);
     try {
       await admin.query(`CREATE DATABASE ${quoteId(name)} CHARACTER SET utf8mb4 COLLATE ${COLLATION[flavor]}`);
       const timeLimit = flavor === 'mariadb' ? ` MAX_STATEMENT_TIME ${this.limits.statementTimeMs / 1000}` : '';
@@ -346,11 +506,13 @@ export class SandboxHost {
       await admin.query(`GRANT ${EPISODE_PRIVILEGES} ON ${grantDatabase(name)}.* TO ?@'%'`, [name]);
     } catch (err) {
       await dropSandbox(admin, name).catch(() => undefined);
+      await this.release(name);
       throw new SandboxError(`cannot set up a sandbox on the DBBench server: ${(err as Error).message}`);
     }
     const setupError = await this.createTable(name, table).catch(async (err: unknown) => {
       if (typeof (err as { errno?: unknown }).errno === 'number') return toErrorInfo(err);
       await dropSandbox(admin, name).catch(() => undefined);
+      await this.release(name);
       throw err;
     });
     return new Sandbox(this, name, password, table, flavor, setupError ?? null);
@@ -386,6 +548,9 @@ export class SandboxHost {
   }
 
   async close(): Promise<void> {
+    const owner = await this.owner?.catch(() => null);
+    this.owner = null;
+    await owner?.end().catch(() => undefined);
     await this.admin.end();
   }
 }

@@ -17,8 +17,11 @@ import { isDmlType, type DbBenchTable } from './tasks';
 
 export type AnswerMatching = 'exact' | 'normalized';
 
-/** How an episode ended: a final answer, a format error (AgentBench ends the episode there), or the turn limit. */
-export type EpisodeEnding = 'answer' | 'invalid' | 'turn_limit';
+/**
+ * How an episode ended: a final answer, a format error (AgentBench ends the
+ * episode there), the turn limit, or its database outgrowing a sandbox cap.
+ */
+export type EpisodeEnding = 'answer' | 'invalid' | 'turn_limit' | 'resource_limit';
 
 /** AgentBench's SampleStatus for the ending. */
 export type AgentBenchStatus = 'completed' | 'agent_validation_failed' | 'task_limit_reached';
@@ -172,6 +175,8 @@ export interface EpisodeScoreInput {
   answer?: string;
   /** DML: the table hash as printed after the episode (the md5 query's observation). */
   tableHash?: string;
+  /** DML: why the answer table was not hashed (not a base table, too slow to hash...): a wrong answer. */
+  tableRefused?: string;
   /** Whether the last SQL statement the agent ran failed with an error. */
   lastStatementFailed: boolean;
   matching: AnswerMatching;
@@ -190,6 +195,7 @@ const STATUS: Record<EpisodeEnding, AgentBenchStatus> = {
   answer: 'completed',
   invalid: 'agent_validation_failed',
   turn_limit: 'task_limit_reached',
+  resource_limit: 'task_limit_reached',
 };
 
 /**
@@ -197,13 +203,17 @@ const STATUS: Record<EpisodeEnding, AgentBenchStatus> = {
  * ending (AgentBench hashes the table even after a format error or the turn
  * limit). Queries: the final answer under the chosen matching; an episode that
  * gave none is scored as v0.2 scores its empty answer.
- * A failed episode's failure type: its ending, else `execution_error` when the
- * last statement it ran failed, else `wrong_answer`.
+ * A failed episode's failure type: its ending (a cap outgrown is an
+ * `execution_error`), else `wrong_answer` for a table that was not hashed,
+ * else `execution_error` when the last statement it ran failed, else `wrong_answer`.
  */
 export function scoreEpisode(input: EpisodeScoreInput): EpisodeScore {
   let correct: boolean;
   let answer: string;
-  if (isDmlType(input.type)) {
+  if (isDmlType(input.type) && input.tableRefused !== undefined) {
+    answer = `(not hashed: ${input.tableRefused})`;
+    correct = false;
+  } else if (isDmlType(input.type)) {
     answer = input.tableHash ?? '';
     correct = input.answerMd5 !== undefined && answer === input.answerMd5;
   } else {
@@ -217,6 +227,8 @@ export function scoreEpisode(input: EpisodeScoreInput): EpisodeScore {
   if (!correct) {
     if (input.ending === 'invalid') failureType = 'format_error';
     else if (input.ending === 'turn_limit') failureType = 'turn_limit';
+    else if (input.ending === 'resource_limit') failureType = 'execution_error';
+    else if (input.tableRefused !== undefined) failureType = 'wrong_answer';
     else failureType = input.lastStatementFailed ? 'execution_error' : 'wrong_answer';
   }
   return { correct, reward: correct ? 1 : 0, failureType, status: STATUS[input.ending], answer };

@@ -24,8 +24,8 @@ export interface SqlErrorInfo {
   errno?: number;
   sqlState?: string;
   message: string;
-  /** Set when a sandbox limit, not the statement itself, ended it. */
-  limit?: 'time';
+  /** Set when a sandbox limit, not the statement itself, ended it (or, for `size`, ended the episode after it). */
+  limit?: 'time' | 'size';
 }
 
 export interface StatementResult {
@@ -39,6 +39,8 @@ export interface StatementResult {
   /** Fetching stopped before the end of the result (its observation was decided, or a cap was reached). */
   stoppedEarly: boolean;
   elapsedMs: number;
+  /** Set when the episode's database outgrew a sandbox cap with this statement: what it outgrew. The episode ends. */
+  capExceeded?: string;
 }
 
 export function toErrorInfo(err: unknown): SqlErrorInfo {

@@ -1,0 +1,256 @@
+/**
+ * DBBench's scoring and caps against an adversarial agent, played through
+ * the env (the agent's SQL actions, then its final answer) on the real
+ * MariaDB/MySQL server, and checked from the host: the episode ends within
+ * its limits, the failure is recorded, and no session, database or user of
+ * the episode is left on the server.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import type { RowDataPacket } from 'mysql2/promise';
+import { DbBenchEnvironment, type DbBenchEpisodeHandle } from '../../core/envs/dbbench/environment';
+import { SandboxHost, type SandboxLimits } from '../../core/envs/dbbench/sandbox';
+import type { AdminQueryable } from '../../core/envs/dbbench/sandbox-admin';
+import { loadDbBenchTasks, type DbBenchTask } from '../../core/envs/dbbench/tasks';
+import { DBBENCH_TEST_URL, DEV_SPLIT, databaseExists, userExists } from './dbbench-helpers';
+
+const PREFIX = 'hsdbbat_';
+/** An INSERT task: dev line 21, its table `School Location Table`. */
+const DML_TASK = 'dbbench-020';
+const LIMITS: Partial<SandboxLimits> = { statementTimeMs: 1000, scoringTimeMs: 2000, maxDatabaseBytes: 32 * 1024 * 1024 };
+/** Scoring's limit, its watchdog's grace and the teardown, with room for a loaded machine. */
+const EPISODE_END_BOUND_MS = 8000;
+
+let host: SandboxHost;
+let env: DbBenchEnvironment;
+let tasks: DbBenchTask[];
+
+beforeAll(() => {
+  tasks = loadDbBenchTasks(DEV_SPLIT);
+  host = new SandboxHost({ adminUrl: DBBENCH_TEST_URL, prefix: PREFIX, limits: LIMITS });
+  env = new DbBenchEnvironment({ tasks, host });
+});
+
+afterAll(async () => {
+  await host.sweep({ olderThanMs: 0 });
+  await host.close();
+});
+
+const sql = (statement: string) => `Action: Operation\n\`\`\`sql\n${statement}\n\`\`\``;
+const FINAL_ANSWER = 'Action: Answer\nFinal Answer: []';
+const TABLE = '`School Location Table`';
+/** Some attacks use MariaDB's own syntax: SET STATEMENT, sequences, its seq_1_to_N tables. */
+const onMariaDb = async () => (await host.serverFlavor()) === 'mariadb';
+
+async function sessionsOf(admin: AdminQueryable, name: string): Promise<string[]> {
+  const [rows] = await admin.query<RowDataPacket[]>(
+    'SELECT CONCAT(ID, " ", USER, " ", COALESCE(INFO, "")) AS session FROM information_schema.PROCESSLIST WHERE USER = ? OR DB = ?',
+    [name, name],
+  );
+  return rows.map((r) => String(r.session));
+}
+
+/** The sessions of a sandbox after a moment for killed ones to leave the process list. */
+async function lingeringSessionsOf(name: string): Promise<string[]> {
+  const deadline = Date.now() + 2000;
+  for (;;) {
+    const sessions = await sessionsOf(host.admin, name);
+    if (sessions.length === 0 || Date.now() > deadline) return sessions;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** What the host sees of an episode's sandbox once it is over: nothing at all. */
+async function expectNothingLeft(name: string): Promise<void> {
+  expect(await lingeringSessionsOf(name)).toEqual([]);
+  expect(await databaseExists(host.admin, name)).toBe(false);
+  expect(await userExists(host.admin, name)).toBe(false);
+}
+
+/** Plays the agent's replies until the episode ends; returns the last outcome, how long the end took, and the episode. */
+async function play(replies: string[], environment = env) {
+  const episode: DbBenchEpisodeHandle = await environment.startEpisode(DML_TASK, { maxTurns: 16 });
+  let outcome = await episode.step(replies[0]);
+  let lastStepMs = 0;
+  for (const reply of replies.slice(1)) {
+    if (outcome.done) break;
+    const started = Date.now();
+    outcome = await episode.step(reply);
+    lastStepMs = Date.now() - started;
+  }
+  return { episode, outcome, lastStepMs };
+}
+
+describe('scoring reads only a plain base table, within its time limit', () => {
+  test('a view over SLEEP under the table name ends within the limit as a wrong answer, leaving nothing behind', async () => {
+    const { episode, outcome, lastStepMs } = await play([
+      sql(`DROP TABLE ${TABLE}`),
+      sql(`CREATE VIEW ${TABLE} AS SELECT SLEEP(100000) AS School, 'a' AS Location, 'b' AS \`Date moved\`, 'c' AS \`Currently at this location\``),
+      FINAL_ANSWER,
+    ]);
+    expect(outcome).toMatchObject({ done: true, reward: 0, success: false, failureType: 'wrong_answer' });
+    expect(lastStepMs).toBeLessThan(EPISODE_END_BOUND_MS);
+    expect(episode.result()).toMatchObject({ correct: false, failureType: 'wrong_answer', answer: expect.stringMatching(/not hashed: .*VIEW, not a base table/) });
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
+
+  test('a generated column that is slow to read is not read: a wrong answer, at once', async () => {
+    const { episode, outcome, lastStepMs } = await play([
+      sql(`ALTER TABLE ${TABLE} DROP COLUMN Location`),
+      sql(`ALTER TABLE ${TABLE} ADD COLUMN Location TEXT AS (MD5(REPEAT(School, 400000))) VIRTUAL`),
+      FINAL_ANSWER,
+    ]);
+    expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'wrong_answer' });
+    expect(episode.result()?.answer).toMatch(/not hashed: .*generated columns \(Location\)/);
+    expect(lastStepMs).toBeLessThan(EPISODE_END_BOUND_MS);
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
+
+  test('the server itself refuses SLEEP in a generated column', async () => {
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    try {
+      const outcome = await episode.step(sql(`ALTER TABLE ${TABLE} ADD COLUMN slow TEXT AS (SLEEP(100)) VIRTUAL`));
+      expect(outcome.observation).toMatch(/cannot be used in the GENERATED ALWAYS AS clause/);
+    } finally {
+      await episode.close();
+    }
+    await expectNothingLeft(episode.sandboxName);
+  });
+
+  test('a sequence put under the table name is not read: a wrong answer', async () => {
+    if (!(await onMariaDb())) return;
+    const { episode, outcome } = await play([sql(`DROP TABLE ${TABLE}`), sql(`CREATE SEQUENCE ${TABLE}`), FINAL_ANSWER]);
+    expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'wrong_answer' });
+    expect(episode.result()?.answer).toMatch(/not hashed: .*SEQUENCE, not a base table/);
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
+
+  test('a base table too big to hash within the scoring limit is a wrong answer, its hash stopped at the limit', async () => {
+    const slowHost = new SandboxHost({ adminUrl: DBBENCH_TEST_URL, prefix: PREFIX, limits: { ...LIMITS, scoringTimeMs: 50, maxDatabaseBytes: 256 * 1024 * 1024 } });
+    const slowEnv = new DbBenchEnvironment({ tasks, host: slowHost });
+    try {
+      const grow = sql(`INSERT INTO ${TABLE} SELECT * FROM ${TABLE}`);
+      const { episode, outcome, lastStepMs } = await play([...Array(14).fill(grow), FINAL_ANSWER], slowEnv);
+      expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'wrong_answer' });
+      expect(episode.result()?.answer).toMatch(/not hashed: the table's hash did not finish within the scoring limit/);
+      expect(lastStepMs).toBeLessThan(EPISODE_END_BOUND_MS);
+      await expectNothingLeft(episode.sandboxName);
+    } finally {
+      await slowHost.close();
+    }
+  }, 120_000);
+
+  test('the agent cannot create code that would run as anyone else: no routines, events or foreign definers', async () => {
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    try {
+      for (const statement of [
+        'CREATE FUNCTION f() RETURNS INT RETURN 1',
+        'CREATE PROCEDURE p() SELECT 1',
+        'CREATE EVENT e ON SCHEDULE EVERY 1 SECOND DO SELECT 1',
+        'CREATE DEFINER = root@localhost VIEW v AS SELECT 1',
+        `CREATE DEFINER = root@localhost TRIGGER t BEFORE INSERT ON ${TABLE} FOR EACH ROW SET NEW.School = 'x'`,
+      ]) {
+        const outcome = await episode.step(sql(statement), { byHarness: true });
+        expect({ statement, kind: outcome.kind }).toEqual({ statement, kind: 'error' });
+        expect(outcome.observation).toMatch(/denied/);
+      }
+    } finally {
+      await episode.close();
+    }
+  });
+});
+
+describe('caps on what an episode may grow', () => {
+  test('SET max_heap_table_size is without effect: a MEMORY table still fills at the default cap', async () => {
+    if (!(await onMariaDb())) return;
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    try {
+      await episode.step(sql('SET max_heap_table_size = 4294967296'));
+      await episode.step(sql('CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY'));
+      const fill = await episode.step(sql("INSERT INTO m SELECT REPEAT('x', 1000) FROM seq_1_to_100000"));
+      expect(fill.observation).toMatch(/^1114 \(HY000\): The table 'm' is full/);
+      const [rows] = await host.admin.query<RowDataPacket[]>(
+        "SELECT DATA_LENGTH AS data, MAX_DATA_LENGTH AS maxData FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'm'",
+        [episode.sandboxName],
+      );
+      expect(Number(rows[0].maxData)).toBeLessThanOrEqual(host.limits.maxMemoryTableBytes);
+      // Memory comes in blocks: the last one may reach a little past the declared maximum.
+      expect(Number(rows[0].data)).toBeLessThan(host.limits.maxMemoryTableBytes * 1.1);
+    } finally {
+      await episode.close();
+    }
+  }, 30_000);
+
+  test('a MEMORY table made under a raised max_heap_table_size ends the episode before it can grow', async () => {
+    if (!(await onMariaDb())) return;
+    const { episode, outcome } = await play([
+      sql('SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY'),
+      sql("INSERT INTO m SELECT REPEAT('x', 1000) FROM seq_1_to_100000"),
+      FINAL_ANSWER,
+    ]);
+    expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'execution_error' });
+    expect(outcome.observation).toMatch(/MEMORY table 'm' may grow to \d+ bytes, past the sandbox's 16777216/);
+    expect(episode.result()).toMatchObject({ ending: 'resource_limit', statements: 1 });
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
+
+  test('growing the database with INSERT ... SELECT ends the episode at the cap', async () => {
+    if (!(await onMariaDb())) return;
+    const grow = sql("INSERT INTO big SELECT REPEAT('x', 1000000) FROM seq_1_to_4");
+    const { episode, outcome } = await play([sql('CREATE TABLE big (a LONGTEXT)'), ...Array(16).fill(grow), FINAL_ANSWER]);
+    expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'execution_error' });
+    expect(outcome.observation).toMatch(/the episode's database holds \d+ bytes, past the sandbox's 33554432/);
+    // 4 MB a statement: the statement that crossed 32 MiB was the last one run.
+    expect(episode.result()?.statements).toBeLessThanOrEqual(10);
+    await expectNothingLeft(episode.sandboxName);
+  }, 60_000);
+});
+
+describe("a killed worker's leftovers", () => {
+  test('are swept at the next start: its sessions ended, its database and user dropped, however young', async () => {
+    const worker = spawn(
+      process.execPath,
+      // tsx as a loader, not its CLI: the CLI runs the script in a child that SIGKILL would not reach.
+      ['--import', 'tsx', path.join(__dirname, 'fixtures/dbbench-dying-worker.ts'), DBBENCH_TEST_URL, PREFIX, DEV_SPLIT],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const name = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      worker.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        if (out.includes('\n')) resolve((JSON.parse(out.split('\n')[0]) as { name: string }).name);
+      });
+      worker.on('exit', (code) => reject(new Error(`the worker exited (${code}) before opening its sandbox`)));
+    });
+    const exited = new Promise((resolve) => worker.on('exit', resolve));
+    worker.kill('SIGKILL');
+    await exited;
+    // The server still runs the dead worker's statement in the episode's database.
+    expect((await sessionsOf(host.admin, name)).join('\n')).toMatch(/SLEEP\(600\)/);
+    expect(await databaseExists(host.admin, name)).toBe(true);
+
+    const nextHost = new SandboxHost({ adminUrl: DBBENCH_TEST_URL, prefix: PREFIX });
+    const nextEnv = new DbBenchEnvironment({ tasks, host: nextHost });
+    try {
+      const episode = await nextEnv.startEpisode(DML_TASK, { maxTurns: 16 });
+      await episode.close();
+      await expectNothingLeft(name);
+    } finally {
+      await nextHost.close();
+    }
+  }, 60_000);
+
+  test("a live host's sandboxes are not swept by another's start, however old the sweep's bound", async () => {
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    const otherHost = new SandboxHost({ adminUrl: DBBENCH_TEST_URL, prefix: PREFIX });
+    try {
+      const report = await otherHost.sweep({ olderThanMs: 0 });
+      expect(report.databases).not.toContain(episode.sandboxName);
+      expect(await databaseExists(host.admin, episode.sandboxName)).toBe(true);
+      expect((await episode.step(sql('SELECT 1'))).observation).toBe('[(1,)]');
+    } finally {
+      await otherHost.close();
+      await episode.close();
+    }
+  });
+});
