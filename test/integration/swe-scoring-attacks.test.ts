@@ -14,6 +14,9 @@ import { SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry'
 import { loadHarnessPool } from '../../core/harness/spec';
 import { SHIPPED_SWE_SET } from '../../cli/swe';
 import { goldEditCalls } from './swe-helpers';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { evaluatePatch } from '../../core/envs/swe/scoring';
 
 setupInstanceSet(SHIPPED_SWE_SET);
 const instance = loadSweData(SHIPPED_SWE_SET).find((i) => i.instance_id === 'markdown-3.8.1')!;
@@ -143,6 +146,35 @@ describe("code in the package (it runs inside pytest's process)", () => {
     expect({ resolved: played.ending.evaluation.resolved, reward: played.outcome.reward }).toEqual({ resolved: false, reward: 0 });
     expect(played.ending.evaluation.failToPass.passed).toBeLessThan(played.ending.evaluation.failToPass.total);
   }, 120_000);
+});
+
+describe('patch text handed to scoring directly (an episode\'s answer is git\'s diff; a patch from elsewhere is not)', () => {
+  /** A harmless kept part: one comment line appended to the package's __init__.py. */
+  const keptPart = () => {
+    const lines = readFileSync(path.join(instance.harness_s!.tree, 'markdown', '__init__.py'), 'utf8').split('\n').length - 1;
+    return `diff --git a/markdown/__init__.py b/markdown/__init__.py\n--- a/markdown/__init__.py\n+++ b/markdown/__init__.py\n@@ -${lines},0 +${lines + 1},1 @@\n+# a comment\n`;
+  };
+  /** An old-style part (no `diff --git` line) after the kept part's hunk: git apply takes it too. */
+  const hiddenNewFile = (file: string, body: string[]) => `--- /dev/null\n+++ b/${file}\n@@ -0,0 +1,${body.length} @@\n${body.map((l) => `+${l}`).join('\n')}\n`;
+
+  test('a new file hidden after a kept hunk, outside the package: refused for what git wrote', async () => {
+    const evaluation = await evaluatePatch(instance, keptPart() + hiddenNewFile('json.py', ['VALUE = 1']));
+    expect(evaluation.resolved).toBe(false);
+    expect(evaluation.error).toMatch(/applying it wrote files the answer policy did not check: json\.py/);
+  });
+
+  test('a tests/conftest.py hidden after a kept hunk, whose hook skips every test body: refused', async () => {
+    const conftest = ['def pytest_collection_modifyitems(items):', '    for item in items:', "        if len(item.name) != 17: item.runtest = lambda: None"];
+    const evaluation = await evaluatePatch(instance, keptPart() + hiddenNewFile('tests/conftest.py', conftest));
+    expect(evaluation.resolved).toBe(false);
+    expect(evaluation.error).toMatch(/refused/);
+  });
+
+  test('paths without a/ and b/ (git apply strips their first folder): refused', async () => {
+    const evaluation = await evaluatePatch(instance, 'diff --git markdown/json.py markdown/json.py\nnew file mode 100644\n--- /dev/null\n+++ markdown/json.py\n@@ -0,0 +1 @@\n+VALUE = 1\n');
+    expect(evaluation.resolved).toBe(false);
+    expect(evaluation.error).toMatch(/paths do not start with a\/ and b\//);
+  });
 });
 
 test('the control: the gold fix made with the editor through the same path is resolved, reward 1', async () => {

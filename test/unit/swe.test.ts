@@ -162,7 +162,19 @@ describe("the answer policy: what of the model's patch is scored", () => {
     const deletion = 'diff --git a/pkg/core.py b/pkg/core.py\ndeleted file mode 100644\nindex 1111111..0000000\n--- a/pkg/core.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n';
     const mode = 'diff --git a/pkg/core.py b/pkg/core.py\nold mode 100644\nnew mode 100755\n';
     const rename = 'diff --git a/pkg/core.py b/core.py\nsimilarity index 100%\nrename from pkg/core.py\nrename to core.py\n';
-    expect(applyAnswerPolicy(deletion + mode + rename, scope)).toEqual({ patch: deletion + mode, dropped: [{ file: 'core.py', why: 'outside' }], refused: null });
+    expect(applyAnswerPolicy(deletion + mode + rename, scope)).toEqual({ patch: deletion + mode, dropped: [{ file: 'core.py', why: 'outside' }], refused: null, files: ['pkg/core.py'] });
+  });
+
+  test('a header whose paths lack a/ and b/ is refused: git apply would strip their first folder and write outside the package', () => {
+    const unprefixed = 'diff --git pkg/json.py pkg/json.py\nnew file mode 100644\n--- /dev/null\n+++ pkg/json.py\n@@ -0,0 +1 @@\n+x = 1\n';
+    expect(applyAnswerPolicy(unprefixed, scope).refused).toMatch(/paths do not start with a\/ and b\//);
+    const mixed = 'diff --git a/pkg/json.py b/pkg/json.py\nnew file mode 100644\n--- /dev/null\n+++ pkg/json.py\n@@ -0,0 +1 @@\n+x = 1\n';
+    expect(applyAnswerPolicy(mixed, scope).refused).toMatch(/`\+\+\+` line whose path does not start with b\//);
+  });
+
+  test("pytest's hook names count as reaching into the test runner", () => {
+    expect(reachIntoTestMachinery(['def pytest_collection_modifyitems(items):'])).toMatch(/the test runner/);
+    expect(reachIntoTestMachinery(['def pytestish(): pass'])).toBeNull();
   });
 
   test.each([

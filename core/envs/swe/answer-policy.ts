@@ -80,9 +80,11 @@ export interface AnswerDecision {
   dropped: Array<{ file: string; why: 'protected' | 'outside' }>;
   /** Why the whole answer is refused, or null. */
   refused: string | null;
+  /** Every path the kept patch may create, change or delete: what git writes must be within it (scoring checks). */
+  files: string[];
 }
 
-const refusal = (why: string): AnswerDecision => ({ patch: '', dropped: [], refused: why });
+const refusal = (why: string): AnswerDecision => ({ patch: '', dropped: [], refused: why, files: [] });
 
 function parseFilePatch(text: string): FilePatch | { error: string } {
   const all = text.split('\n');
@@ -98,6 +100,12 @@ function parseFilePatch(text: string): FilePatch | { error: string } {
     }
   }
   if (lines.some((l) => l === 'GIT binary patch' || /^Binary files .* differ$/.test(l))) return { error: `${header.split(' ')[0].slice(2)}: a binary change` };
+  // `git apply` strips the first component of every name, whatever it is: a name without a/ or b/ would be written elsewhere than it reads.
+  if (!/^a\/\S+ b\/\S+$/.test(header)) return { error: `a diff header whose paths do not start with a/ and b/ (${header.slice(0, 200)})` };
+  for (const [name, prefix] of [['---', 'a/'], ['+++', 'b/']] as const) {
+    const value = field(name);
+    if (value !== undefined && value !== '/dev/null' && !value.startsWith(prefix)) return { error: `a \`${name}\` line whose path does not start with ${prefix} (${value.slice(0, 200)})` };
+  }
   const strip = (p: string | undefined, prefix: string) => (p === undefined || p === '/dev/null' ? null : p.startsWith(prefix) ? p.slice(prefix.length) : p);
   let from = strip(field('rename from') ?? field('copy from'), '') ?? strip(field('---'), 'a/');
   let to = strip(field('rename to') ?? field('copy to'), '') ?? strip(field('+++'), 'b/');
@@ -144,7 +152,7 @@ export function applyAnswerPolicy(patch: string, scope: PackageScope): AnswerDec
     const reach = reachIntoTestMachinery(file.added);
     if (reach) return refusal(`${file.target}: ${reach}`);
   }
-  return { patch: kept.map((f) => f.text).join(''), dropped, refused: null };
+  return { patch: kept.map((f) => f.text).join(''), dropped, refused: null, files: [...new Set(kept.flatMap((f) => f.paths))].sort() };
 }
 
 /**
@@ -157,7 +165,7 @@ export function applyAnswerPolicy(patch: string, scope: PackageScope): AnswerDec
  * and rewrites every outcome.
  */
 const REACHES: ReadonlyArray<readonly [RegExp, string]> = [
-  [/\b_?pytest\b|\bpluggy\b|\bpy\.test\b|\bunittest\s*\.\s*(TestResult|TextTestResult|TestCase\s*\.\s*run)\b/, 'the test runner'],
+  [/\b_?pytest(?![A-Za-z0-9])|\bpluggy\b|\bpy\.test\b|\bunittest\s*\.\s*(TestResult|TextTestResult|TestCase\s*\.\s*run)\b/, 'the test runner'],
   [/^\s*(from|import)\s+[\w.]*\b(tests?|testing|conftest)\b|^\s*from\s+\S+\s+import\s+.*\b(tests?|testing|conftest)\b/, 'the tests themselves'],
   [/\bsys\s*\.\s*modules\b|['"]modules['"]/, 'the module table (sys.modules)'],
   // importlib's spec and loader classes are named freely (a package may be its own importer, as toolz's tlz); loading by name or from a file is not.

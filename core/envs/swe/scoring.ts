@@ -81,6 +81,14 @@ function freezeForTests(repo: string): void {
   run('chmod', ['-R', 'go-w,a+rX', repo], { what: `making ${repo} read-only to the sandbox` });
 }
 
+/** Paths changed in the workspace (tracked or not) other than `allowed`. */
+async function filesBeyond(workspace: Workspace, allowed: readonly string[], signal?: AbortSignal): Promise<string[]> {
+  const status = await workspace.exec('git -c core.quotepath=off status --porcelain=v1 -z --untracked-files=all --no-renames', { timeoutSeconds: 60, maxOutputBytes: 1024 * 1024 }, signal);
+  if (status.exitCode !== 0 || status.outputTruncated) return [`(the workspace's changes could not be listed: exit ${status.exitCode})`];
+  const permitted = new Set(allowed);
+  return status.output.split('\0').filter(Boolean).map((entry) => entry.slice(3)).filter((file) => !permitted.has(file));
+}
+
 export async function evaluatePatch(instance: SweInstance, fullPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
   const started = Date.now();
   const failToPass = instance.FAIL_TO_PASS;
@@ -102,6 +110,9 @@ export async function evaluatePatch(instance: SweInstance, fullPatch: string, si
     if (answer.patch.trim() !== '') {
       const applied = await apply('model.patch', answer.patch);
       if (applied.exitCode !== 0) return empty(`the patch does not apply: ${applied.output.trim().slice(0, 1000)}`, false);
+      // git apply reads more than git diff writes (old-style `---`/`+++` parts hidden after a hunk, for one): judge what it wrote.
+      const beyond = await filesBeyond(workspace, answer.files, signal);
+      if (beyond.length) return empty(`the answer is refused: applying it wrote files the answer policy did not check: ${beyond.slice(0, 20).join(', ')}`, false);
     }
     if (instance.test_patch.trim() !== '') {
       const applied = await apply('test.patch', instance.test_patch);
