@@ -8,7 +8,8 @@
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { AppWorldEnvironment, type AppWorldEpisode } from '../../core/envs/appworld/environment';
-import { processesOfUid } from '../../core/envs/appworld/sandbox';
+import { processesOfUid, SANDBOX_ROOT } from '../../core/envs/appworld/sandbox';
+import { SOCKET_DIR } from '../../core/envs/appworld/servers';
 import type { StepOutcome } from '../../core/envs/environment';
 import { loadFixtureTasks, setupAppWorld } from '../../infra/appworld/install';
 
@@ -210,4 +211,37 @@ test('nothing of one episode reaches the next: each gets a clean interpreter', a
   await play(qa.id, [`${sneak('builtins')}.planted = 'from an earlier episode'\nprint('planted')`]);
   const { outcomes } = await play(qa.id, [`print(getattr(${sneak('builtins')}, 'planted', 'clean'))`]);
   expect(outcomes[0].observation).toBe('clean\n');
+}, 300_000);
+
+test("the server's socket cannot be swapped for a link (the worker would send this episode's code elsewhere): the next turn still runs on the episode's own server", async () => {
+  const swap = [
+    `posix = ${sneak('posix')}`,
+    'try:',
+    `    posix.unlink('${SOCKET_DIR}/server.sock')`,
+    `    posix.symlink('/tmp/elsewhere.sock', '${SOCKET_DIR}/server.sock')`,
+    "    print('swapped')",
+    'except OSError as err:',
+    "    print('refused', err.errno)",
+  ].join('\n');
+  const { outcomes } = await play(qa.id, [swap, "print('still-here')"]);
+  expect(outcomes[0].observation).toMatch(/refused 13/);
+  expect(outcomes[1]).toMatchObject({ kind: 'ok' });
+  expect(outcomes[1].observation).toMatch(/still-here/);
+}, 300_000);
+
+test('a folder tree deeper than a path may be long, left in the outputs, is removed without ending the worker; the next episode runs', async () => {
+  const deep = [
+    `posix = ${sneak('posix')}`,
+    `base = '${SANDBOX_ROOT}/experiments/outputs/' + posix.listdir('${SANDBOX_ROOT}/experiments/outputs')[0]`,
+    'posix.chdir(base)',
+    'for _ in range(3000):',
+    "    posix.mkdir('d' * 200)",
+    "    posix.chdir('d' * 200)",
+    "print('deep')",
+  ].join('\n');
+  const { outcomes } = await play(qa.id, [deep]);
+  expect(outcomes[0].observation).toMatch(/deep/);
+  await new Promise((resolve) => setTimeout(resolve, 2000)); // the folder is removed once the server is gone
+  const { outcomes: next } = await play(qa.id, qa.solution);
+  expect(next.at(-1)).toMatchObject({ done: true, success: true, reward: 1 });
 }, 300_000);

@@ -16,7 +16,7 @@ import type { Environment, Episode, StepOutcome } from '../environment';
 import type { TaskRef } from '../task';
 import { AppWorldServerError, AppWorldTimeoutError, EXECUTION_FAILED, type EvaluateOutput, type InitializeOutput } from './client';
 import type { AppWorldLimits } from './sandbox';
-import { AppWorldServers, type Lease } from './servers';
+import { AppWorldServers, AppWorldUngradableError, type Lease } from './servers';
 
 export class AppWorldDataError extends UserError {
   override name = 'AppWorldDataError';
@@ -155,7 +155,15 @@ class AppWorldEpisode implements Episode {
 
   /** The task's checks on the world as the agent left it (AppWorld grades the state, completed or not), in an evaluator that never ran the agent's code. */
   private async finish(completed: boolean, observation: string): Promise<StepOutcome> {
-    const evaluation = await this.lease.evaluate(this.signal);
+    let evaluation: EvaluateOutput;
+    try {
+      evaluation = await this.lease.evaluate(this.signal);
+    } catch (err) {
+      // A saved world the evaluator cannot grade is the agent's doing (its code wrote it): a failure, not a retry.
+      if (!(err instanceof AppWorldUngradableError)) throw err;
+      this.result = { taskId: this.task.taskId, completed, evaluation: null, stopped: err.message };
+      return { observation: `${observation}\nNot graded: ${err.message.split('\n')[0]}`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+    }
     this.result = { taskId: this.task.taskId, completed, evaluation };
     const failed = evaluation.failures.map((f) => f.requirement.trim().split('\n')[0]);
     return {

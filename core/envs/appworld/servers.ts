@@ -14,7 +14,7 @@
  *
  * Everything is killed with the worker (--die-with-parent) and by close().
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,11 +41,45 @@ export interface AppWorldServerSpec {
 const SERVER_CODE = readFileSync(path.join(__dirname, 'sandboxed', 'execution_server.py'), 'utf8');
 const EVALUATOR_CODE = readFileSync(path.join(__dirname, 'sandboxed', 'evaluate_task.py'), 'utf8');
 /** The socket's folder inside the server's sandbox. */
-const SOCKET_DIR = '/run/appworld';
+export const SOCKET_DIR = '/run/appworld';
 /** Bytes of an evaluator's output read at most. */
 const EVALUATOR_OUTPUT_BYTES = 8 * 1024 * 1024;
 /** Files of a saved world copied for the evaluator at most (AppWorld saves one per app). */
 const SAVED_FILES = 200;
+/** Bytes of a saved world copied out for grading, at most (a world beyond it is not graded: reward 0). */
+const SAVED_BYTES = 256 * 1024 ** 2;
+
+/** The evaluator ran on the world the agent's code saved and could not grade it: that world is the agent's doing, so it scores 0. */
+export class AppWorldUngradableError extends AppWorldServerError {
+  override name = 'AppWorldUngradableError';
+}
+
+/**
+ * Removes a folder a sandbox wrote; never throws (a rejection here would end
+ * the worker). Node's rmSync fails on trees deeper than paths may be long,
+ * which model code can build, so rm(1) takes over then.
+ */
+function removeFolder(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch {
+    spawnSync('rm', ['-rf', '--one-file-system', dir], { stdio: 'ignore' });
+  }
+}
+
+/** Whether every folder from `root` down to `root/relative` is a real folder, none a link the sandbox could have planted. */
+function realFolders(root: string, relative: string): boolean {
+  let at = root;
+  for (const part of relative.split('/')) {
+    at = path.join(at, part);
+    try {
+      if (!lstatSync(at).isDirectory()) return false;
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
 
 /** A running sandbox: its process, uid, the end of its output, and how to kill it. */
 interface Sandbox {
@@ -236,9 +270,16 @@ export class AppWorldServers {
     const client = new AppWorldClient(path.join(run, 'server.sock'));
     try {
       await waitReady(sandbox, `the AppWorld server (${this.spec.appworld}, root ${this.spec.root})`, this.spec.startSeconds ?? 180, () => existsSync(client.socketPath) && client.alive());
+      // The socket's folder goes back to root once the server listens, so model code cannot swap the socket for a
+      // link to another episode's (the worker would send that episode this one's code).
+      if (owner !== null) {
+        chownSync(run, 0, 0);
+        chmodSync(run, 0o755);
+      }
+      if (!lstatSync(client.socketPath).isSocket()) throw new AppWorldServerError(`the AppWorld server's ${client.socketPath} is not a socket`);
     } catch (err) {
       sandbox.kill();
-      rmSync(dir, { recursive: true, force: true });
+      removeFolder(dir);
       throw err;
     }
     return { sandbox, id, dir, client };
@@ -317,28 +358,33 @@ export class AppWorldServers {
   /** Kills a server and removes its folders once it is gone. */
   private discard(server: Server): void {
     server.sandbox.kill();
-    void server.sandbox.exited.then(() => rmSync(server.dir, { recursive: true, force: true }));
+    void server.sandbox.exited.then(() => removeFolder(server.dir));
   }
 
   /** Copies the world the episode saved (regular files only: the sandbox wrote that folder) and grades it in an evaluator. */
   private async evaluate(server: Server, taskId: string, signal?: AbortSignal): Promise<EvaluateOutput> {
-    const saved = path.join(server.dir, 'outputs', 'tasks', taskId, 'dbs');
+    const outputs = path.join(server.dir, 'outputs');
+    const saved = path.join(outputs, 'tasks', taskId, 'dbs');
     const copy = path.join(this.stateDir(), 'eval', server.id);
     const dbs = path.join(copy, 'tasks', taskId, 'dbs');
     mkdirSync(dbs, { recursive: true, mode: 0o755 });
     try {
-      const files = existsSync(saved) && lstatSync(saved).isDirectory() ? readdirSync(saved).slice(0, SAVED_FILES) : [];
+      // Every folder on the way must be a real one: a link planted by model code would have the worker copy another episode's world.
+      const files = realFolders(outputs, `tasks/${taskId}/dbs`) ? readdirSync(saved).slice(0, SAVED_FILES) : [];
+      let bytes = 0;
       for (const file of files) {
         const from = path.join(saved, file);
-        if (lstatSync(from).isFile()) {
-          copyFileSync(from, path.join(dbs, file));
-          chmodSync(path.join(dbs, file), 0o644);
-        }
+        const stat = lstatSync(from);
+        if (!stat.isFile()) continue;
+        bytes += stat.size;
+        if (bytes > SAVED_BYTES) throw new AppWorldUngradableError(`the world the episode saved is over ${SAVED_BYTES / 1024 ** 2} MiB; it is not graded`);
+        copyFileSync(from, path.join(dbs, file));
+        chmodSync(path.join(dbs, file), 0o644);
       }
       const evaluator = await this.take(this.spareEvaluators, () => this.startEvaluator(), 1);
       return await this.runEvaluator(evaluator, taskId, server.id, signal);
     } finally {
-      rmSync(copy, { recursive: true, force: true });
+      removeFolder(copy);
     }
   }
 
@@ -357,9 +403,13 @@ export class AppWorldServers {
     signal?.throwIfAborted();
     const lines = Buffer.concat(evaluator.stdout).toString('utf8').split('\n').filter((l) => l.trim());
     if (evaluator.child.exitCode !== 0 || lines.length === 0) {
-      throw new AppWorldServerError(`the AppWorld evaluator of ${taskId} failed (exit ${evaluator.child.exitCode ?? evaluator.child.signalCode}):\n${evaluator.log.slice(-15).join('\n')}`);
+      throw new AppWorldUngradableError(`the AppWorld evaluator of ${taskId} could not grade the world the episode saved (exit ${evaluator.child.exitCode ?? evaluator.child.signalCode}):\n${evaluator.log.slice(-15).join('\n')}`);
     }
-    return parseOutput(`evaluator of ${taskId}`, `{"output": ${lines.at(-1)}}`, EvaluateOutput);
+    try {
+      return parseOutput(`evaluator of ${taskId}`, `{"output": ${lines.at(-1)}}`, EvaluateOutput);
+    } catch (err) {
+      throw new AppWorldUngradableError(`the AppWorld evaluator of ${taskId} gave no readable result: ${(err as Error).message}`);
+    }
   }
 
   /** Sandboxes running now and not being killed: servers (episodes' and spares) and evaluators. */
@@ -373,6 +423,6 @@ export class AppWorldServers {
     for (const sandbox of all) sandbox.kill();
     await Promise.all(all.map((s) => s.exited));
     for (const spare of [...this.spareServers, ...this.spareEvaluators]) await spare.catch(() => undefined);
-    if (this.state) rmSync(this.state, { recursive: true, force: true });
+    if (this.state) removeFolder(this.state);
   }
 }
