@@ -254,3 +254,19 @@ describe("a killed worker's leftovers", () => {
     }
   });
 });
+
+test("a task table whose column name holds `?` is built with its own values: placeholders never reach into names (a row's text is not run as the admin's SQL)", async () => {
+  const base = tasks.find((t) => t.taskId === DML_TASK)!;
+  const hostile = "x'), ('injected";
+  const table = { ...base.entry.table, table_name: 'qm', table_info: { columns: [{ name: 'a?', type: 'text' }, { name: 'b', type: 'text' }], rows: [['one', hostile], ['two?', 'three']] } };
+  const task: DbBenchTask = { ...base, taskId: 'dbbench-question-mark', entry: { ...base.entry, table } };
+  const qmEnv = new DbBenchEnvironment({ tasks: [task], host });
+  const episode = await qmEnv.startEpisode(task.taskId, { maxTurns: 4 });
+  try {
+    const [rows] = await host.admin.query<RowDataPacket[]>(`SELECT \`a?\` AS a, b FROM \`${episode.sandboxName}\`.qm ORDER BY a`);
+    expect(rows.map((r) => [r.a, r.b])).toEqual([['one', hostile], ['two?', 'three']]);
+  } finally {
+    await episode.close();
+  }
+  await expectNothingLeft(episode.sandboxName);
+}, 30_000);

@@ -18,7 +18,7 @@
  * runs the hash under a time limit and a watchdog that kills its session.
  */
 import { randomBytes } from 'node:crypto';
-import { createConnection, type Connection as CoreConnection, type ConnectionOptions } from 'mysql2';
+import { createConnection, escape, type Connection as CoreConnection, type ConnectionOptions } from 'mysql2';
 import { createConnection as createPromiseConnection, createPool, type Connection as PromiseConnection, type Pool, type RowDataPacket } from 'mysql2/promise';
 import { sqlErrorObservation } from './observation';
 import { DEFAULT_SANDBOX_PREFIX, killSessionsOf, ownershipLock, quoteId, sandboxName, type AdminQueryable } from './sandbox-admin';
@@ -529,10 +529,11 @@ export class SandboxHost {
     await this.admin.query(`CREATE TABLE ${target} (${columns.map((c) => `${quoteId(c.name)} TEXT`).join(',')})`);
     const rows = table.table_info.rows;
     const columnList = columns.map((c) => quoteId(c.name)).join(',');
-    const placeholders = `(${columns.map(() => '?').join(',')})`;
+    // Values escaped here, not bound with `?`: placeholder substitution scans the whole text, backticked names
+    // included, so a task's column named `a?` would take a value meant for a row (an injection as the admin).
     for (let i = 0; i < rows.length; i += 500) {
       const chunk = rows.slice(i, i + 500);
-      await this.admin.query(`INSERT INTO ${target} (${columnList}) VALUES ${chunk.map(() => placeholders).join(',')}`, chunk.flat());
+      await this.admin.query(`INSERT INTO ${target} (${columnList}) VALUES ${chunk.map((row) => `(${row.map((cell) => escape(cell)).join(',')})`).join(',')}`);
     }
   }
 
