@@ -140,6 +140,16 @@ describe('attack episodes are contained', () => {
     expect(sandboxProcesses().live).toEqual([]);
   });
 
+  test('a folder tree deeper than a path may be long is removed with the workspace (Node alone cannot remove it)', async () => {
+    let dir = '';
+    const out = await inEpisode(async (step) => {
+      dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+      return step(bash(`python -c "import os\nfor _ in range(3000):\n    os.mkdir('d' * 200); os.chdir('d' * 200)\nprint('deep')"`));
+    });
+    expect(out).toMatch(/deep/);
+    expect(existsSync(dir)).toBe(false);
+  });
+
   test('a huge file and a memory hog hit their limits', async () => {
     const out = await inEpisode((step) =>
       step(bash('head -c 400000000 /dev/zero > big.bin; ls -la big.bin | cut -d" " -f5; python -c "x = bytearray(6 * 1024**3)" 2>&1 | tail -1; rm -f big.bin')),

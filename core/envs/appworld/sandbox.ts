@@ -17,7 +17,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pythonPrefix } from '../swe/trees';
-import { systemMounts } from '../swe/sandbox';
+import { asRoot, systemMounts } from '../swe/sandbox';
 
 /** Where the sandbox sees the AppWorld root (APPWORLD_ROOT inside): no host path shows through. */
 export const SANDBOX_ROOT = '/appworld';
@@ -62,21 +62,13 @@ export interface SandboxSpec {
   args: readonly string[];
 }
 
-export const asRoot = (): boolean => process.getuid?.() === 0;
-
 /** The fd (in the child's stdio) bubblewrap reads the seccomp program from. */
 export const SECCOMP_FD = 4;
-
-const prefixes = new Map<string, string | null>();
-function prefixOf(venv: string): string | null {
-  if (!prefixes.has(venv)) prefixes.set(venv, pythonPrefix(venv));
-  return prefixes.get(venv)!;
-}
 
 /** The bubblewrap command line: fd 3 gets bubblewrap's info (the sandbox's init), fd SECCOMP_FD must hold the seccomp program. */
 export function appWorldSandboxArgv(spec: SandboxSpec): string[] {
   const { limits } = spec;
-  const prefix = prefixOf(spec.venv);
+  const prefix = pythonPrefix(spec.venv);
   const args = [
     '--info-fd', '3', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     '--die-with-parent', '--new-session', '--hostname', 'appworld', '--seccomp', String(SECCOMP_FD),

@@ -14,13 +14,14 @@
  *
  * Everything is killed with the worker (--die-with-parent) and by close().
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { seccompFile, sandboxKiller } from '../swe/sandbox';
+import { asRoot, seccompFile, sandboxKiller } from '../swe/sandbox';
+import { removeTree } from '../swe/workspace';
 import { AppWorldClient, AppWorldServerError, EvaluateOutput, parseOutput } from './client';
-import { appWorldSandboxArgv, asRoot, DEFAULT_APPWORLD_LIMITS, nextSandboxUid, SANDBOX_ROOT, SECCOMP_FD, type AppWorldLimits, type SandboxSpec } from './sandbox';
+import { appWorldSandboxArgv, DEFAULT_APPWORLD_LIMITS, nextSandboxUid, SANDBOX_ROOT, SECCOMP_FD, type AppWorldLimits, type SandboxSpec } from './sandbox';
 
 export interface AppWorldServerSpec {
   /** The `appworld` command of the venv the package is installed in. */
@@ -52,19 +53,6 @@ const SAVED_BYTES = 256 * 1024 ** 2;
 /** The evaluator ran on the world the agent's code saved and could not grade it: that world is the agent's doing, so it scores 0. */
 export class AppWorldUngradableError extends AppWorldServerError {
   override name = 'AppWorldUngradableError';
-}
-
-/**
- * Removes a folder a sandbox wrote; never throws (a rejection here would end
- * the worker). Node's rmSync fails on trees deeper than paths may be long,
- * which model code can build, so rm(1) takes over then.
- */
-function removeFolder(dir: string): void {
-  try {
-    rmSync(dir, { recursive: true, force: true });
-  } catch {
-    spawnSync('rm', ['-rf', '--one-file-system', dir], { stdio: 'ignore' });
-  }
 }
 
 /** Whether every folder from `root` down to `root/relative` is a real folder, none a link the sandbox could have planted. */
@@ -279,7 +267,7 @@ export class AppWorldServers {
       if (!lstatSync(client.socketPath).isSocket()) throw new AppWorldServerError(`the AppWorld server's ${client.socketPath} is not a socket`);
     } catch (err) {
       sandbox.kill();
-      removeFolder(dir);
+      removeTree(dir);
       throw err;
     }
     return { sandbox, id, dir, client };
@@ -358,7 +346,7 @@ export class AppWorldServers {
   /** Kills a server and removes its folders once it is gone. */
   private discard(server: Server): void {
     server.sandbox.kill();
-    void server.sandbox.exited.then(() => removeFolder(server.dir));
+    void server.sandbox.exited.then(() => removeTree(server.dir));
   }
 
   /** Copies the world the episode saved (regular files only: the sandbox wrote that folder) and grades it in an evaluator. */
@@ -384,7 +372,7 @@ export class AppWorldServers {
       const evaluator = await this.take(this.spareEvaluators, () => this.startEvaluator(), 1);
       return await this.runEvaluator(evaluator, taskId, server.id, signal);
     } finally {
-      removeFolder(copy);
+      removeTree(copy);
     }
   }
 
@@ -423,6 +411,6 @@ export class AppWorldServers {
     for (const sandbox of all) sandbox.kill();
     await Promise.all(all.map((s) => s.exited));
     for (const spare of [...this.spareServers, ...this.spareEvaluators]) await spare.catch(() => undefined);
-    if (this.state) removeFolder(this.state);
+    if (this.state) removeTree(this.state);
   }
 }

@@ -199,7 +199,7 @@ export function hardeningArgs(fd: number): string[] {
 /** The fd (in the child's stdio) bubblewrap reads the seccomp program from. */
 const SECCOMP_FD = 4;
 
-const asRoot = () => process.getuid?.() === 0;
+export const asRoot = (): boolean => process.getuid?.() === 0;
 
 export function pathExists(p: string): boolean {
   try {

@@ -204,7 +204,13 @@ export function installedPackages(venv: string): Set<string> {
 }
 
 /** The folder of the interpreter a venv was made from, to mount beside the venv (nothing when it is under /usr). */
+const prefixes = new Map<string, string | null>();
+
+/** Asked once per venv and process: the answer does not change while the venv stands. */
 export function pythonPrefix(venv: string): string | null {
-  const prefix = run(path.join(venv, 'bin', 'python'), ['-c', 'import sys; print(sys.base_prefix)'], { what: `asking ${venv}'s Python for its prefix` }).trim();
-  return prefix === '/usr' || prefix.startsWith('/usr/') ? null : prefix;
+  if (prefixes.has(venv)) return prefixes.get(venv)!;
+  const asked = run(path.join(venv, 'bin', 'python'), ['-c', 'import sys; print(sys.base_prefix)'], { what: `asking ${venv}'s Python for its prefix` }).trim();
+  const prefix = asked === '/usr' || asked.startsWith('/usr/') ? null : asked;
+  prefixes.set(venv, prefix);
+  return prefix;
 }

@@ -33,9 +33,10 @@ export function workRoot(): string {
 }
 
 /**
- * Removes a folder the sandbox user wrote; a worker that is not root may have
- * to give itself back the rights the agent took away (chmod 000). Never
- * throws: what stays is the sweeper's.
+ * Removes a folder a sandbox wrote; a worker that is not root may have
+ * to give itself back the rights the agent took away (chmod 000), and Node's
+ * rmSync fails on trees deeper than a path may be long, which an agent can
+ * build, so rm(1) takes over then. Never throws: what stays is the sweeper's.
  */
 export function removeTree(dir: string): boolean {
   try {
@@ -43,12 +44,8 @@ export function removeTree(dir: string): boolean {
     return true;
   } catch {
     spawnSync('chmod', ['-R', 'u+rwX', dir]);
-    try {
-      rmSync(dir, { recursive: true, force: true });
-      return true;
-    } catch {
-      return false;
-    }
+    spawnSync('rm', ['-rf', '--one-file-system', '--', dir], { stdio: 'ignore' });
+    return !existsSync(dir);
   }
 }
 
@@ -66,12 +63,9 @@ export function sourceOf(instance: SweInstance): HarnessSSource {
   return instance.harness_s;
 }
 
-const prefixes = new Map<string, string | null>();
-
 /** Read-only mounts and environment for commands on an instance's tree. */
 export function commandContext(source: HarnessSSource) {
-  if (!prefixes.has(source.venv)) prefixes.set(source.venv, pythonPrefix(source.venv));
-  const prefix = prefixes.get(source.venv) ?? null;
+  const prefix = pythonPrefix(source.venv);
   return {
     readOnly: [source.venv, ...(prefix ? [prefix] : [])],
     path: [path.join(source.venv, 'bin')],
