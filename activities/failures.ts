@@ -9,6 +9,9 @@
  *   policy or an inference server: `PolicyUnavailable`; the trainer:
  *   `TrainerUnavailable`): retried; once the retries are spent, the run pauses
  *   itself with the reason;
+ * - the trainer lost the run's model (`TrainerModelLost`): not retried; the
+ *   run restores the model from its latest checkpoint and re-runs the steps
+ *   after it;
  * - anything else: retried, then the workflow decides (a rollout group is
  *   recorded as failed).
  *
@@ -19,7 +22,7 @@ import { APIConnectionError, APIError } from 'openai';
 import { UserError } from '../core/errors';
 import { PublishError } from '../core/policy/publisher';
 import { SamplerWeightsError } from '../core/policy/sampler-weights';
-import { TrainerError } from '../core/rl/tinker/client';
+import { TrainerError, TrainerModelGoneError } from '../core/rl/tinker/client';
 
 /** HTTP statuses with which a policy endpoint refuses the request itself (bad model or adapter name, bad key). */
 const REFUSED = [400, 401, 403, 404, 422];
@@ -38,6 +41,8 @@ export function asWorkflowFailure(err: unknown): never {
     throw ApplicationFailure.retryable(`inference server: ${err.message}`, 'PolicyUnavailable');
   }
   if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
+  // The run restores its model from its latest checkpoint (workflows/run.ts); retrying the op cannot help.
+  if (err instanceof TrainerModelGoneError) throw ApplicationFailure.nonRetryable(err.message, 'TrainerModelLost', { modelId: err.modelId });
   if (err instanceof TrainerError) {
     if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
     throw ApplicationFailure.retryable(err.message, 'TrainerUnavailable');

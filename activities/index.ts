@@ -10,7 +10,7 @@
  *   tasks.ts       sampleTasks, describeTasks
  *   rollouts.ts    runRolloutGroup                 (task queue harness-s-rollout)
  *   routing.ts     saveProfiles, chooseRescueHarnesses, rank1Routes
- *   train-step.ts  trainStep                       (task queue harness-s-trainer)
+ *   train-step.ts  trainStep, restoreTrainer       (task queue harness-s-trainer)
  *   publish.ts     publishPolicy, republishPolicy
  *   evolution.ts   prepareEvolution, runEvolutionGroup (harness-s-rollout), proposeCandidate,
  *                  recordSelection, freezePool   (workflow evolveHarnessPool)
@@ -23,7 +23,7 @@ import { createRoutingActivities } from './routing';
 import { type ActivityDeps, createRunContext } from './run-context';
 import { createRunActivities } from './runs';
 import { createTaskActivities } from './tasks';
-import { createTrainStep } from './train-step';
+import { createRestoreTrainer, createTrainStep } from './train-step';
 
 export type { ActivityDeps } from './run-context';
 export type { ActivityClients } from './clients';
@@ -37,6 +37,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createRolloutActivities(deps, context),
     ...createRoutingActivities(deps, context),
     trainStep: createTrainStep(deps, context),
+    restoreTrainer: createRestoreTrainer(deps, context),
     ...createPublishActivities(deps, context),
     ...createEvolutionActivities(deps),
   });

@@ -27,11 +27,11 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
    * Makes a trainer step's weights servable on every inference server: its sampler weights unpacked
    * to a local directory, loaded as LoRA adapter `policyVersion`, checked against the trainer's probe.
    */
-  async function publishEverywhere(runId: string, step: number, policyVersion: string, samplerPath: string): Promise<PublishSummary> {
+  async function publishEverywhere(runId: string, step: number, policyVersion: string, samplerPath: string, probeOf = { runId, step }): Promise<PublishSummary> {
     const { config } = await context.loadRun(runId);
     const servers = config.policy.inferenceServers.length ? config.policy.inferenceServers : [config.policy.baseUrl];
     const signal = Context.current().cancellationSignal;
-    const probe = (await store.trainerStep(runId, step))?.probe ?? null;
+    const probe = (await store.trainerStep(probeOf.runId, probeOf.step))?.probe ?? null;
     let phase = 'unpacking the sampler weights';
     return await withHeartbeatClock(
       () => ({ step, phase }),
@@ -57,9 +57,12 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
   }
 
   return {
-    /** Makes a policy version servable on every inference server (vLLM runtime LoRA loading), checked by the probe. */
-    async publishPolicy(input: { runId: string; step: number; policyVersion: string; samplerPath: string }): Promise<PublishSummary> {
-      return publishEverywhere(input.runId, input.step, input.policyVersion, input.samplerPath);
+    /**
+     * Makes a policy version servable on every inference server (vLLM runtime LoRA loading), checked by the
+     * probe of the step that trained it, or of `probeOf` (a restored or forked model: the step whose state it loaded).
+     */
+    async publishPolicy(input: { runId: string; step: number; policyVersion: string; samplerPath: string; probeOf?: { runId: string; step: number } }): Promise<PublishSummary> {
+      return publishEverywhere(input.runId, input.step, input.policyVersion, input.samplerPath, input.probeOf);
     },
 
     /** On resume: inference servers may have restarted and lost their runtime LoRA adapters; load the current one again. */

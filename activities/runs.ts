@@ -36,7 +36,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
 
   return {
     /** Validates the config (every bad field named), registers the run, describes its harness pool. */
-    async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean }) {
+    async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean; fork?: { runId: string; step: number; profileVersion: number | null } }) {
       // A continued execution's config was written by this project (perhaps an older version); a new run's by a user.
       let config = input.continuing ? parseStoredRunConfig(input.config, 'run config') : parseRunConfig(input.config);
       // Continuing a run stored by an older version: it keeps what it began with.
@@ -48,6 +48,11 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       }
       const poolHash = poolHashOfHarnesses(config.env.kind, env.harnesses());
       await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing, poolHash });
+      if (input.fork) {
+        // A fork starts from its parent's checkpoint with the parent's behaviour profiles of that time.
+        await store.setParent(input.runId, { runId: input.fork.runId, step: input.fork.step });
+        if (input.fork.profileVersion !== null) await store.copyProfiles(input.fork.runId, input.runId, input.fork.profileVersion);
+      }
       logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id), poolHash }, 'run prepared');
       return {
         config,
@@ -90,7 +95,8 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
         await store.evaluations(input.runId),
       );
       const modelId = (await store.getRun(input.runId))?.trainerModelId;
-      if (modelId && summary.stepsCompleted >= config.steps) await unloadTrainerModel(config, input.runId, modelId);
+      // The last step done is the run's last (a fork's steps start past its parent's checkpoint).
+      if (modelId && (steps.at(-1)?.step ?? -1) + 1 >= config.steps) await unloadTrainerModel(config, input.runId, modelId);
       return summary;
     },
   };

@@ -1,11 +1,16 @@
 /**
- * The trainStep activity (task queue harness-s-trainer): one optimizer step on
- * a Tinker-compatible trainer (core/rl/trainer-step.ts). It heartbeats on a
- * clock for as long as it runs, also while a trainer request is in flight
- * (a trainer may hold a poll for minutes), and stops when cancelled.
+ * The trainer's activities (task queue harness-s-trainer): trainStep, one
+ * optimizer step on a Tinker-compatible trainer (core/rl/trainer-step.ts),
+ * and restoreTrainer, the run's model made anew from a checkpoint when the
+ * trainer lost it, or a fork's first model (core/rl/trainer-restore.ts).
+ * Both heartbeat on a clock for as long as they run, also while a trainer
+ * request is in flight (a trainer may hold a poll for minutes), and stop when
+ * cancelled.
  */
 import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
+import { countTrainerRestore } from '../core/metrics';
+import { type RestoreInput, restoreTrainerModel } from '../core/rl/trainer-restore';
 import { mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';
@@ -56,5 +61,58 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
     );
     const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
     return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
+  };
+}
+
+/** What restoreTrainer did, small enough for the workflow's history. */
+export type RestoreTrainerResult =
+  | {
+      restore: number;
+      kind: 'checkpoint' | 'base' | 'fork';
+      /** The step whose state was loaded; null when the model started over from the base. */
+      fromStep: number | null;
+      atStep: number;
+      /** The step the run goes on from. */
+      nextStep: number;
+      policyVersion: string;
+      /** The loaded state's sampler weights, to publish; null from the base (rollouts use the base model). */
+      samplerPath: string | null;
+      /** When the restore completed (ISO 8601, the run store's clock). */
+      at: string;
+      reason: string;
+    }
+  | { needsDecision: string };
+
+export function createRestoreTrainer(deps: ActivityDeps, context: RunContext) {
+  const clients = deps.clients ?? defaultClients;
+  return async function restoreTrainer(input: RestoreInput): Promise<RestoreTrainerResult> {
+    const { config } = await context.loadRun(input.runId);
+    const activity = Context.current();
+    let phase = 'starting';
+    const trainer = clients.trainer(config, activity.cancellationSignal);
+    const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
+    const outcome = await withHeartbeatClock(
+      () => ({ atStep: input.atStep, phase }),
+      () =>
+        restoreTrainerModel(
+          {
+            trainer, sessions, store: deps.store, logger: deps.logger,
+            onProgress: (what) => {
+              phase = what;
+              activity.heartbeat({ atStep: input.atStep, phase });
+            },
+          },
+          input,
+          config,
+        ),
+    );
+    if ('needsDecision' in outcome) return outcome;
+    const r = outcome.restored;
+    // Counted by the attempt that completed it (a retry finds it done and counts nothing).
+    if (outcome.completedNow) countTrainerRestore(r.kind);
+    return {
+      restore: r.restore, kind: r.kind, fromStep: r.fromStep, atStep: r.atStep, nextStep: r.fromStep === null ? 0 : r.fromStep + 1,
+      policyVersion: r.policyVersion!, samplerPath: r.samplerPath, at: (r.completedAt ?? r.createdAt).toISOString(), reason: r.reason,
+    };
   };
 }

@@ -27,9 +27,10 @@ import { evalTable, evalTableText } from './eval-report';
 import { createEnvironment, resolveHarness } from '../core/envs/registry';
 import { replayDbBench } from '../core/envs/dbbench/replay';
 import { doctorText, runDoctor } from './doctor';
-import { statusText, summaryText } from './report';
+import { lineageLines, statusText, summaryText } from './report';
 import {
-  cancelRun, changeRunConfig, connectClient, historyStats, listRuns, newRunId, pauseRun, readConfigFile, recoverRun, resumeRun, rootCauseMessage, runView, startRun, UserError, validateConfig,
+  cancelRun, changeRunConfig, connectClient, forkRun, historyStats, listRuns, newRunId, pauseRun, readConfigFile, readJsonFile, recoverRun, resumeRun, rootCauseMessage,
+  runView, startRun, UserError, validateConfig,
 } from './runs';
 import { watchRun } from './watch';
 import { profilesText, profilesView } from './profiles';
@@ -78,6 +79,14 @@ function positiveInt(name: string) {
   return (value: string) => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a whole number of at least 1 (got '${value}')`);
+    return n;
+  };
+}
+
+function nonNegativeInt(name: string) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a whole number of at least 0 (got '${value}')`);
     return n;
   };
 }
@@ -139,11 +148,11 @@ run
   .command('status <id>')
   .option('--json', 'machine-readable')
   .action(action(async (id: string, opts: { json?: boolean }) => {
-    const view = await runView(await connectClient(), id);
+    const view = await withStore(async (store) => runView(await connectClient(), id, store));
     if (opts.json) return printJson(view);
     if (view.live) print(statusText(view.live));
-    else if (view.summary) print(`${view.status}\n${summaryText(view.summary)}`);
-    else print(`run ${id}: ${view.status}${view.failure ? `: ${view.failure}` : ''}${view.status === 'RUNNING' ? '' : '\n(resume it with `harness-s run recover ' + id + '`)'}`);
+    else if (view.summary) print([`${view.status}`, summaryText(view.summary), ...lineageLines(view)].join('\n'));
+    else print(`run ${id}: ${view.status}${view.failure ? `: ${view.failure}` : ''}${view.status === 'RUNNING' ? '' : '\n(resume it with `harness-s run recover ' + id + '`)'}${['', ...lineageLines(view)].join('\n')}`);
   }));
 
 run
@@ -203,6 +212,21 @@ run
           : `recovered ${id} (was ${previousStatus}): it had no profiles yet, so it starts over; stored rollouts are reused`,
       );
     });
+  }));
+
+run
+  .command('fork <id>')
+  .description("start a new run from a run's training checkpoint at or before a step (its config plus safe changes, its profiles and pool)")
+  .requiredOption('--from-step <n>', 'the step whose checkpoint to start from (the newest at or before it)', nonNegativeInt('--from-step'))
+  .option('--config <changes.json>', `a JSON file of safe changes, e.g. {"steps": 40} (safe: ${SAFE_CONFIG_FIELDS.join(', ')})`)
+  .option('--id <id>', 'the new run id; default <run>-fork<step>-<time>')
+  .option('--json', 'machine-readable')
+  .action(action(async (id: string, opts: { fromStep: number; config?: string; id?: string; json?: boolean }) => {
+    const change = opts.config ? readJsonFile(opts.config) : undefined;
+    const forked = await withStore(async (store) => forkRun(await connectClient(), store, { parentRunId: id, fromStep: opts.fromStep, change, runId: opts.id }));
+    if (opts.json) return printJson({ runId: forked.runId, parent: { runId: id, step: forked.checkpointStep }, resume: forked.resume });
+    progress(`forked ${id} at its checkpoint of step ${forked.checkpointStep}: the new run starts at step ${forked.resume.nextStep} of ${forked.config.steps}`);
+    print(forked.runId);
   }));
 
 run

@@ -1,6 +1,6 @@
 /** Human-readable views of runs and steps. */
 import type { StepSummary } from '../core/rl/step-summary';
-import type { EvaluationSummary, RunStatus, RunSummary } from '../workflows/definitions';
+import type { EvaluationSummary, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 
@@ -35,7 +35,20 @@ export function statusText(status: RunStatus): string {
   ];
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
   if (status.lastEvaluation) lines.push(`  last ${evaluationLine(status.lastEvaluation)}`);
+  lines.push(...lineageLines(status));
   return lines.join('\n');
+}
+
+/** A run's fork parent and trainer restores, one line each (none for a run that has neither). */
+export function lineageLines(view: { restores?: RestoreEvent[]; parent?: ParentRun | null }): string[] {
+  const lines: string[] = [];
+  if (view.parent) lines.push(`  forked from run ${view.parent.runId} at its checkpoint of step ${view.parent.step}`);
+  for (const r of view.restores ?? []) {
+    const from = r.fromStep === null ? 'the base model (no checkpoint yet)' : `the checkpoint of step ${r.fromStep}`;
+    const rerun = r.fromStep === null ? 0 : r.fromStep + 1;
+    lines.push(`  restore ${r.restore} at ${r.at}: the trainer lost the model at step ${r.atStep}; restored from ${from}, steps ${rerun}..${r.atStep} re-run`);
+  }
+  return lines;
 }
 
 export function summaryText(summary: RunSummary): string {

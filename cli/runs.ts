@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { parseRunConfig, parseStoredRunConfig, type RunConfig } from '../core/config';
+import { applyConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
 import { RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
@@ -17,6 +18,8 @@ import {
   TASK_QUEUES,
   updateConfigUpdate,
   type ConfigUpdateResult,
+  type ParentRun,
+  type RestoreEvent,
   type ResumePoint,
   type RunInput,
   type RunStatus,
@@ -80,10 +83,12 @@ export function newRunId(name: string, now = new Date()): string {
   return `${name}-${stamp}`;
 }
 
-export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, recovery?: { resume?: ResumePoint }) {
-  const input: RunInput = recovery
-    ? { config: raw as RunInput['config'], recover: true, ...(recovery.resume ? { resume: recovery.resume } : {}) }
-    : { config: raw as RunInput['config'] };
+export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, recovery?: { resume?: ResumePoint; fork?: ParentRun }) {
+  const input: RunInput = recovery?.fork
+    ? { config: raw as RunInput['config'], resume: recovery.resume, fork: recovery.fork }
+    : recovery
+      ? { config: raw as RunInput['config'], recover: true, ...(recovery.resume ? { resume: recovery.resume } : {}) }
+      : { config: raw as RunInput['config'] };
   return client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
@@ -92,6 +97,7 @@ export async function startRun(client: Client, raw: unknown, config: RunConfig, 
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.runName, value: config.name },
       { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
+      ...(recovery?.fork ? [{ key: SEARCH_ATTRIBUTES.parentRun, value: recovery.fork.runId }] : []),
     ],
     staticSummary: `Harness-S run ${config.name} (${config.env.kind}${config.env.kind === 'sim' ? ', SIMULATED' : ''})`,
   });
@@ -114,23 +120,43 @@ export interface RunView {
   /** The run's result once it completed. */
   summary: RunSummary | null;
   failure: string | null;
+  /** Restores of the trainer model after the trainer lost it, oldest first. */
+  restores: RestoreEvent[];
+  /** A fork's parent run and the step it started from; null for a run started anew. */
+  parent: ParentRun | null;
 }
 
-export async function runView(client: Client, runId: string): Promise<RunView> {
+/** A run's restores and parent as the run store records them (what status shows once the run has ended). */
+export async function runLineage(store: RunStore, runId: string): Promise<Pick<RunView, 'restores' | 'parent'>> {
+  const run = await store.getRun(runId);
+  const restores = (await store.restores(runId))
+    .filter((r) => r.kind !== 'fork' && r.status === 'done')
+    .map((r): RestoreEvent => ({
+      restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep,
+      at: (r.completedAt ?? r.createdAt).toISOString(), reason: r.reason,
+    }));
+  return { restores, parent: run?.parent ?? null };
+}
+
+/** A run as status shows it; with the run store, restores and parent also once the run has ended. */
+export async function runView(client: Client, runId: string, store?: RunStore): Promise<RunView> {
   const description = await describeRun(client, runId);
   const handle = client.workflow.getHandle(runId);
   const status = description.status.name;
+  const stored = store ? await runLineage(store, runId) : { restores: [], parent: null };
   if (status === 'RUNNING') {
-    return { runId, status, live: await handle.query(statusQuery), summary: null, failure: null };
+    const live = await handle.query(statusQuery);
+    // Executions started before restores existed have neither field.
+    return { runId, status, live, summary: null, failure: null, restores: live.restores ?? stored.restores, parent: live.parent ?? stored.parent };
   }
   if (status === 'COMPLETED') {
-    return { runId, status, live: null, summary: (await handle.result()) as RunSummary, failure: null };
+    return { runId, status, live: null, summary: (await handle.result()) as RunSummary, failure: null, ...stored };
   }
   const failure = await handle.result().then(
     () => null,
     (err: unknown) => rootCauseMessage(err),
   );
-  return { runId, status, live: null, summary: null, failure };
+  return { runId, status, live: null, summary: null, failure, ...stored };
 }
 
 export async function pauseRun(client: Client, runId: string, reason?: string): Promise<void> {
@@ -187,8 +213,55 @@ export async function recoverRun(client: Client, store: RunStore, runId: string)
     profileVersion === null
       ? undefined
       : { nextStep: last ? last.step + 1 : 0, policyVersion: last?.policyVersion ?? config.policy.model, profileVersion, lastEvaluation };
-  const handle = await startRun(client, run.config, config, runId, { resume });
+  // A fork that failed before its model was loaded from the parent's checkpoint loads it first.
+  const forkLoaded = run.parent === null || (await store.findRestore(runId, null))?.status === 'done';
+  const fork = forkLoaded || !resume ? undefined : run.parent!;
+  const handle = await startRun(client, run.config, config, runId, { resume, ...(fork ? { fork } : {}) });
   return { handle, resume, previousStatus: status };
+}
+
+/**
+ * Starts a new run from `parentRunId`'s training checkpoint at (or before)
+ * step `fromStep`: the parent's config plus safe changes (core/config-change.ts),
+ * its profiles of that time and its harness pool; its first step is the one
+ * after the checkpoint's, and it records its parent in the run store and in
+ * the search attribute HarnessParentRun.
+ */
+export async function forkRun(
+  client: Client,
+  store: RunStore,
+  args: { parentRunId: string; fromStep: number; change?: unknown; runId?: string },
+): Promise<{ runId: string; checkpointStep: number; resume: ResumePoint; config: RunConfig }> {
+  const parent = await store.getRun(args.parentRunId);
+  if (!parent) throw new UserError(`no run ${args.parentRunId} in the run store (see \`harness-s run list\`)`);
+  const checkpoints = await store.checkpoints(args.parentRunId);
+  const checkpoint = checkpoints.filter((c) => c.step <= args.fromStep).at(-1);
+  if (!checkpoint) {
+    throw new UserError(
+      `run ${args.parentRunId} has no training checkpoint at or before step ${args.fromStep} ` +
+        `(${checkpoints.length ? `its checkpoints are at steps ${checkpoints.map((c) => c.step).join(', ')}` : 'it has none: checkpoint.every sets how often a run saves one'})`,
+    );
+  }
+  const parentConfig = parseStoredRunConfig(parent.config, `stored config of ${args.parentRunId}`);
+  let config = parentConfig;
+  if (args.change !== undefined) {
+    try {
+      config = applyConfigChange(parentConfig, args.change, checkpoint.step + 2);
+    } catch (err) {
+      throw new UserError((err as Error).message.replace(/^config change/, 'fork change'));
+    }
+  }
+  if (config.steps <= checkpoint.step + 1) {
+    throw new UserError(`the fork would start at step ${checkpoint.step + 1} of ${config.steps}: give it more steps with --config '{"steps": N}'`);
+  }
+  // The newest profiles measured with a policy no later than the checkpoint's.
+  const policies = new Set([parentConfig.policy.model, ...(await store.steps(args.parentRunId)).filter((s) => s.step <= checkpoint.step).map((s) => s.policyVersion)]);
+  const profileVersion = (await store.profileVersions(args.parentRunId)).filter((p) => policies.has(p.policyVersion)).at(-1)?.version;
+  if (profileVersion === undefined) throw new UserError(`run ${args.parentRunId} has no behaviour profiles measured by step ${checkpoint.step}`);
+  const runId = args.runId ?? `${args.parentRunId}-fork${checkpoint.step}-${Date.now().toString(36)}`;
+  const resume: ResumePoint = { nextStep: checkpoint.step + 1, policyVersion: checkpoint.policyVersion, profileVersion };
+  await startRun(client, config, config, runId, { resume, fork: { runId: args.parentRunId, step: checkpoint.step } });
+  return { runId, checkpointStep: checkpoint.step, resume, config };
 }
 
 export interface RunListEntry {

@@ -16,6 +16,9 @@ export const SAFE_CONFIG_FIELDS = [
   'eval.every',
   'policy.requestTimeoutSeconds',
   'trainer.pollSeconds',
+  'checkpoint.every',
+  'checkpoint.keep',
+  'checkpoint.onLoss',
 ] as const;
 
 const notChangeable = (issue: { code: string; keys?: string[] }) =>
@@ -33,6 +36,11 @@ export const RunConfigChange = z.strictObject(
     eval: section({ enabled: z.boolean().optional(), every: z.number().int().min(0).optional() }),
     policy: section({ requestTimeoutSeconds: z.number().positive().optional() }),
     trainer: section({ pollSeconds: z.number().positive().optional() }),
+    checkpoint: section({
+      every: z.number().int().min(0).optional(),
+      keep: z.number().int().min(1).optional(),
+      onLoss: z.enum(['restart', 'pause']).optional(),
+    }),
   },
   { error: notChangeable },
 );
@@ -65,5 +73,6 @@ export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: num
     ...(change.eval && { eval: { ...config.eval, ...change.eval } }),
     ...(change.policy && { policy: { ...config.policy, ...change.policy } }),
     ...(change.trainer && { trainer: { ...config.trainer, ...change.trainer } }),
+    ...(change.checkpoint && { checkpoint: { ...config.checkpoint, ...change.checkpoint } }),
   };
 }

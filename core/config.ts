@@ -249,6 +249,24 @@ export const RetryConfig = z.strictObject({
 });
 export type RetryConfig = z.infer<typeof RetryConfig>;
 
+/**
+ * Training-state checkpoints (weights and optimizer state, the Tinker API's
+ * save_weights), from which a run restores when its trainer loses its model,
+ * and from which `harness-s run fork` branches a run.
+ */
+export const CheckpointConfig = z.strictObject({
+  /** Save the training state after every N-th step (steps N-1, 2N-1, ...) and after the last step; 0: after the last step only. */
+  every: z.number().int().min(0).default(5),
+  /** Checkpoints kept per run; older ones are deleted on the trainer. */
+  keep: z.number().int().min(1).default(3),
+  /**
+   * When the trainer loses the model before the run has a checkpoint: `restart` starts the model over from
+   * the base (steps re-run from 0), `pause` pauses the run with the reason (a resume then restarts it).
+   */
+  onLoss: z.enum(['restart', 'pause']).default('restart'),
+});
+export type CheckpointConfig = z.infer<typeof CheckpointConfig>;
+
 export const GrpoConfig = z.strictObject({
   /** false: Dr.GRPO (no division by the group's std). */
   normalizeByStd: z.boolean().default(true),
@@ -268,6 +286,7 @@ export const RunConfig = z
     grpo: GrpoConfig.prefault({}),
     eval: EvalConfig.prefault({}),
     retry: RetryConfig.prefault({}),
+    checkpoint: CheckpointConfig.prefault({}),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })

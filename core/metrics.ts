@@ -82,6 +82,13 @@ const trainerOpSeconds = new Histogram({
   registers: [metricsRegistry],
 });
 
+const trainerRestores = new Counter({
+  name: 'harness_s_trainer_restores_total',
+  help: "Trainer models made anew: kind checkpoint (restored from a run's checkpoint after the trainer lost its model), base (started over, no checkpoint yet), fork (a fork's first model)",
+  labelNames: ['kind'] as const,
+  registers: [metricsRegistry],
+});
+
 const trainerRetries = new Counter({
   name: 'harness_s_trainer_retries_total',
   help: 'Trainer requests sent again: a future polled again (try_again, poll_timeout, server_error, rate_limited, bad_request), an op resubmitted (future_gone), a request retried (unreachable)',
@@ -180,6 +187,10 @@ export async function timeTrainerOp<T>(op: string, run: () => Promise<T>): Promi
 }
 
 export type TrainerRetryReason = 'try_again' | 'poll_timeout' | 'server_error' | 'rate_limited' | 'bad_request' | 'future_gone' | 'unreachable';
+
+export function countTrainerRestore(kind: 'checkpoint' | 'base' | 'fork'): void {
+  trainerRestores.inc({ kind });
+}
 
 export function countTrainerRetry(op: string, reason: TrainerRetryReason): void {
   trainerRetries.inc({ op, reason });

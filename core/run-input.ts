@@ -6,7 +6,7 @@
  */
 import { unknownKeyHint } from './did-you-mean';
 
-const INPUT_KEYS = ['config', 'resume', 'recover'] as const;
+const INPUT_KEYS = ['config', 'resume', 'recover', 'fork'] as const;
 
 /** Why `input` is not a run input, or null when its shape is right. */
 export function runInputProblem(input: unknown): string | null {
@@ -20,5 +20,12 @@ export function runInputProblem(input: unknown): string | null {
   const config = (input as { config?: unknown }).config;
   if (config === undefined) return 'config: missing ({"config": {}} runs the embedded default)';
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return 'config: must be a JSON object';
+  if ('fork' in input) {
+    const fork = (input as { fork?: unknown }).fork as { runId?: unknown; step?: unknown } | null;
+    if (typeof fork !== 'object' || fork === null || typeof fork.runId !== 'string' || !Number.isInteger(fork.step) || (fork.step as number) < 0) {
+      return 'fork: must be {"runId": "<parent run>", "step": <the step of its checkpoint>} (harness-s run fork writes it)';
+    }
+    if (!('resume' in input)) return 'fork: needs resume (the step after the checkpoint, its policy and profile versions)';
+  }
   return null;
 }

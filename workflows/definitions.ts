@@ -22,7 +22,29 @@ export const SEARCH_ATTRIBUTES = {
   env: defineSearchAttributeKey('HarnessEnv', SearchAttributeType.KEYWORD),
   step: defineSearchAttributeKey('HarnessStep', SearchAttributeType.INT),
   baseSuccess: defineSearchAttributeKey('HarnessBaseSuccess', SearchAttributeType.DOUBLE),
+  /** A fork's parent run id. */
+  parentRun: defineSearchAttributeKey('HarnessParentRun', SearchAttributeType.KEYWORD),
 } as const;
+
+/** A restore of the run's trainer model, as status and reports show it. */
+export interface RestoreEvent {
+  restore: number;
+  /** checkpoint: loaded from the run's latest checkpoint; base: started over from the base model (no checkpoint yet). */
+  kind: 'checkpoint' | 'base';
+  /** The step whose state was loaded (null: the base). */
+  fromStep: number | null;
+  /** The step that found the model gone; the steps from fromStep + 1 up to it were re-run. */
+  atStep: number;
+  /** When the restore completed (ISO 8601). */
+  at: string;
+  reason: string;
+}
+
+/** A fork's parent: the run and the step whose checkpoint it started from. */
+export interface ParentRun {
+  runId: string;
+  step: number;
+}
 
 /** Where a run continues from: set by continue-as-new and by `harness-s run recover`. */
 export interface ResumePoint {
@@ -37,6 +59,10 @@ export interface ResumePoint {
   lastEvaluation?: EvaluationSummary | null;
   /** The run was paused as it continued as new (a pause that came while it got ready to): the next execution starts paused, for this reason. */
   pauseReason?: string | null;
+  /** The restores so far, so status keeps showing them. */
+  restores?: RestoreEvent[];
+  /** A fork's parent, so status keeps showing it. */
+  parent?: ParentRun | null;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
@@ -49,6 +75,12 @@ export interface RunInput {
    * servers again. Not carried across continue-as-new.
    */
   recover?: boolean;
+  /**
+   * Set by `harness-s run fork`: before its first step (resume.nextStep, one
+   * past `step`), the run's trainer model is loaded from the parent's
+   * checkpoint of `step`. Not carried across continue-as-new.
+   */
+  fork?: ParentRun;
 }
 
 export interface RunStatus {
@@ -71,6 +103,10 @@ export interface RunStatus {
   lastEvaluation: EvaluationSummary | null;
   /** The last few steps' summaries (this execution), oldest first. */
   recentSteps: StepSummary[];
+  /** Restores of the trainer model after it was lost, oldest first. */
+  restores: RestoreEvent[];
+  /** A fork's parent; null for a run started anew. */
+  parent: ParentRun | null;
 }
 
 export interface TrainingStepInput {

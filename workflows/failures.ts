@@ -34,6 +34,17 @@ export function outageOf(err: unknown): string | null {
   return null;
 }
 
+/**
+ * The trainer lost the run's model (activities/failures.ts: `TrainerModelLost`):
+ * the lost model's id and the trainer's message, or null for another failure.
+ */
+export function trainerModelLost(err: unknown): { modelId: string | null; message: string } | null {
+  const root = rootFailure(err);
+  if (!(root instanceof ApplicationFailure) || root.type !== 'TrainerModelLost') return null;
+  const details = root.details?.[0] as { modelId?: unknown } | undefined;
+  return { modelId: typeof details?.modelId === 'string' ? details.modelId : null, message: root.message };
+}
+
 /** Whether a failure is one a retry cannot fix (a user error): the run fails with it. */
 export function isFinal(err: unknown): boolean {
   const root = rootFailure(err);
@@ -44,7 +55,7 @@ export function isFinal(err: unknown): boolean {
 export function runFailure(err: unknown): unknown {
   const root = rootFailure(err);
   if (root === err || !(root instanceof ApplicationFailure)) return err;
-  return ApplicationFailure.nonRetryable(root.message, root.type ?? 'Error');
+  return ApplicationFailure.create({ message: root.message, type: root.type ?? 'Error', nonRetryable: true, details: root.details ? [...root.details] : undefined });
 }
 
 /**

@@ -34,6 +34,7 @@ import { applyConfigChange, parseConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
+  type ParentRun,
   pauseSignal,
   resumeSignal,
   stepProgressSignal,
@@ -45,12 +46,13 @@ import {
   type RunInput,
   type RunStatus,
   type RunSummary,
+  type RestoreEvent,
 } from './definitions';
-import { controlActivityOptions, publishActivityOptions } from './activity-options';
+import { controlActivityOptions, publishActivityOptions, trainerActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
-import { outageOf, runFailure } from './failures';
+import { outageOf, runFailure, trainerModelLost } from './failures';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
@@ -92,6 +94,7 @@ class HarnessSRun {
       runId: this.runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
       policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
       paused: false, pauseReason: null, stepProgress: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
+      restores: [...(input.resume?.restores ?? [])], parent: input.fork ?? input.resume?.parent ?? null,
     };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
     if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
@@ -153,7 +156,9 @@ class HarnessSRun {
   async execute(): Promise<RunSummary> {
     const { status } = this;
     const prepared = await this.prepare();
-    if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
+    if (this.input.fork) {
+      await this.loadFork(this.input.fork);
+    } else if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
       await publish.republishPolicy({ runId: this.runId, step: this.input.resume.nextStep - 1 });
     }
     if (status.profileVersion === null) {
@@ -169,6 +174,7 @@ class HarnessSRun {
         if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
       }
       const summary = await this.trainStep(prepared);
+      if (summary === null) continue; // the trainer lost the model: restored, the loop goes on from the restored step
       const { reanchorEvery } = this.config.router;
       if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < this.config.steps) {
         // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
@@ -205,6 +211,7 @@ class HarnessSRun {
         runId: this.runId, config: this.input.config,
         incarnation: workflowInfo().firstExecutionRunId,
         continuing: this.input.resume !== undefined || this.input.recover === true,
+        ...(this.input.fork ? { fork: { ...this.input.fork, profileVersion: this.input.resume?.profileVersion ?? null } } : {}),
       })
       .catch((err: unknown) => {
         // Where the UI and CLIs show it.
@@ -224,19 +231,28 @@ class HarnessSRun {
       { key: SEARCH_ATTRIBUTES.runName, value: this.config.name },
       { key: SEARCH_ATTRIBUTES.env, value: this.config.env.kind },
       { key: SEARCH_ATTRIBUTES.step, value: status.step },
+      ...(status.parent ? [{ key: SEARCH_ATTRIBUTES.parentRun, value: status.parent.runId }] : []),
     ]);
     return prepared;
   }
 
-  /** One training step as a child workflow; the status moves on with its summary. */
-  private async trainStep(prepared: Prepared): Promise<StepSummary> {
+  /**
+   * One training step as a child workflow; the status moves on with its
+   * summary. Null when the trainer had lost the run's model: the model was
+   * restored and the status rewound to the step after the restored one.
+   */
+  private async trainStep(prepared: Prepared): Promise<StepSummary | null> {
     const { status } = this;
     this.stepInFlight = true; // from here a change applies from the next step
     await this.persistConfig();
     this.details(`step ${status.step}/${this.config.steps}, policy ${status.policyVersion}`);
-    const summary: StepSummary = await this.untilDone(`step ${status.step}`, () =>
-      executeChild(trainingStep, {
-        workflowId: `${this.runId}/step-${status.step}`,
+    const restores = status.restores.length;
+    let summary: StepSummary;
+    try {
+      summary = await this.untilDone(`step ${status.step}`, () =>
+        executeChild(trainingStep, {
+        // A step re-run after a restore is a new child: the superseded one keeps its history.
+        workflowId: `${this.runId}/step-${status.step}${restores > 0 ? `-r${restores}` : ''}`,
         taskQueue: TASK_QUEUES.control,
         staticSummary: `step ${status.step} of Harness-S run ${this.config.name}`,
         args: [{
@@ -244,7 +260,15 @@ class HarnessSRun {
           profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
         }],
       }),
-    );
+      );
+    } catch (err) {
+      const lost = trainerModelLost(err);
+      if (lost === null || !patched('trainer-restore')) throw err;
+      this.stepInFlight = false;
+      status.stepProgress = null;
+      await this.restoreTrainer(lost);
+      return null;
+    }
     this.stepInFlight = false;
     status.stepProgress = null;
     status.lastStep = summary;
@@ -288,7 +312,7 @@ class HarnessSRun {
     status.phase = 'evaluating';
     this.details(`evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
     status.lastEvaluation = await this.untilDone(`evaluation after ${afterSteps} steps`, () => executeChild(evaluatePolicy, {
-      workflowId: `${this.runId}/eval-${afterSteps}`,
+      workflowId: `${this.runId}/eval-${afterSteps}${status.restores.length > 0 ? `-r${status.restores.length}` : ''}`,
       taskQueue: TASK_QUEUES.control,
       staticSummary: `evaluation after ${afterSteps} steps of Harness-S run ${this.config.name}`,
       args: [{ runId: this.runId, config: this.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
@@ -312,8 +336,79 @@ class HarnessSRun {
         nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
         deadSinceReanchor: [...new Set(this.deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
         ...(status.paused ? { pauseReason: status.pauseReason ?? '' } : {}),
+        ...(status.restores.length > 0 ? { restores: status.restores } : {}),
+        ...(status.parent ? { parent: status.parent } : {}),
       },
     });
+  }
+
+  /**
+   * The trainer lost the run's model: a new model loads the latest checkpoint
+   * (or starts over from the base when the run has none; with
+   * `checkpoint.onLoss: pause` the run first pauses and waits for a resume),
+   * the restored policy is published before any rollout uses it, and the run
+   * goes on from the step after the loaded one. What the steps after it stored
+   * stays in the store, marked superseded by this restore.
+   */
+  private async restoreTrainer(lost: { modelId: string | null; message: string }): Promise<void> {
+    const { status } = this;
+    const atStep = status.step;
+    const trainer = proxyActivities<Activities>(trainerActivityOptions(this.config.retry));
+    const reason = `the trainer lost the run's model at step ${atStep}: ${lost.message}`;
+    this.details(`restoring the trainer model (lost at step ${atStep})`);
+    const restore = (allowBase: boolean) =>
+      this.untilDone(`restoring the trainer model`, () =>
+        trainer.restoreTrainer({ runId: this.runId, atStep, reason, lostModelId: lost.modelId, allowBase }),
+      );
+    let restored = await restore((this.config.checkpoint?.onLoss ?? 'restart') !== 'pause');
+    if ('needsDecision' in restored) {
+      this.pause(
+        `${reason}. The run has no checkpoint yet and checkpoint.onLoss is 'pause': resume to start its model over from the base ` +
+          `(harness-s run resume ${this.runId}), or cancel it`,
+      );
+      this.details(`paused: ${status.pauseReason}`);
+      await condition(() => !status.paused);
+      restored = await restore(true);
+      if ('needsDecision' in restored) throw ApplicationFailure.nonRetryable(`restore of run ${this.runId} did not start its model over`, 'TrainerModelLost');
+    }
+    const r = restored;
+    if (r.samplerPath !== null && r.fromStep !== null) {
+      const fromStep = r.fromStep;
+      await this.untilDone(`publishing the restored policy`, () =>
+        publish.publishPolicy({ runId: this.runId, step: fromStep, policyVersion: r.policyVersion, samplerPath: r.samplerPath!, probeOf: { runId: this.runId, step: fromStep } }),
+      );
+    }
+    const event: RestoreEvent = { restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep, at: r.at, reason: r.reason };
+    status.restores = [...status.restores, event];
+    status.step = r.nextStep;
+    status.policyVersion = r.policyVersion;
+    status.recentSteps = status.recentSteps.filter((s) => s.step < r.nextStep);
+    status.lastStep = status.recentSteps.at(-1) ?? null;
+    if (status.lastEvaluation && status.lastEvaluation.afterSteps > r.nextStep) status.lastEvaluation = null;
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.step, value: status.step }]);
+    const from = r.fromStep === null ? 'the base model (no checkpoint yet)' : `the checkpoint of step ${r.fromStep}`;
+    this.details(`restored the trainer model from ${from} after losing it at step ${atStep}; re-running steps ${r.nextStep}..${atStep}`);
+  }
+
+  /** A fork's first model: loaded from the parent's checkpoint, its policy published before the first step. */
+  private async loadFork(fork: ParentRun): Promise<void> {
+    const { status } = this;
+    const trainer = proxyActivities<Activities>(trainerActivityOptions(this.config.retry));
+    this.details(`loading the trainer model from run ${fork.runId}'s checkpoint of step ${fork.step}`);
+    const loaded = await this.untilDone('loading the fork\'s trainer model', () =>
+      trainer.restoreTrainer({
+        runId: this.runId, atStep: status.step, reason: `fork of run ${fork.runId} from step ${fork.step}`, lostModelId: null, allowBase: false,
+        fork: { parentRunId: fork.runId, atOrBeforeStep: fork.step },
+      }),
+    );
+    if ('needsDecision' in loaded || loaded.samplerPath === null || loaded.fromStep === null) {
+      throw ApplicationFailure.nonRetryable(`run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`, 'NoCheckpointError');
+    }
+    const fromStep = loaded.fromStep;
+    await this.untilDone('publishing the forked policy', () =>
+      publish.publishPolicy({ runId: this.runId, step: fromStep, policyVersion: loaded.policyVersion, samplerPath: loaded.samplerPath!, probeOf: { runId: fork.runId, step: fromStep } }),
+    );
+    status.policyVersion = loaded.policyVersion;
   }
 
   /** Stores a changed config, so activities from here on read it. */

@@ -13,7 +13,8 @@ import type { BehaviorProfiles } from '../../core/router/profiles';
 import type { RunStore, StoredRoutingDecision } from '../../core/store/run-store';
 import type { StoredStepSummary } from '../../core/store/rows';
 import { DATA_DIR } from '../../infra/temporal-dev-server';
-import { UserError } from '../runs';
+import { runLineage, UserError } from '../runs';
+import type { ParentRun, RestoreEvent } from '../../workflows/definitions';
 import {
   deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart, type Chart,
 } from './charts';
@@ -32,6 +33,9 @@ export interface RunReportData {
   profiles: BehaviorProfiles[];
   decisions: StoredRoutingDecision[];
   summary: RunSummary;
+  /** Restores of the trainer model, and a fork's parent (absent from report data made before they existed). */
+  restores?: RestoreEvent[];
+  parent?: ParentRun | null;
 }
 
 /** Where a run's report goes by default: .data/reports/<run id>/. */
@@ -55,6 +59,7 @@ export async function loadRunReport(store: RunStore, runId: string): Promise<Run
     runId, name: run.name, env: config.env.kind, simulated, stepsConfigured: config.steps, createdAt: run.createdAt,
     steps, evaluations, profiles,
     decisions: await store.routingDecisions(runId),
+    ...(await runLineage(store, runId)),
     summary: summarizeRunSteps({ runId, name: run.name, simulated, basePolicy: config.policy.model }, steps, evaluations),
   };
 }
@@ -92,8 +97,20 @@ function runFacts(data: RunReportData): Array<[string, string]> {
     ['eval split at the end', s.baseEvalEnd === null ? 'not evaluated' : `base harness ${pct(s.baseEvalEnd)}, Rank-1 routing ${pct(s.rank1EvalEnd)} (after ${s.evaluations.at(-1)!.afterSteps} steps)`],
     ['trainer/sampler mismatch', s.logprobMismatch === null ? '-' : `mean |Δ log-prob| ${s.logprobMismatch.toExponential(2)} over the trained tokens`],
     ['profile versions', data.profiles.map((p) => `v${p.version}`).join(', ') || '-'],
+    ...(data.parent ? [['forked from', `run ${data.parent.runId}, its checkpoint of step ${data.parent.step}`] as [string, string]] : []),
+    ['trainer restores', restoresText(data.restores ?? [])],
     ['started', data.createdAt.toISOString()],
   ];
+}
+
+function restoresText(restores: RestoreEvent[]): string {
+  if (restores.length === 0) return 'none';
+  return restores
+    .map((r) => {
+      const from = r.fromStep === null ? 'the base model (no checkpoint yet)' : `the checkpoint of step ${r.fromStep}`;
+      return `${r.at}: model lost at step ${r.atStep}, restored from ${from}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`;
+    })
+    .join('; ');
 }
 
 function siblingTable(summary: RunSummary): Table {

@@ -15,7 +15,9 @@
  *
  * The order within a step: forward_backward chunk 0..C-1, optim_step (when
  * there is data), save_weights_for_sampler, the forward pass of the publish
- * probe (when there is a probe).
+ * probe (when there is a probe), save_weights (when a checkpoint is due).
+ * A restored model's first ops are load_weights and save_weights_for_sampler,
+ * in the ledger under the step whose checkpoint they load.
  */
 import type { RunStore } from '../store/run-store';
 import { TrainerError } from './tinker/client';
@@ -25,6 +27,10 @@ export const STEP_OPS = {
   optimStep: 'optim_step',
   saveWeights: 'save_weights_for_sampler',
   probeForward: 'forward/probe',
+  /** The training state (weights and optimizer state), every checkpoint.every steps. */
+  saveState: 'save_weights',
+  /** A restored or forked model's first op: the training state of a checkpoint. */
+  loadState: 'load_weights',
 } as const;
 
 /** The checkpoint name of a step's sampler weights (first attempt). */

@@ -27,6 +27,7 @@ import { logprobMismatch, type LogprobMismatch } from './logprob-mismatch';
 import { type TinkerClient, TrainerError } from './tinker/client';
 import type { TinkerSessionKeeper } from './tinker/sessions';
 import { type OpLedgerDeps, runLedgerOp, STEP_OPS, stepCheckpointName } from './trainer-ops';
+import { checkpointDue, DEFAULT_KEEP, saveTrainingCheckpoint } from './training-checkpoints';
 import { UserError } from '../errors';
 
 /** Datums per forward_backward request; gradients accumulate until optim_step. */
@@ -42,7 +43,11 @@ export interface TrainerStepInput {
 export interface TrainerStepDeps {
   trainer: TinkerClient;
   sessions: TinkerSessionKeeper;
-  store: Pick<RunStore, 'getRun' | 'claimTrainerModel' | 'tokenSamples' | 'trainerOpSeq' | 'failTrainerOp' | 'recordTrainerStep' | 'trainerStep'>;
+  store: Pick<
+    RunStore,
+    | 'getRun' | 'claimTrainerModel' | 'tokenSamples' | 'trainerOpSeq' | 'failTrainerOp' | 'recordTrainerStep' | 'trainerStep'
+    | 'recordCheckpoint' | 'checkpoints' | 'markCheckpointDeleted'
+  >;
   logger: Logger;
   /** Progress, for heartbeats. */
   onProgress?(what: string): void;
@@ -121,6 +126,11 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   );
   progress('probe forward');
   const probe = await probeTrainer(trainer, ledger, firstSample(input, tokenSamples));
+  const policyVersion = policyVersionName(runId, modelId, step);
+  if (checkpointDue(step, config)) {
+    progress('save_weights');
+    await saveTrainingCheckpoint({ trainer, store, logger, ledger, keep: config.checkpoint?.keep ?? DEFAULT_KEEP }, policyVersion);
+  }
   if (mismatch) {
     Object.assign(metrics, {
       'logprob_mismatch/tokens': mismatch.tokens,
@@ -132,7 +142,7 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
     });
   }
   const record: TrainerStepRecord = {
-    runId, step, modelId, samplerPath, policyVersion: policyVersionName(runId, modelId, step),
+    runId, step, modelId, samplerPath, policyVersion,
     datums: datums.length, responseTokens, metrics: finiteMetrics(metrics, (dropped) => logger.warn({ runId, step, dropped }, 'trainer metrics that are not finite numbers are left out')),
     probe,
   };
@@ -152,6 +162,24 @@ async function trainerModel(deps: TrainerStepDeps, input: TrainerStepInput): Pro
     return run.trainerModelId;
   }
   deps.onProgress?.('create_model');
+  const { modelId, sessionId } = await createTrainerModel(deps, runId, config);
+  const claimed = await store.claimTrainerModel(runId, modelId, sessionId);
+  if (claimed.modelId !== modelId) {
+    // Another attempt of this step created the run's model first: free ours.
+    await trainer.unloadModel(modelId).catch((err: unknown) => logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload a duplicate trainer model'));
+    if (claimed.sessionId) sessions.keepAlive(claimed.sessionId);
+  }
+  logger.info({ runId, modelId: claimed.modelId, sessionId: claimed.sessionId }, 'trainer model ready');
+  return claimed.modelId;
+}
+
+/** A new LoRA training model for the run, in this worker's session (a new session when the trainer forgot ours). */
+export async function createTrainerModel(
+  deps: Pick<TrainerStepDeps, 'trainer' | 'sessions'>,
+  runId: string,
+  config: RunConfig,
+): Promise<{ modelId: string; sessionId: string }> {
+  const { trainer, sessions } = deps;
   const create = async (sessionId: string) =>
     trainer.createModel({
       sessionId,
@@ -177,14 +205,7 @@ async function trainerModel(deps: TrainerStepDeps, input: TrainerStepInput): Pro
     sessionId = await sessions.sessionId();
     modelId = await create(sessionId);
   }
-  const claimed = await store.claimTrainerModel(runId, modelId, sessionId);
-  if (claimed.modelId !== modelId) {
-    // Another attempt of this step created the run's model first: free ours.
-    await trainer.unloadModel(modelId).catch((err: unknown) => logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload a duplicate trainer model'));
-    if (claimed.sessionId) sessions.keepAlive(claimed.sessionId);
-  }
-  logger.info({ runId, modelId: claimed.modelId, sessionId: claimed.sessionId }, 'trainer model ready');
-  return claimed.modelId;
+  return { modelId, sessionId };
 }
 
 /**

@@ -89,7 +89,47 @@ export interface StoredRun {
   trainerSessionId: string | null;
   /** The content hash of the harness pool the run trained with (core/harness/frozen-pool.ts). */
   poolHash: string | null;
+  /** A fork's parent run and the step whose checkpoint it started from; null for a run started anew. */
+  parent: { runId: string; step: number } | null;
   createdAt: Date;
+}
+
+/** A training-state checkpoint a run saved (weights and optimizer state). */
+export interface CheckpointRecord {
+  runId: string;
+  /** The step whose trained state it holds. */
+  step: number;
+  modelId: string;
+  name: string;
+  /** tinker://<model>/weights/<name> */
+  path: string;
+  policyVersion: string;
+  createdAt: Date;
+  deletedAt: Date | null;
+}
+
+export type RestoreKind = 'checkpoint' | 'base' | 'fork';
+
+/** A run's trainer model made anew (trainer_restores in the migrations). */
+export interface RestoreRecord {
+  runId: string;
+  restore: number;
+  kind: RestoreKind;
+  /** The step that found the model gone (a fork: its first step). */
+  atStep: number;
+  fromRunId: string | null;
+  /** The step whose state was loaded; null when the model started over from the base. */
+  fromStep: number | null;
+  checkpointPath: string | null;
+  lostModelId: string | null;
+  modelId: string | null;
+  sessionId: string | null;
+  policyVersion: string | null;
+  samplerPath: string | null;
+  reason: string;
+  status: 'loading' | 'done';
+  createdAt: Date;
+  completedAt: Date | null;
 }
 
 export interface StepRecord {
@@ -230,8 +270,148 @@ export class RunStore {
     const r = rows[0];
     return {
       runId: r.run_id, name: r.name, env: r.env, config: r.config,
-      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, poolHash: r.pool_hash, createdAt: r.created_at,
+      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, poolHash: r.pool_hash,
+      parent: r.parent_run_id === null ? null : { runId: r.parent_run_id, step: r.parent_step }, createdAt: r.created_at,
     };
+  }
+
+  /** Records a fork's parent once (a retried prepareRun finds it set). */
+  async setParent(runId: string, parent: { runId: string; step: number }): Promise<void> {
+    await this.pool.query(
+      'UPDATE runs SET parent_run_id = $2, parent_step = $3 WHERE run_id = $1 AND parent_run_id IS NULL',
+      [runId, parent.runId, parent.step],
+    );
+  }
+
+  // ---------------------------------------------------------- checkpoints
+
+  /** Records a saved checkpoint once. */
+  async recordCheckpoint(c: { runId: string; step: number; modelId: string; name: string; path: string; policyVersion: string }): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO checkpoints (run_id, step, model_id, name, path, policy_version) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (run_id, model_id, name) DO NOTHING`,
+      [c.runId, c.step, c.modelId, c.name, c.path, c.policyVersion],
+    );
+  }
+
+  /** A run's checkpoints not deleted, oldest step first (all of them with `includeDeleted`). */
+  async checkpoints(runId: string, options: { includeDeleted?: boolean } = {}): Promise<CheckpointRecord[]> {
+    const { rows } = await this.pool.query(
+      `SELECT * FROM checkpoints WHERE run_id = $1 AND ($2::boolean OR deleted_at IS NULL) ORDER BY step, created_at`,
+      [runId, options.includeDeleted ?? false],
+    );
+    return rows.map(checkpointRecord);
+  }
+
+  /** Marks a checkpoint deleted: the trainer deleted it, or no longer has it. */
+  async markCheckpointDeleted(runId: string, modelId: string, name: string): Promise<void> {
+    await this.pool.query('UPDATE checkpoints SET deleted_at = now() WHERE run_id = $1 AND model_id = $2 AND name = $3 AND deleted_at IS NULL', [runId, modelId, name]);
+  }
+
+  // ------------------------------------------------------------- restores
+
+  /**
+   * Starts a restore once per lost model (a fork's load: once, as restore 0),
+   * numbering restores 1, 2, ...: a retried restore gets the row the first
+   * attempt wrote, with the model it was loading, if any.
+   */
+  async startRestore(r: {
+    runId: string; kind: RestoreKind; atStep: number; fromRunId: string | null; fromStep: number | null;
+    checkpointPath: string | null; lostModelId: string | null; reason: string;
+  }): Promise<RestoreRecord> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const found = await this.findRestore(r.runId, r.lostModelId);
+      if (found) return found;
+      await this.pool.query(
+        `INSERT INTO trainer_restores (run_id, restore, kind, at_step, from_run_id, from_step, checkpoint_path, lost_model_id, reason)
+         SELECT $1, CASE WHEN $2 = 'fork' THEN 0 ELSE COALESCE(MAX(restore), 0) + 1 END, $2, $3, $4, $5, $6, $7, $8
+           FROM trainer_restores WHERE run_id = $1
+         ON CONFLICT DO NOTHING`,
+        [r.runId, r.kind, r.atStep, r.fromRunId, r.fromStep, r.checkpointPath, r.lostModelId, r.reason],
+      );
+    }
+    throw new Error(`run ${r.runId}: no number could be given to the restore of model ${r.lostModelId}`);
+  }
+
+  /** The restore of a lost model (a fork's load when `lostModelId` is null). */
+  async findRestore(runId: string, lostModelId: string | null): Promise<RestoreRecord | null> {
+    const { rows } = await this.pool.query(
+      'SELECT * FROM trainer_restores WHERE run_id = $1 AND (lost_model_id = $2 OR ($2::text IS NULL AND restore = 0))',
+      [runId, lostModelId],
+    );
+    return rows.length === 0 ? null : restoreRecord(rows[0]);
+  }
+
+  /** The model a restore is loading into (written before the load, so a retry can free it). */
+  async setRestoreModel(runId: string, restore: number, modelId: string, sessionId: string): Promise<void> {
+    await this.pool.query(
+      `UPDATE trainer_restores SET model_id = $3, session_id = $4 WHERE run_id = $1 AND restore = $2 AND status = 'loading'`,
+      [runId, restore, modelId, sessionId],
+    );
+  }
+
+  /**
+   * Completes a restore in one transaction: the run moves to the restored
+   * model, and what the steps after the loaded one stored is marked
+   * superseded by this restore (trajectories, steps, trainer steps, routing
+   * decisions of steps after `fromStep`; evaluations after more than
+   * fromStep + 1 steps). A fork (nothing to supersede) only moves the model.
+   */
+  async completeRestore(r: { runId: string; restore: number; modelId: string; sessionId: string; policyVersion: string; samplerPath: string | null }): Promise<RestoreRecord> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(
+        `UPDATE trainer_restores SET status = 'done', completed_at = now(), model_id = $3, session_id = $4, policy_version = $5, sampler_path = $6
+         WHERE run_id = $1 AND restore = $2 AND status = 'loading' RETURNING from_step, kind`,
+        [r.runId, r.restore, r.modelId, r.sessionId, r.policyVersion, r.samplerPath],
+      );
+      if (rows.length > 0) {
+        await client.query('UPDATE runs SET trainer_model_id = $2, trainer_session_id = $3, updated_at = now() WHERE run_id = $1', [r.runId, r.modelId, r.sessionId]);
+        if (rows[0].kind !== 'fork') {
+          const after = rows[0].from_step ?? -1;
+          const args = [r.runId, r.restore, after];
+          await client.query(
+            `UPDATE trajectories SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL
+               AND ((phase = 'train' AND step > $3) OR (phase = 'eval' AND step > $3 + 1))`,
+            args,
+          );
+          for (const table of ['steps', 'trainer_steps', 'routing_decisions']) {
+            await client.query(`UPDATE ${table} SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND step > $3`, args);
+          }
+          await client.query('UPDATE evaluations SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND after_steps > $3 + 1', args);
+        }
+      }
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK');
+      throw err;
+    } finally {
+      client.release();
+    }
+    return (await this.restore(r.runId, r.restore))!;
+  }
+
+  async restore(runId: string, restore: number): Promise<RestoreRecord | null> {
+    const { rows } = await this.pool.query('SELECT * FROM trainer_restores WHERE run_id = $1 AND restore = $2', [runId, restore]);
+    return rows.length === 0 ? null : restoreRecord(rows[0]);
+  }
+
+  /** A run's restores (and a fork's load, restore 0), in order. */
+  async restores(runId: string): Promise<RestoreRecord[]> {
+    const { rows } = await this.pool.query('SELECT * FROM trainer_restores WHERE run_id = $1 ORDER BY restore', [runId]);
+    return rows.map(restoreRecord);
+  }
+
+  /** How many rows of each kind a restore marked superseded (for reports and tests). */
+  async supersededBy(runId: string, restore: number): Promise<{ trajectories: number; steps: number; trainerSteps: number }> {
+    const { rows } = await this.pool.query(
+      `SELECT (SELECT count(*)::int FROM trajectories WHERE run_id = $1 AND superseded_by = $2) AS trajectories,
+              (SELECT count(*)::int FROM steps WHERE run_id = $1 AND superseded_by = $2) AS steps,
+              (SELECT count(*)::int FROM trainer_steps WHERE run_id = $1 AND superseded_by = $2) AS trainer_steps`,
+      [runId, restore],
+    );
+    return { trajectories: rows[0].trajectories, steps: rows[0].steps, trainerSteps: rows[0].trainer_steps };
   }
 
   /** Records the trainer's model id (and the session owning it) once; returns whichever was stored first. */
@@ -263,7 +443,7 @@ export class RunStore {
       `INSERT INTO trajectories (run_id, phase, step, task_id, harness_id, sample, role, task_kind, policy_version,
          reward, success, failure_type, turns, tokens, latency_ms, messages, samples)
        VALUES ${tuples.join(', ')}
-       ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) DO NOTHING
+       ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) WHERE superseded_by IS NULL DO NOTHING
        RETURNING task_id, harness_id, sample`,
       values,
     );
@@ -278,7 +458,7 @@ export class RunStore {
   async secondsSinceGroupStored(runId: string, phase: string, step: number, taskId: string, role: string): Promise<number | null> {
     const { rows } = await this.pool.query(
       `SELECT extract(epoch FROM now() - max(created_at))::float8 AS seconds FROM trajectories
-       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND role = $5`,
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND role = $5 AND superseded_by IS NULL`,
       [runId, phase, step, taskId, role],
     );
     return rows[0].seconds;
@@ -288,7 +468,7 @@ export class RunStore {
   async rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]): Promise<RolloutSummary[]> {
     const { rows } = await this.pool.query(
       `SELECT harness_id, sample, reward, success, failure_type, turns, tokens FROM trajectories
-       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5)
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5) AND superseded_by IS NULL
        ORDER BY harness_id, sample`,
       [runId, phase, step, taskId, harnessIds],
     );
@@ -307,7 +487,7 @@ export class RunStore {
   async tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]): Promise<Map<string, Trajectory['samples']>> {
     const { rows } = await this.pool.query(
       `SELECT task_id, harness_id, sample, samples FROM trajectories
-       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = ANY($4)`,
+       WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = ANY($4) AND superseded_by IS NULL`,
       [runId, phase, step, taskIds],
     );
     return new Map(rows.map((r) => [`${r.task_id}/${r.harness_id}/${r.sample}`, r.samples]));
@@ -317,26 +497,26 @@ export class RunStore {
   async recordStep(runId: string, step: number, policyVersion: string, summary: unknown): Promise<boolean> {
     const { rowCount } = await this.pool.query(
       `INSERT INTO steps (run_id, step, policy_version, summary) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (run_id, step) DO NOTHING`,
+       ON CONFLICT (run_id, step) WHERE superseded_by IS NULL DO NOTHING`,
       [runId, step, policyVersion, JSON.stringify(summary)],
     );
     return rowCount === 1;
   }
 
   async steps(runId: string): Promise<StepRecord[]> {
-    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step', [runId]);
+    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step', [runId]);
     return rows.map(stepRecord);
   }
 
   async lastStep(runId: string): Promise<StepRecord | null> {
-    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 ORDER BY step DESC LIMIT 1', [runId]);
+    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step DESC LIMIT 1', [runId]);
     return rows.length === 0 ? null : stepRecord(rows[0]);
   }
 
   async recordTrainerStep(record: TrainerStepRecord): Promise<void> {
     await this.pool.query(
       `INSERT INTO trainer_steps (run_id, step, model_id, sampler_path, policy_version, datums, response_tokens, metrics, probe)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id, step) DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id, step) WHERE superseded_by IS NULL DO NOTHING`,
       [
         record.runId, record.step, record.modelId, record.samplerPath, record.policyVersion, record.datums, record.responseTokens,
         JSON.stringify(record.metrics), record.probe === null ? null : JSON.stringify(record.probe),
@@ -363,7 +543,7 @@ export class RunStore {
         `INSERT INTO trainer_ops (model_id, seq_id, run_id, step, op, checkpoint_name)
          SELECT $4, n.seq_id, $1, $2, $3,
                 CASE WHEN $5::text IS NULL THEN NULL
-                     WHEN EXISTS (SELECT 1 FROM trainer_ops WHERE run_id = $1 AND step = $2 AND op = $3) THEN $5 || '-s' || n.seq_id
+                     WHEN EXISTS (SELECT 1 FROM trainer_ops WHERE run_id = $1 AND step = $2 AND op = $3 AND model_id = $4) THEN $5 || '-s' || n.seq_id
                      ELSE $5 END
            FROM (SELECT COALESCE(MAX(seq_id), 0) + 1 AS seq_id FROM trainer_ops WHERE model_id = $4) n
          ON CONFLICT DO NOTHING`,
@@ -390,8 +570,18 @@ export class RunStore {
   }
 
   async trainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
-    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2', [runId, step]);
+    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL', [runId, step]);
     return rows.length === 0 ? null : trainerStepRecord(rows[0]);
+  }
+
+  /** Copies a run's profile versions up to `upToVersion` to another run (a fork's), keeping what it has. */
+  async copyProfiles(fromRunId: string, toRunId: string, upToVersion: number): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO profiles (run_id, version, policy_version, cells)
+       SELECT $2, version, policy_version, cells FROM profiles WHERE run_id = $1 AND version <= $3
+       ON CONFLICT (run_id, version) DO NOTHING`,
+      [fromRunId, toRunId, upToVersion],
+    );
   }
 
   async saveProfiles(runId: string, profiles: BehaviorProfiles): Promise<void> {
@@ -420,7 +610,7 @@ export class RunStore {
   async recordRoutingDecision(runId: string, step: number, decision: RoutingDecision): Promise<RoutingDecision> {
     await this.pool.query(
       `INSERT INTO routing_decisions (run_id, step, task_id, task_kind, strategy, profile_version, failure_summary, failure_digest, failure_counts, votes, fallback, chosen, scores)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id, step, task_id) DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id, step, task_id) WHERE superseded_by IS NULL DO NOTHING`,
       [
         runId, step, decision.taskId, decision.kind, decision.strategy, decision.profileVersion, decision.failureSummary,
         decision.failureDigest, JSON.stringify(decision.failureCounts), JSON.stringify(decision.votes), decision.fallback, decision.chosen, JSON.stringify(decision.scores),
@@ -431,12 +621,12 @@ export class RunStore {
   }
 
   async routingDecision(runId: string, step: number, taskId: string): Promise<StoredRoutingDecision | null> {
-    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND task_id = $3', [runId, step, taskId]);
+    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND task_id = $3 AND superseded_by IS NULL', [runId, step, taskId]);
     return rows.length ? routingDecisionFromRow(rows[0]) : null;
   }
 
   async routingDecisions(runId: string): Promise<StoredRoutingDecision[]> {
-    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 ORDER BY step, task_id', [runId]);
+    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step, task_id', [runId]);
     return rows.map(routingDecisionFromRow);
   }
 
@@ -448,8 +638,9 @@ export class RunStore {
          FROM (SELECT t.harness_id, count(*)::int AS rollouts, (count(*) FILTER (WHERE t.success))::int AS successes
                FROM trajectories t
                WHERE t.run_id = d.run_id AND t.phase = 'train' AND t.step = d.step AND t.task_id = d.task_id AND t.role = 'rescue'
+                 AND t.superseded_by IS NULL
                GROUP BY t.harness_id) x), '{}'::jsonb)
-       WHERE d.run_id = $1 AND d.step = $2`,
+       WHERE d.run_id = $1 AND d.step = $2 AND d.superseded_by IS NULL`,
       [runId, step],
     );
   }
@@ -457,13 +648,13 @@ export class RunStore {
   async recordEvaluation(runId: string, summary: EvaluationSummary): Promise<void> {
     await this.pool.query(
       `INSERT INTO evaluations (run_id, after_steps, policy_version, profile_version, summary) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (run_id, after_steps) DO NOTHING`,
+       ON CONFLICT (run_id, after_steps) WHERE superseded_by IS NULL DO NOTHING`,
       [runId, summary.afterSteps, summary.policyVersion, summary.profileVersion, JSON.stringify(summary)],
     );
   }
 
   async evaluations(runId: string): Promise<EvaluationSummary[]> {
-    const { rows } = await this.pool.query('SELECT after_steps, summary FROM evaluations WHERE run_id = $1 ORDER BY after_steps', [runId]);
+    const { rows } = await this.pool.query('SELECT after_steps, summary FROM evaluations WHERE run_id = $1 AND superseded_by IS NULL ORDER BY after_steps', [runId]);
     return rows.map((r) => parseRow(StoredEvaluationSummary, r.summary, `evaluations row (run ${runId}, after ${r.after_steps} steps): summary`));
   }
 
@@ -473,7 +664,7 @@ export class RunStore {
   }
 
   async countTrajectories(runId: string, phase = 'train'): Promise<number> {
-    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2', [runId, phase]);
+    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND superseded_by IS NULL', [runId, phase]);
     return rows[0].n;
   }
 }
@@ -501,6 +692,22 @@ function stepRecord(r: QueryResultRow): StepRecord {
   return {
     runId: r.run_id, step: r.step, policyVersion: r.policy_version, completedAt: r.completed_at,
     summary: parseRow(StoredStepSummary, r.summary, `steps row (run ${r.run_id}, step ${r.step}): summary`),
+  };
+}
+
+function checkpointRecord(r: QueryResultRow): CheckpointRecord {
+  return {
+    runId: r.run_id, step: r.step, modelId: r.model_id, name: r.name, path: r.path, policyVersion: r.policy_version,
+    createdAt: r.created_at, deletedAt: r.deleted_at,
+  };
+}
+
+function restoreRecord(r: QueryResultRow): RestoreRecord {
+  return {
+    runId: r.run_id, restore: r.restore, kind: r.kind, atStep: r.at_step, fromRunId: r.from_run_id, fromStep: r.from_step,
+    checkpointPath: r.checkpoint_path, lostModelId: r.lost_model_id, modelId: r.model_id, sessionId: r.session_id,
+    policyVersion: r.policy_version, samplerPath: r.sampler_path, reason: r.reason, status: r.status,
+    createdAt: r.created_at, completedAt: r.completed_at,
   };
 }
 

@@ -216,6 +216,34 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
   return spawnDetached(installed.venvs.vllm.python, args, { cwd: path.dirname(server.log), env, log: server.log });
 }
 
+/**
+ * Kills the trainer (its whole process group) with SIGKILL, as a node that
+ * dies does, and starts it again from the same state directory; returns once
+ * it answers. Its SQLite state and checkpoints folder survive (SkyRL's
+ * durable store, like its disk); the models it had loaded do not: every op on
+ * them fails with "Model ... not loaded" until a run restores its model.
+ */
+export async function killAndRestartTrainer(options: { stateDir?: string; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
+  const stateDir = options.stateDir ?? enginesStateDir();
+  const state = readState(stateDir);
+  if (!state) throw new EngineSetupError(`no engines were started from ${stateDir}`);
+  const { installed, missing } = installedEngines();
+  if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')})`);
+  signalGroup(state.trainer.pid, 'SIGKILL');
+  while (alive(state.trainer.pid)) await new Promise((resolve) => setTimeout(resolve, 100));
+  // The port is free once the killed server's socket is gone.
+  while (await answers(healthUrl.trainer(state.trainer.url))) await new Promise((resolve) => setTimeout(resolve, 100));
+  state.trainer.pid = startTrainer(installed, state.trainer, path.join(stateDir, 'skyrl'));
+  await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
+  options.log?.(`killed and restarted SkyRL's Tinker server (pid ${state.trainer.pid})`);
+  const deadline = Date.now() + (options.timeoutSeconds ?? 300) * 1000;
+  while (!(await answers(healthUrl.trainer(state.trainer.url)))) {
+    if (!alive(state.trainer.pid)) throw new EngineSetupError(`the trainer exited while restarting; the end of ${state.trainer.log}:\n${tail(state.trainer.log)}`);
+    if (Date.now() > deadline) throw new EngineSetupError(`the trainer did not answer within ${options.timeoutSeconds ?? 300} s of its restart`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 /** Stops both servers (their whole process groups): SIGTERM, then SIGKILL after a grace period. */
 export async function stopEngines(options: { stateDir?: string; log?: (line: string) => void; graceSeconds?: number } = {}): Promise<void> {
   const stateDir = options.stateDir ?? enginesStateDir();

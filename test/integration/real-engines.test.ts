@@ -26,7 +26,7 @@ import { TrainerSessions } from '../../core/rl/tinker/sessions';
 import { encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type AdamParams } from '../../core/rl/tinker/wire';
 import { createActivities } from '../../activities';
 import { installedEngines } from '../../infra/engines/install';
-import { type EnginesStatus, startEngines, stopEngines } from '../../infra/engines/servers';
+import { type EnginesStatus, killAndRestartTrainer, startEngines, stopEngines } from '../../infra/engines/servers';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { rootCauseMessage } from '../../cli/runs';
 import { linearTrend } from '../../core/stats';
@@ -210,6 +210,40 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
     expect(await client.saveWeightsForSampler({ modelId, seqId: 1, name: 'step-0' })).toBe(`tinker://${modelId}/sampler_weights/step-0`);
   });
 
+  test('training state round-trips: load_weights with the optimizer into a new model gives the same log-probs and the same next update (without it, another); a retried save is found; a load into a used model is refused', async () => {
+    const client = tinker();
+    const sample = await sampleFromVllm();
+    const datum = buildDatum(sample, 1, sample.responseIds.length);
+    const trainOnce = async (modelId: string, seqId: number) => {
+      await client.forwardBackward({ modelId, seqId, lossFn: 'importance_sampling', data: [datum] });
+      await client.optimStep({ modelId, seqId: seqId + 1, adam: ADAM });
+    };
+    const original = await newModel(client);
+    await trainOnce(original, 1);
+    const path = await client.saveWeights({ modelId: original, seqId: 3, name: 'state-0' });
+    expect(path).toBe(`tinker://${original}/weights/state-0`);
+    expect(await client.saveWeights({ modelId: original, seqId: 4, name: 'state-0' })).toBe(path); // 409: the earlier save's
+    expect(await client.weightsInfo(path)).toMatchObject({ baseModel: MODEL, isLora: true, loraRank: LORA.rank });
+    expect((await client.listCheckpoints(original)).map((c) => [c.checkpoint_type, c.tinker_path])).toContainEqual(['training', path]);
+
+    const restored = await newModel(client);
+    await client.loadWeights({ modelId: restored, seqId: 1, path, optimizer: true });
+    const withoutMoments = await newModel(client);
+    await client.loadWeights({ modelId: withoutMoments, seqId: 1, path, optimizer: false });
+    expect((await trainerProbe(client, restored, 2, sample)).logprobs).toEqual((await trainerProbe(client, original, 5, sample)).logprobs);
+    await trainOnce(original, 6);
+    await trainOnce(restored, 3);
+    await trainOnce(withoutMoments, 2);
+    const next = (await trainerProbe(client, original, 8, sample)).logprobs;
+    expect((await trainerProbe(client, restored, 5, sample)).logprobs).toEqual(next);
+    const control = (await trainerProbe(client, withoutMoments, 4, sample)).logprobs;
+    expect(Math.max(...control.map((x, i) => Math.abs(x - next[i])))).toBeGreaterThan(1e-4);
+
+    await expect(client.loadWeights({ modelId: original, seqId: 9, path, optimizer: true })).rejects.toThrow(/LoadWeights is not permitted/);
+    expect(await client.deleteTrainingCheckpoint(original, 'state-0')).toBe('deleted');
+    expect(await client.deleteTrainingCheckpoint(original, 'state-0')).toBe('absent');
+  });
+
   test('a failed future (HTTP 400 {detail}) is reported as the caller\'s error, with the server\'s reason', async () => {
     const client = tinker();
     const refused = await client
@@ -362,9 +396,11 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(await skyrlCount('OPTIM_STEP', modelId)).toBe(steps.filter((s) => s.datums > 0).length);
   }, 900_000);
 
-  test('a trainer worker killed with SIGKILL mid-step: the run finishes with one optimizer step per training step, and still learns', async () => {
+  test('a trainer worker killed with SIGKILL mid-step, then SkyRL itself killed and restarted so the model is gone: the run restores from its last checkpoint on its own, completes with one optimizer step per training step, and still learns', async () => {
     const runId = uniqueRunId('real-crash');
-    const handle = await stack.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2 }) }] });
+    const handle = await stack.client.workflow.start(harnessSRun, {
+      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2, checkpoint: { every: 4, keep: 2 } }) }],
+    });
     // Mid-step: step 6's trainStep activity is running and has sent its forward_backward to the trainer.
     const deadline = Date.now() + 600_000;
     let modelId: string | null = null;
@@ -380,12 +416,36 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     await killWorkerProcess(trainerWorkers.at(-1)!);
     await startTrainerWorker();
 
+    // SkyRL dies (SIGKILL) after step 12 and comes back: its database and checkpoints survive, its loaded model does not.
+    const waitUntil = Date.now() + 600_000;
+    while ((await stack.store.steps(runId)).length < 13) {
+      if (Date.now() > waitUntil) throw new Error('the run never reached step 12');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await killAndRestartTrainer({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
+
     const summary = await handle.result();
     expect(summary.stepsCompleted).toBe(20);
+    const [restore, ...more] = await stack.store.restores(runId);
+    expect(more).toEqual([]);
+    expect(restore).toMatchObject({ kind: 'checkpoint', status: 'done', lostModelId: modelId });
+    expect(restore.fromStep).toBe(11); // checkpoints after steps 3, 7, 11, ...: the newest before the kill after step 12
+    const restoredModel = restore.modelId!;
     const steps = (await stack.store.steps(runId)).map((s) => s.summary);
-    expect(await skyrlCount('OPTIM_STEP', modelId!)).toBe(steps.filter((s) => s.datums > 0).length);
-    expect(await skyrlCount('SAVE_WEIGHTS_FOR_SAMPLER', modelId!)).toBe(20);
+    expect(steps.map((s) => s.step)).toEqual([...Array(20).keys()]);
+    const trainedBy = (model: string) => stack.store.trainerOps(runId).then((ops) => ops.filter((o) => o.modelId === model && o.op === 'optim_step' && !o.failed).map((o) => o.step));
+    // SkyRL's own records: one optimizer step per step on each model, through the worker kill and the restore.
+    const lostSteps = await trainedBy(modelId!);
+    expect(await skyrlCount('OPTIM_STEP', modelId!)).toBe(lostSteps.length);
+    expect(lostSteps).toEqual([...new Set(lostSteps)]);
+    expect(await skyrlCount('LOAD_WEIGHTS', restoredModel)).toBe(1);
+    expect(await skyrlCount('OPTIM_STEP', restoredModel)).toBe(steps.filter((s) => s.step > restore.fromStep! && s.datums > 0).length);
+    expect(await trainedBy(restoredModel)).toEqual(steps.filter((s) => s.step > restore.fromStep! && s.datums > 0).map((s) => s.step));
+    // The restored policy was published before the re-run steps rolled out with it, checked by the probe.
+    const { rows } = await stack.store.pool.query(
+      "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2 AND superseded_by IS NULL", [runId, restore.fromStep! + 1]);
+    expect(rows.map((r) => r.policy_version)).toEqual([restore.policyVersion]);
     expect((await rewardTrend(runId)).t).toBeGreaterThan(LEARNED_TREND_T);
     expect(summary.logprobMismatch!).toBeLessThan(1e-3);
-  }, 900_000);
+  }, 1_200_000);
 });

@@ -10,7 +10,7 @@ test('a safe change is applied and the rest of the config stays as it was', () =
 
 test('a change to anything that shapes sampling, routing or training is refused, naming it and what may change', () => {
   expect(() => applyConfigChange(config, { rollout: { groupSize: 4 } }, 0)).toThrow(
-    /rollout: cannot change during a run: groupSize \(safe to change: steps, rollout\.concurrency, eval\.enabled, eval\.every, policy\.requestTimeoutSeconds, trainer\.pollSeconds\)/,
+    /rollout: cannot change during a run: groupSize \(safe to change: steps, rollout\.concurrency, eval\.enabled, eval\.every, policy\.requestTimeoutSeconds, trainer\.pollSeconds, checkpoint\.every, checkpoint\.keep, checkpoint\.onLoss\)/,
   );
   expect(() => applyConfigChange(config, { router: { reanchorEvery: 2 } }, 0)).toThrow(/\(root\): cannot change during a run: router/);
   expect(() => applyConfigChange(config, { env: { kind: 'sim' }, seed: 3 }, 0)).toThrow(/\(root\): cannot change during a run: env, seed/);
@@ -27,4 +27,10 @@ test('a section the config lacks (a run older than it) stays absent unless the c
   const next = applyConfigChange(older as typeof config, { steps: 30 }, 0);
   expect('eval' in next).toBe(false);
   expect(applyConfigChange(older as typeof config, { eval: { every: 5 } }, 0).eval).toEqual({ every: 5 });
+});
+
+test('checkpoint settings may change during a run; a config without them gets the defaults it changes', () => {
+  const config = parseRunConfig({});
+  expect(applyConfigChange(config, { checkpoint: { every: 10, onLoss: 'pause' } }, 0).checkpoint).toEqual({ every: 10, keep: 3, onLoss: 'pause' });
+  expect(() => applyConfigChange(config, { checkpoint: { keep: 0 } }, 0)).toThrow(/checkpoint\.keep/);
 });

@@ -109,7 +109,9 @@ test('a config stored by an older version still loads: its placeholder keys and 
 
 test('a workflow input must be {"config": {...}}: a mistyped wrapper is named', () => {
   expect(runInputProblem({ config: {} })).toBeNull();
-  expect(runInputProblem({ cfg: {} })).toBe('cfg: unknown; known here: config, resume, recover');
+  expect(runInputProblem({ cfg: {} })).toBe('cfg: unknown; known here: config, resume, recover, fork');
+  expect(runInputProblem({ config: {}, fork: { runId: 'r' } })).toMatch(/^fork: must be {"runId"/);
+  expect(runInputProblem({ config: {}, fork: { runId: 'r', step: 3 } })).toMatch(/^fork: needs resume/);
   expect(runInputProblem({ conf: {} })).toBe('conf: unknown; did you mean config?');
   expect(runInputProblem({})).toMatch(/^config: missing/);
   expect(runInputProblem('x')).toMatch(/must be a JSON object/);

@@ -17,6 +17,8 @@ import type { TaskRef } from '../../core/envs/task';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
 import type { RolloutSummary } from '../../core/rl/groups';
 import { summarizeRunSteps, type StepSummary } from '../../core/rl/step-summary';
+import { checkpointDue } from '../../core/rl/training-checkpoints';
+import type { RestoreTrainerResult } from '../../activities/train-step';
 
 export const BASE_HARNESS = 'base';
 export const SIBLINGS = ['sibling-a', 'sibling-b', 'sibling-c'];
@@ -46,6 +48,10 @@ interface RunRecord {
   config: RunConfig;
   steps: StepSummary[];
   evaluations: EvaluationSummary[];
+  /** Steps whose training state was checkpointed (checkpoint.every), by the trainer step. */
+  checkpoints: number[];
+  /** Restores done, by lost model. */
+  restores: Map<string, RestoreTrainerResult>;
 }
 
 interface Hold {
@@ -108,7 +114,9 @@ export function createFakeActivities(): FakeActivities {
         throw err;
       }
       const kept = input.continuing ? runs.get(input.runId) : undefined;
-      runs.set(input.runId, { config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [] });
+      runs.set(input.runId, {
+        config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [], checkpoints: kept?.checkpoints ?? [], restores: kept?.restores ?? new Map(),
+      });
       return { config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true };
     },
 
@@ -157,12 +165,40 @@ export function createFakeActivities(): FakeActivities {
     },
 
     async trainStep(input) {
+      const run = runOf(input.runId);
+      if (checkpointDue(input.step, run.config) && !run.checkpoints.includes(input.step)) run.checkpoints.push(input.step);
       const datums = input.groups.reduce((n, g) => n + g.rollouts.length, 0);
       return {
         policyVersion: policyVersionAfter(input.runId, input.step),
         samplerPath: `tinker://fake/${input.runId}/step-${input.step}`,
         datums, responseTokens: datums * 10, metrics: { loss: 0.5 }, logprobMismatch: null,
       };
+    },
+
+    async restoreTrainer(input) {
+      const run = runOf(input.runId);
+      const key = input.lostModelId ?? 'fork';
+      const done = run.restores.get(key);
+      if (done) return done;
+      const source = input.fork ? runOf(input.fork.parentRunId).checkpoints.filter((s) => s <= input.fork!.atOrBeforeStep) : run.checkpoints;
+      const fromStep = source.length ? Math.max(...source) : null;
+      if (fromStep === null && input.fork) throw ApplicationFailure.nonRetryable(`run ${input.fork.parentRunId} has no checkpoint`, 'NoCheckpointError');
+      if (fromStep === null && !input.allowBase) return { needsDecision: input.reason };
+      const restore = input.fork ? 0 : [...run.restores.keys()].filter((k) => k !== 'fork').length + 1;
+      const result: RestoreTrainerResult = {
+        restore, kind: input.fork ? 'fork' : fromStep === null ? 'base' : 'checkpoint', fromStep, atStep: input.atStep,
+        nextStep: fromStep === null ? 0 : fromStep + 1,
+        policyVersion: fromStep === null ? run.config.policy.model : `${input.runId}-restore-${restore}-step-${fromStep}`,
+        samplerPath: fromStep === null ? null : `tinker://fake/${input.runId}/restore-${restore}`,
+        at: '2026-12-04T00:00:00.000Z', reason: input.reason,
+      };
+      // What the run store does: the steps after the loaded one are superseded.
+      if (!input.fork) {
+        run.steps = run.steps.filter((s) => s.step <= (fromStep ?? -1));
+        run.checkpoints = run.checkpoints.filter((s) => s <= (fromStep ?? -1));
+      }
+      run.restores.set(key, result);
+      return result;
     },
 
     async publishPolicy() {

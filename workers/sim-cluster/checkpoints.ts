@@ -9,7 +9,13 @@
  *   trainer/futures/<request_id>.json                    finished future results (the newest FUTURE_RETENTION)
  *   trainer/sampler_weights/<model_id>/<name>.json       weights saved for sampling (never overwritten)
  *   trainer/checkpoints/<model_id>/sampler_weights/<name>.tar.gz  the same, as the archive clients download
+ *   trainer/checkpoints/<model_id>/weights/<name>.json   training state (save_weights): params and Adam moments
  *   inference/adapters.json                              LoRA adapters loaded in the inference server
+ *
+ * Training checkpoints live apart from the live models, as a trainer's
+ * checkpoints do (SkyRL: its checkpoints folder and database): deleting
+ * trainer/models/ loses the models, as a restarted trainer does, and keeps
+ * what a run restores from.
  *
  * A training op first writes its future's result, then commits by rewriting
  * its model file, which lists the ops applied to it with their seq_id and a
@@ -80,6 +86,20 @@ export const SamplerWeightsRecord = z.object({
   params: PolicyParams,
 });
 export type SamplerWeightsRecord = z.infer<typeof SamplerWeightsRecord>;
+
+/** A model's full training state under a name (save_weights), loadable into another model (load_weights). */
+export const TrainingStateRecord = z.object({
+  version: z.literal(1),
+  modelId: z.string(),
+  name: z.string(),
+  baseModel: z.string(),
+  lora: SimLoraConfig,
+  optimSteps: z.number().int().min(0),
+  savedAt: z.string(),
+  params: PolicyParams,
+  adam: z.object({ m: PolicyParams, v: PolicyParams }),
+});
+export type TrainingStateRecord = z.infer<typeof TrainingStateRecord>;
 
 export const FutureRecord = z.object({
   requestId: z.string(),
@@ -216,6 +236,37 @@ export class SimClusterStore {
 
   private samplerArchivePath(modelId: string, name: string): string {
     return path.join(this.dir('trainer', 'checkpoints'), modelId, 'sampler_weights', `${name}.tar.gz`);
+  }
+
+  async readTrainingState(modelId: string, name: string): Promise<TrainingStateRecord | undefined> {
+    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return undefined;
+    return readJsonIfExists(this.trainingStatePath(modelId, name), TrainingStateRecord);
+  }
+
+  async writeTrainingState(record: TrainingStateRecord): Promise<void> {
+    if (!SAFE_NAME.test(record.modelId) || !SAFE_NAME.test(record.name)) throw new Error(`'${record.modelId}/${record.name}' cannot be used as a file name`);
+    await writeJsonAtomic(this.trainingStatePath(record.modelId, record.name), record);
+  }
+
+  /** Deletes a training state; false when there was none. */
+  async deleteTrainingState(modelId: string, name: string): Promise<boolean> {
+    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return false;
+    const file = this.trainingStatePath(modelId, name);
+    if (!(await fs.stat(file).catch(() => null))) return false;
+    await fs.rm(file, { force: true });
+    return true;
+  }
+
+  /** The training states saved of a model, by name. */
+  async trainingStates(modelId: string): Promise<Array<{ name: string; savedAt: Date }>> {
+    if (!SAFE_NAME.test(modelId)) return [];
+    const dir = path.join(this.dir('trainer', 'checkpoints'), modelId, 'weights');
+    const files = (await fs.readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json'));
+    return Promise.all(files.map(async (f) => ({ name: f.slice(0, -'.json'.length), savedAt: (await fs.stat(path.join(dir, f))).mtime })));
+  }
+
+  private trainingStatePath(modelId: string, name: string): string {
+    return path.join(this.dir('trainer', 'checkpoints'), modelId, 'weights', `${name}.json`);
   }
 
   async readFuture(requestId: string): Promise<FutureRecord | undefined> {

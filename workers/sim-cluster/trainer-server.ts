@@ -19,6 +19,11 @@
  *   a failed op is HTTP 400 `{detail}` (the caller's error) or 200
  *   `{error, category: "server"}` (a server fault; the op was not applied).
  * - Checkpoints: listed, and downloadable as an archive (302 to the download).
+ * - Training state: save_weights (params and Adam moments, apart from the
+ *   live models), load_weights into a model as its first request (400
+ *   otherwise, as SkyRL), weights_info from the checkpoint alone, and DELETE
+ *   of a training checkpoint. A model unknown here (its file deleted before a
+ *   restart) is 404 "Model not found", as SkyRL after a restart without it.
  * Request errors are FastAPI's shapes: 422 `{detail: [{loc, msg}]}`, else `{detail}`.
  */
 import { randomBytes } from 'node:crypto';
@@ -42,7 +47,10 @@ import {
   RetrieveFutureRequest,
   SessionHeartbeatRequest,
   TinkerWireError,
+  LoadWeightsRequest,
+  SaveWeightsRequest,
   UnloadModelRequest,
+  WeightsInfoRequest,
 } from '../../core/rl/tinker/wire';
 import {
   APPLIED_RETENTION,
@@ -110,7 +118,6 @@ const SampleBody = z
     message: "when 'sampling_session_id' is not provided, exactly one of 'base_model' or 'model_path' must be provided",
   });
 
-const WeightsInfoBody = z.object({ tinker_path: z.string() });
 
 export interface SimTrainerServerDeps {
   world: SimWorld;
@@ -132,6 +139,8 @@ interface TrainingModel {
   queue: Promise<void>;
   /** seq_id -> the op first sent under it; also pending ones. */
   seqs: Map<number, { requestId: string; route: string; bodyHash: string }>;
+  /** Requests sent to it besides create_model: load_weights is only its first. */
+  requests: number;
 }
 
 type FutureState = { status: 'pending'; waiters: Array<() => void> } | { status: 'done'; record: FutureRecord };
@@ -171,7 +180,8 @@ export class SimTrainerServer implements SimApi {
     for (const record of models) {
       const seqs = new Map<number, { requestId: string; route: string; bodyHash: string }>();
       for (const op of record.applied) if (op.seqId !== null) seqs.set(op.seqId, op);
-      server.models.set(record.modelId, { state: record, sessionId: record.sessionId, queue: Promise.resolve(), seqs });
+      const requests = record.applied.filter((op) => op.route !== 'create_model').length;
+      server.models.set(record.modelId, { state: record, sessionId: record.sessionId, queue: Promise.resolve(), seqs, requests });
     }
     if (skipped.length > 0) deps.logger.warn({ skipped }, '[SIMULATED] trainer model files of an older format are ignored');
     // A restart is not the clients' silence: every session gets a fresh grace period.
@@ -216,6 +226,10 @@ export class SimTrainerServer implements SimApi {
         return this.sample(request.body);
       case 'POST /api/v1/weights_info':
         return this.weightsInfo(request.body);
+      case 'POST /api/v1/save_weights':
+        return this.saveWeights(request.body);
+      case 'POST /api/v1/load_weights':
+        return this.loadWeights(request.body);
       case 'POST /api/v1/retrieve_future':
         return this.retrieveFuture(request.body);
     }
@@ -228,6 +242,10 @@ export class SimTrainerServer implements SimApi {
       if (sampler) return this.getSampler(decodeURIComponent(sampler[1]));
       const run = /^\/api\/v1\/training_runs\/([^/]+)$/.exec(request.path);
       if (run) return this.trainingRun(decodeURIComponent(run[1]));
+    }
+    if (request.method === 'DELETE') {
+      const checkpoint = /^\/api\/v1\/training_runs\/([^/]+)\/checkpoints\/(.+)$/.exec(request.path);
+      if (checkpoint) return this.deleteCheckpoint(decodeURIComponent(checkpoint[1]), decodeURIComponent(checkpoint[2]));
     }
     return { status: 404, json: { detail: 'Not Found' } };
   }
@@ -294,7 +312,7 @@ export class SimTrainerServer implements SimApi {
     const base = this.deps.world.model.name;
     if (body.base_model !== base) return this.badRequest(`base_model: '${body.base_model}' is not served here; this sim trainer trains '${base}'`);
     const modelId = `model_${randomBytes(4).toString('hex')}`;
-    this.models.set(modelId, { queue: Promise.resolve(), sessionId: body.session_id, seqs: new Map() });
+    this.models.set(modelId, { queue: Promise.resolve(), sessionId: body.session_id, seqs: new Map(), requests: 0 });
     const lora = { ...body.lora_config, seed: body.lora_config.seed ?? null };
     const reply = this.submit('create_model', modelId, null, '', async () => {
       if (lora.rank > SIM_MAX_LORA_RANK) throw new SimTrainerUserError(`LoRA rank ${lora.rank} exceeds the maximum ${SIM_MAX_LORA_RANK}`);
@@ -450,15 +468,19 @@ export class SimTrainerServer implements SimApi {
   private async listCheckpoints(modelId: string): Promise<SimHttpReply> {
     if (!this.models.has(modelId)) return modelNotFound();
     const saved = await this.deps.store.samplerCheckpoints(modelId);
+    const states = await this.deps.store.trainingStates(modelId);
     return {
       status: 200,
       json: {
-        checkpoints: saved.map((c) => ({
-          checkpoint_id: c.name,
-          checkpoint_type: 'sampler',
-          time: c.savedAt.toISOString(),
-          tinker_path: `tinker://${modelId}/sampler_weights/${c.name}`,
-        })),
+        checkpoints: [
+          ...states.map((c) => ({ checkpoint_id: c.name, checkpoint_type: 'training', time: c.savedAt.toISOString(), tinker_path: `tinker://${modelId}/weights/${c.name}` })),
+          ...saved.map((c) => ({
+            checkpoint_id: c.name,
+            checkpoint_type: 'sampler',
+            time: c.savedAt.toISOString(),
+            tinker_path: `tinker://${modelId}/sampler_weights/${c.name}`,
+          })),
+        ],
       },
     };
   }
@@ -501,13 +523,105 @@ export class SimTrainerServer implements SimApi {
     return { status: 200, json: { sampler_id: samplerId, base_model: this.deps.world.model.name, model_path: sampler.basePath } };
   }
 
-  private weightsInfo(rawBody: unknown): SimHttpReply {
-    const parsed = WeightsInfoBody.safeParse(rawBody);
+  /** What a training checkpoint is, from the checkpoint alone (its model may be long gone). */
+  private async weightsInfo(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = WeightsInfoRequest.safeParse(rawBody);
     if (!parsed.success) return invalid(parsed.error);
     const path = parseTinkerPath(parsed.data.tinker_path);
-    const model = path && this.models.get(path.modelId)?.state;
-    if (!model) return { status: 400, json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' } };
-    return { status: 200, json: { base_model: model.baseModel, is_lora: true, lora_rank: model.lora.rank } };
+    if (!path || path.kind !== 'weights') return { status: 400, json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' } };
+    const unready = this.trainingStateUnready(path.modelId, path.name);
+    if (unready) return unready;
+    const saved = await this.deps.store.readTrainingState(path.modelId, path.name);
+    if (!saved) return { status: 404, json: { detail: `Checkpoint not found: ${path.modelId}/${path.name}` } };
+    return { status: 200, json: { base_model: saved.baseModel, is_lora: true, lora_rank: saved.lora.rank } };
+  }
+
+  /** 425 while a training checkpoint is being written, 500 when its save failed; null when neither. */
+  private trainingStateUnready(modelId: string, name: string): SimHttpReply | null {
+    const key = `${modelId}/weights/${name}`;
+    if (this.pendingCheckpoints.has(key)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
+    const failed = this.failedCheckpoints.get(key);
+    if (failed !== undefined) return { status: 500, json: { detail: `Checkpoint creation failed: ${failed}` } };
+    return null;
+  }
+
+  // ------------------------------------------------------ training state
+
+  /** The model's params and Adam moments under a name, kept apart from the live models. */
+  private async saveWeights(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = SaveWeightsRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const { model_id: modelId, path: name, seq_id: seqId } = parsed.data;
+    if (!this.models.has(modelId)) return modelNotFound();
+    const key = `${modelId}/weights/${name}`;
+    if (this.pendingCheckpoints.has(key) || this.failedCheckpoints.has(key) || (await this.deps.store.readTrainingState(modelId, name))) {
+      return { status: 409, json: { detail: `Checkpoint '${name}' already exists for model '${modelId}'` } };
+    }
+    this.pendingCheckpoints.add(key);
+    return this.submit('save_weights', modelId, seqId ?? null, hashBody({ name }), async (state) => {
+      try {
+        await this.deps.store.writeTrainingState({
+          version: 1, modelId, name, baseModel: state.baseModel, lora: state.lora, optimSteps: state.optimSteps,
+          savedAt: new Date().toISOString(), params: state.params, adam: state.adam,
+        });
+      } catch (err) {
+        this.failedCheckpoints.set(key, (err as Error).message);
+        throw err;
+      } finally {
+        this.pendingCheckpoints.delete(key);
+      }
+      return { result: { json: { path: `tinker://${modelId}/weights/${name}`, type: 'save_weights' } } };
+    });
+  }
+
+  /** A training checkpoint into a model, as its first request (SkyRL and Tinker refuse it later). */
+  private async loadWeights(rawBody: unknown): Promise<SimHttpReply> {
+    const parsed = LoadWeightsRequest.safeParse(rawBody);
+    if (!parsed.success) return invalid(parsed.error);
+    const { model_id: modelId, path: tinkerPath, optimizer, seq_id: seqId } = parsed.data;
+    const model = this.models.get(modelId);
+    if (!model) return modelNotFound();
+    const seen = seqId != null ? model.seqs.get(seqId) : undefined;
+    if (model.requests > 0 && !(seen?.route === 'load_weights')) {
+      return this.badRequest(`LoadWeights is not permitted with seq_id ${seqId ?? model.requests + 1}`);
+    }
+    const path = parseTinkerPath(tinkerPath);
+    if (!path || path.kind !== 'weights') return this.badRequest('request.path must be in format tinker://source_model_id/weights/checkpoint_id');
+    const unready = this.trainingStateUnready(path.modelId, path.name);
+    if (unready) return unready;
+    const saved = await this.deps.store.readTrainingState(path.modelId, path.name);
+    if (!saved) return { status: 404, json: { detail: `Checkpoint not found: ${path.modelId}/${path.name}` } };
+    return this.submit('load_weights', modelId, seqId ?? null, hashBody({ tinkerPath, optimizer }), async (state) => {
+      if (saved.baseModel !== state.baseModel || saved.lora.rank !== state.lora.rank) {
+        throw new SimTrainerUserError(
+          `checkpoint ${tinkerPath} is of ${saved.baseModel} with LoRA rank ${saved.lora.rank}; model ${modelId} is of ${state.baseModel} with rank ${state.lora.rank}`,
+        );
+      }
+      return {
+        result: { json: { path: tinkerPath, type: 'load_weights' } },
+        next: {
+          ...state,
+          params: saved.params,
+          grad: this.model.zeroParams(),
+          adam: optimizer ? saved.adam : { m: this.model.zeroParams(), v: this.model.zeroParams() },
+          optimSteps: optimizer ? saved.optimSteps : 0,
+        },
+      };
+    });
+  }
+
+  /** DELETE of a checkpoint named `weights/<name>` or `sampler_weights/<name>` (a bare name is ambiguous: 400, as SkyRL). */
+  private async deleteCheckpoint(modelId: string, checkpointPath: string): Promise<SimHttpReply> {
+    const match = /^(weights|sampler_weights)\/([^/]+)$/.exec(checkpointPath);
+    if (!match) {
+      return this.badRequest("Invalid checkpoint identifier. Expected format 'weights/<name>' (training weights) or 'sampler_weights/<name>' (sampler weights)");
+    }
+    const [, kind, name] = match;
+    if (kind === 'sampler_weights') return this.badRequest('the sim trainer keeps sampler weights for good (publishing reads them); only training checkpoints are deleted');
+    if (this.pendingCheckpoints.has(`${modelId}/weights/${name}`)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
+    this.failedCheckpoints.delete(`${modelId}/weights/${name}`);
+    if (!(await this.deps.store.deleteTrainingState(modelId, name))) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${name}` } };
+    return { status: 204 };
   }
 
   /** Samples from the base policy or from saved sampler weights; the result is protobuf. */
@@ -608,6 +722,7 @@ export class SimTrainerServer implements SimApi {
     }
     const requestId = `${Date.now()}${randomBytes(3).readUIntBE(0, 3)}`;
     if (seqId !== null) model.seqs.set(seqId, { requestId, route, bodyHash });
+    if (route !== 'create_model') model.requests += 1;
     this.futures.set(requestId, { status: 'pending', waiters: [] });
     model.queue = model.queue.then(() => this.simulatedLatency()).then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
     return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending', model_id: modelId } };

@@ -35,10 +35,12 @@ import {
   PROTOBUF_CONTENT_TYPE,
   RequestFailed,
   SaveWeightsForSamplerResult,
+  SaveWeightsResult,
   TINKER_SDK_WIRE_VERSION,
   TinkerWireError,
   TryAgain,
   type WireDatum,
+  WeightsInfoResponse,
 } from './wire';
 
 export class TrainerError extends Error {
@@ -72,6 +74,21 @@ export interface TinkerClientOptions {
   maxConnectionRetrySeconds?: number;
   /** Seconds one HTTP request may take; a long poll past it is simply polled again. */
   requestTimeoutSeconds?: number;
+}
+
+/**
+ * The trainer no longer has the model (it restarted, a node died, or the
+ * session that owned it went silent past the trainer's timeout): retrying the
+ * op cannot help; the run restores its model from a checkpoint.
+ */
+export class TrainerModelGoneError extends TrainerError {
+  override name = 'TrainerModelGoneError';
+  constructor(
+    message: string,
+    readonly modelId: string,
+  ) {
+    super(message, 'user', true);
+  }
 }
 
 interface HttpReply {
@@ -197,8 +214,8 @@ export class TinkerClient {
           'user',
         );
       }
-      return this.parseJson(op, FutureResponse, this.expectOk(op, reply));
-    });
+      return this.parseJson(op, FutureResponse, this.expectModelOk(op, args.modelId, reply));
+    }, args.modelId);
     if (!result.proto) {
       throw new TrainerError(
         `trainer ${this.base}: the ${op} result came back as ${result.json === undefined ? 'an empty body' : 'JSON'}, not protobuf; ` +
@@ -216,8 +233,10 @@ export class TinkerClient {
 
   async optimStep(args: { modelId: string; seqId: number; adam: AdamParams }): Promise<Record<string, number>> {
     const body = { model_id: args.modelId, adam_params: args.adam, seq_id: args.seqId, type: 'optim_step' };
-    const result = await this.runFuture('optim_step', async () =>
-      this.parseJson('optim_step', FutureResponse, this.expectOk('optim_step', await this.request('POST', 'optim_step', body))),
+    const result = await this.runFuture(
+      'optim_step',
+      async () => this.parseJson('optim_step', FutureResponse, this.expectModelOk('optim_step', args.modelId, await this.request('POST', 'optim_step', body))),
+      args.modelId,
     );
     const metrics = this.parseJson('optim_step result', OptimStepResult, result.json ?? {}).metrics ?? {};
     return Object.fromEntries(Object.entries(metrics).filter((e): e is [string, number] => e[1] !== null));
@@ -237,10 +256,61 @@ export class TinkerClient {
         exists = true;
         return null;
       }
-      return this.parseJson('save_weights_for_sampler', FutureResponse, this.expectOk('save_weights_for_sampler', reply));
-    });
-    if (exists) return this.awaitCheckpoint(args.modelId, args.name, args.waitSeconds ?? 600);
+      return this.parseJson('save_weights_for_sampler', FutureResponse, this.expectModelOk('save_weights_for_sampler', args.modelId, reply));
+    }, args.modelId);
+    if (exists) return this.awaitCheckpoint(args.modelId, args.name, 'sampler', args.waitSeconds ?? 600);
     return this.parseJson('save_weights_for_sampler result', SaveWeightsForSamplerResult, result.json ?? {}).path;
+  }
+
+  /**
+   * Saves the model's full training state (weights and optimizer state; the
+   * SDK's save_state) as checkpoint `name`; returns its
+   * tinker://<model>/weights/<name> path. A checkpoint of that name that
+   * exists (HTTP 409: a retried save) is waited for and returned; one whose
+   * save failed is reported as failed (opFailed), to be saved under a new name.
+   */
+  async saveWeights(args: { modelId: string; seqId: number; name: string; waitSeconds?: number }): Promise<string> {
+    const body = { model_id: args.modelId, path: args.name, seq_id: args.seqId, type: 'save_weights' };
+    let exists = false;
+    const result = await this.runFuture('save_weights', async () => {
+      const reply = await this.request('POST', 'save_weights', body);
+      if (reply.status === 409) {
+        exists = true;
+        return null;
+      }
+      return this.parseJson('save_weights', FutureResponse, this.expectModelOk('save_weights', args.modelId, reply));
+    }, args.modelId);
+    if (exists) return this.awaitCheckpoint(args.modelId, args.name, 'training', args.waitSeconds ?? 600);
+    return this.parseJson('save_weights result', SaveWeightsResult, result.json ?? {}).path;
+  }
+
+  /**
+   * Loads a training checkpoint (tinker://<model>/weights/<name>) into
+   * `modelId`, with its optimizer state when `optimizer`; a trainer takes it
+   * only as the model's first request after create_model.
+   */
+  async loadWeights(args: { modelId: string; seqId: number; path: string; optimizer: boolean }): Promise<void> {
+    const body = { model_id: args.modelId, path: args.path, optimizer: args.optimizer, seq_id: args.seqId, type: 'load_weights' };
+    await this.runFuture(
+      'load_weights',
+      async () => this.parseJson('load_weights', FutureResponse, this.expectModelOk('load_weights', args.modelId, await this.request('POST', 'load_weights', body))),
+      args.modelId,
+    );
+  }
+
+  /** What a training checkpoint is: its base model and LoRA rank. A path the trainer does not know is a TrainerError ('user'). */
+  async weightsInfo(tinkerPath: string): Promise<{ baseModel: string; isLora: boolean; loraRank: number | null }> {
+    const reply = await this.request('POST', 'weights_info', { tinker_path: tinkerPath });
+    const info = this.parseJson('weights_info', WeightsInfoResponse, this.expectOk('weights_info', reply));
+    return { baseModel: info.base_model, isLora: info.is_lora, loraRank: info.lora_rank ?? null };
+  }
+
+  /** Deletes a training checkpoint of a model; 'absent' when the trainer has none of that name. */
+  async deleteTrainingCheckpoint(modelId: string, name: string): Promise<'deleted' | 'absent'> {
+    const reply = await this.request('DELETE', `training_runs/${encodeURIComponent(modelId)}/checkpoints/weights/${encodeURIComponent(name)}`);
+    if (reply.status === 404) return 'absent';
+    this.expectOk('delete checkpoint', reply);
+    return 'deleted';
   }
 
   async listCheckpoints(modelId: string): Promise<z.infer<typeof ListCheckpointsResponse>['checkpoints']> {
@@ -296,17 +366,22 @@ export class TinkerClient {
    * the archive endpoint tells one being written (425) from one whose save
    * failed (500 "Checkpoint creation failed"): that save was not applied.
    */
-  private async awaitCheckpoint(modelId: string, name: string, waitSeconds: number): Promise<string> {
+  private async awaitCheckpoint(modelId: string, name: string, kind: 'sampler' | 'training', waitSeconds: number): Promise<string> {
     const deadline = Date.now() + waitSeconds * 1000;
+    const prefix = kind === 'sampler' ? 'sampler_weights' : 'weights';
     for (;;) {
       // SkyRL lists the bare name; hosted Tinker prefixes the kind ('sampler_weights/<name>').
       const found = (await this.listCheckpoints(modelId)).find(
-        (c) => c.checkpoint_type === 'sampler' && (c.checkpoint_id === name || c.checkpoint_id === `sampler_weights/${name}`),
+        (c) => c.checkpoint_type === kind && (c.checkpoint_id === name || c.checkpoint_id === `${prefix}/${name}`),
       );
       if (found) return found.tinker_path;
-      const archive = await this.request('GET', `training_runs/${encodeURIComponent(modelId)}/checkpoints/${encodeURIComponent(name)}/archive`, undefined, { redirect: 'manual' });
-      if (archive.status >= 500 && /fail/i.test(this.detail(archive))) {
-        throw new TrainerError(`trainer ${this.base}: save_weights_for_sampler failed: checkpoint '${name}' of model ${modelId}: ${this.detail(archive)}`, 'server', true);
+      // A failed save (500 "Checkpoint creation failed") is told from one being written (425) by the archive
+      // endpoint for sampler weights, by weights_info for a training state.
+      const probe = kind === 'sampler'
+        ? await this.request('GET', `training_runs/${encodeURIComponent(modelId)}/checkpoints/${encodeURIComponent(name)}/archive`, undefined, { redirect: 'manual' })
+        : await this.request('POST', 'weights_info', { tinker_path: `tinker://${modelId}/weights/${name}` });
+      if (probe.status >= 500 && /fail/i.test(this.detail(probe))) {
+        throw new TrainerError(`trainer ${this.base}: ${kind === 'sampler' ? 'save_weights_for_sampler' : 'save_weights'} failed: checkpoint '${name}' of model ${modelId}: ${this.detail(probe)}`, 'server', true);
       }
       if (Date.now() > deadline) {
         throw new TrainerError(`trainer ${this.base}: checkpoint '${name}' of model ${modelId} exists but did not complete within ${waitSeconds} s`, 'server');
@@ -320,11 +395,12 @@ export class TinkerClient {
    * it resolves. `submit` returns null when the op needs no future (see
    * save_weights_for_sampler's 409).
    */
-  private runFuture(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
-    return timeTrainerOp(op, () => this.submitAndPoll(op, submit));
+  /** `modelId`: the model the op trains or saves, which a "model not loaded" failure says is gone. */
+  private runFuture(op: string, submit: () => Promise<FutureResponse | null>, modelId?: string): Promise<{ json?: unknown; proto?: Buffer }> {
+    return timeTrainerOp(op, () => this.submitAndPoll(op, submit, modelId));
   }
 
-  private async submitAndPoll(op: string, submit: () => Promise<FutureResponse | null>): Promise<{ json?: unknown; proto?: Buffer }> {
+  private async submitAndPoll(op: string, submit: () => Promise<FutureResponse | null>, modelId?: string): Promise<{ json?: unknown; proto?: Buffer }> {
     let future = await submit();
     if (future === null) return {};
     let resubmits = 0;
@@ -350,12 +426,11 @@ export class TinkerClient {
         const failed = RequestFailed.safeParse(json);
         if (failed.success) {
           if (MODEL_GONE.test(failed.data.error)) {
-            throw new TrainerError(
+            const message =
               `trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has this model (it unloads the models of a ` +
-                'session silent past its timeout, and loses them when it restarts); the run cannot go on from the trainer\'s state',
-              'user',
-              true,
-            );
+              'session silent past its timeout, and loses them when it restarts)';
+            if (modelId) throw new TrainerModelGoneError(message, modelId);
+            throw new TrainerError(message, 'user', true);
           }
           throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server', true);
         }
@@ -393,6 +468,13 @@ export class TinkerClient {
         continue;
       }
       // A 400 {detail} on retrieve_future is the future's failure (SkyRL); other answers say nothing of the op.
+      if (status === 400 && modelId && MODEL_GONE.test(this.detail(reply))) {
+        throw new TrainerModelGoneError(
+          `trainer ${this.base}: ${op} failed: ${this.detail(reply)}: the trainer no longer has this model (it unloads the models of a ` +
+            'session silent past its timeout, and loses them when it restarts)',
+          modelId,
+        );
+      }
       throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server', status === 400);
     }
   }
@@ -414,7 +496,7 @@ export class TinkerClient {
   }
 
   /** A request, sent again with backoff while the server cannot be reached. */
-  private request(method: 'GET' | 'POST', op: string, body?: unknown, options: { redirect?: 'follow' | 'manual' } = {}): Promise<HttpReply> {
+  private request(method: 'GET' | 'POST' | 'DELETE', op: string, body?: unknown, options: { redirect?: 'follow' | 'manual' } = {}): Promise<HttpReply> {
     return this.withConnectionRetries(op, () => this.send(method, op, body, options));
   }
 
@@ -429,7 +511,7 @@ export class TinkerClient {
   }
 
   private async send(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     op: string,
     body?: unknown,
     options: { longPoll?: boolean; redirect?: 'follow' | 'manual' } = {},
@@ -474,6 +556,17 @@ export class TinkerClient {
       this.options.signal?.throwIfAborted();
       throw new TrainerError(`trainer ${this.base}: cannot download ${url}: ${describeFetchError(err)}`, 'server');
     }
+  }
+
+  /** expectOk for an op on a model: a 404 saying the model is not found means the trainer lost it. */
+  private expectModelOk(op: string, modelId: string, reply: HttpReply): unknown {
+    if (reply.status === 404 && /model not found|not loaded/i.test(this.detail(reply))) {
+      throw new TrainerModelGoneError(
+        `trainer ${this.base}: ${op}: HTTP 404: ${this.detail(reply)}: the trainer no longer knows model ${modelId} (it restarted without it, or its state was deleted)`,
+        modelId,
+      );
+    }
+    return this.expectOk(op, reply);
   }
 
   private expectOk(op: string, reply: HttpReply): unknown {
@@ -532,7 +625,8 @@ export class TinkerClient {
 
 /** A metric label for a request: checkpoint routes name a model and a checkpoint, which would make a label per model. */
 function routeOf(op: string): string {
-  return op.startsWith('training_runs/') ? (op.endsWith('/archive') ? 'checkpoint_archive' : 'list_checkpoints') : op;
+  if (!op.startsWith('training_runs/')) return op;
+  return op.endsWith('/archive') ? 'checkpoint_archive' : op.includes('/checkpoints/weights/') ? 'delete_checkpoint' : 'list_checkpoints';
 }
 
 class UnreachableError extends Error {}

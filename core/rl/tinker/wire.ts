@@ -82,6 +82,26 @@ export const SaveWeightsForSamplerRequest = z.object({
   type: z.literal('save_weights_for_sampler').optional(),
 });
 
+/** The training state (weights and optimizer state) saved under a checkpoint name: the SDK's save_state. */
+export const SaveWeightsRequest = z.object({
+  model_id: z.string().min(1),
+  path: z.string().regex(CHECKPOINT_NAME, 'use letters, digits, "_" and "-" (e.g. "state-3")'),
+  seq_id: z.number().int().positive().nullish(),
+  type: z.literal('save_weights').nullish(),
+});
+
+/** A training checkpoint loaded into a model, as its first request: the SDK's load_state (optimizer: load_state_with_optimizer). */
+export const LoadWeightsRequest = z.object({
+  model_id: z.string().min(1),
+  path: z.string().min(1),
+  optimizer: z.boolean().default(true),
+  seq_id: z.number().int().positive().nullish(),
+  type: z.literal('load_weights').nullish(),
+});
+
+export const WeightsInfoRequest = z.object({ tinker_path: z.string() });
+export const WeightsInfoResponse = z.object({ base_model: z.string(), is_lora: z.boolean(), lora_rank: z.number().int().nullish() });
+
 export const UnloadModelRequest = z.object({ model_id: z.string().min(1), type: z.string().nullish() });
 
 export const RetrieveFutureRequest = z.object({ request_id: z.string().min(1), allow_metadata_only: z.boolean().optional() });
@@ -106,6 +126,7 @@ export const RequestFailed = z.object({ error: z.string(), category: z.string().
 export const CreateModelResult = z.object({ model_id: z.string().min(1), base_model: z.string().nullish() });
 export const OptimStepResult = z.object({ metrics: z.record(z.string(), z.number().nullable()).nullish() });
 export const SaveWeightsForSamplerResult = z.object({ path: z.string().regex(/^tinker:\/\//, 'must be a tinker:// path') });
+export const SaveWeightsResult = z.object({ path: z.string().regex(/^tinker:\/\/[^/]+\/weights\/[^/]+$/, 'must be a tinker://<model>/weights/<name> path') });
 
 export const Checkpoint = z.object({
   checkpoint_id: z.string(),
