@@ -8,7 +8,7 @@
  */
 import { harnessSRun } from '../../workflows';
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -17,6 +17,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { parseRunConfig, type RunConfigInput } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
 import { probeMeanAbsDiff, probeSequence, type AdapterProbe } from '../../core/policy/adapter-probe';
+import { checkExport, EXPORT_MANIFEST, exportPolicy } from '../../core/policy/export';
 import { publishAdapter, PublishError } from '../../core/policy/publisher';
 import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
 import type { TokenSample } from '../../core/policy/trajectory';
@@ -394,6 +395,13 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(summary.rescueRollouts).toBeGreaterThan(0);
     const modelId = (await stack.store.getRun(runId))!.trainerModelId!;
     expect(await skyrlCount('OPTIM_STEP', modelId)).toBe(steps.filter((s) => s.datums > 0).length);
+
+    // `harness-s export`: the last step as a PEFT/vLLM adapter folder, loaded into vLLM with the trainer's log-probs.
+    const { dir, manifest } = await exportPolicy({ store: stack.store, trainer: tinker() }, { runId, outDir: path.join(mkdtempSync(path.join(os.tmpdir(), 'export-')), 'policy') });
+    expect(manifest).toMatchObject({ runId, step: 19, simulated: false, baseModel: MODEL });
+    expect(readdirSync(dir)).toEqual(expect.arrayContaining(['adapter_config.json', 'adapter_model.safetensors', EXPORT_MANIFEST]));
+    const check = await checkExport({ store: stack.store }, { dir, manifest, server: vllm, apiKey: 'EMPTY', tolerance: 1e-3 });
+    expect(check.probeMeanAbsDiff!).toBeLessThan(1e-3);
   }, 900_000);
 
   test('a trainer worker killed with SIGKILL mid-step, then SkyRL itself killed and restarted so the model is gone: the run restores from its last checkpoint on its own, completes with one optimizer step per training step, and still learns', async () => {

@@ -5,10 +5,15 @@
  * expired session does), and each time the run restores from its latest
  * checkpoint on its own, re-runs the steps after it and completes, one
  * optimizer step per training step. A fork then starts from a checkpoint with
- * the parent's policy exactly.
+ * the parent's policy exactly, and a step's policy is exported as an adapter
+ * folder that the inference server loads with the trainer's log-probs.
  */
-import { rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { checkExport, configHash, EXPORT_MANIFEST, exportPolicy } from '../../core/policy/export';
+import { TinkerClient } from '../../core/rl/tinker/client';
+import { SIM_ADAPTER_PARAMS_FILE } from '../../workers/sim-cluster/checkpoints';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { runView, forkRun } from '../../cli/runs';
 import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
@@ -150,4 +155,32 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
   expect(forkLogprobs).toEqual(await logprobs(parentStep.policyVersion));
   // and the trainer's own log-probs of that step (the publish probe)
   for (const [k, position] of parentStep.probe!.positions.entries()) expect(forkLogprobs[position]).toBeCloseTo(parentStep.probe!.logprobs[k], 6);
+});
+
+test('export writes a step policy as an adapter folder with a manifest, and it loads in the inference server with the trainer log-probs', async () => {
+  expect(parentRunId).not.toBe('');
+  const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'harness-s-export-test-')), 'policy');
+  const { dir, manifest } = await exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 5, outDir: out });
+  const trained = (await stack.store.trainerStep(parentRunId, 5))!;
+  expect(readdirSync(dir).sort()).toEqual(['adapter_config.json', EXPORT_MANIFEST, SIM_ADAPTER_PARAMS_FILE].sort());
+  expect(manifest).toMatchObject({
+    runId: parentRunId, step: 5, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath, simulated: true,
+    configHash: configHash((await stack.store.getRun(parentRunId))!.config), label: expect.stringMatching(/^SIMULATED/),
+  });
+  expect(JSON.parse(readFileSync(path.join(dir, EXPORT_MANIFEST), 'utf8'))).toEqual(manifest);
+  // The parameters are the ones the trainer saved for that step.
+  const parsed = /^tinker:\/\/([^/]+)\/(.+)$/.exec(trained.samplerPath)!;
+  const saved = await stack.sim.store.readSamplerWeights(parsed[1], parsed[2].replace(/^sampler_weights\//, ''));
+  expect(JSON.parse(readFileSync(path.join(dir, SIM_ADAPTER_PARAMS_FILE), 'utf8')).params).toEqual(saved!.params);
+
+  const check = await checkExport({ store: stack.store }, { dir, manifest, server: `${stack.sim.url}/v1`, apiKey: 'EMPTY', tolerance: 1e-6 });
+  expect(check.probeMeanAbsDiff).not.toBeNull();
+  expect(check.probeMeanAbsDiff!).toBeLessThan(1e-6); // the same parameters; float rounding apart
+  const models = (await (await fetch(`${stack.sim.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+  expect(models.data.map((m) => m.id)).not.toContain(check.adapterName); // unloaded after the check
+
+  await expect(exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 5, outDir: out }))
+    .rejects.toThrow(/is not empty; choose another --out, or --force/);
+  await expect(exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 99, outDir: `${out}-2` }))
+    .rejects.toThrow(/has no trained step 99; its steps: 0\.\.7/);
 });
