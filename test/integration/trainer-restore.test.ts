@@ -12,6 +12,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { checkExport, configHash, EXPORT_MANIFEST, exportPolicy } from '../../core/policy/export';
+import { metricsRegistry } from '../../core/metrics';
 import { TinkerClient } from '../../core/rl/tinker/client';
 import { SIM_ADAPTER_PARAMS_FILE } from '../../workers/sim-cluster/checkpoints';
 import { loadSimWorld } from '../../core/envs/sim/world';
@@ -62,9 +63,16 @@ async function trainerPost(route: string, body: unknown): Promise<unknown> {
 const STEPS = 8;
 let parentRunId = '';
 
+/** harness_s_trainer_restores_total of one kind, as this process's workers counted it. */
+async function restoresCounted(kind: string): Promise<number> {
+  const metric = await metricsRegistry.getSingleMetric('harness_s_trainer_restores_total')!.get();
+  return metric.values.find((v) => v.labels.kind === kind)?.value ?? 0;
+}
+
 test('a run whose trainer loses its model twice restores from its latest checkpoint each time and completes, one optimizer step per step', async () => {
   const runId = uniqueRunId('restore');
   parentRunId = runId;
+  const countedBefore = await restoresCounted('checkpoint');
   const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId, taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: STEPS, checkpoint: { every: 2, keep: 2 }, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 0 }, eval: { enabled: false } }) }],
@@ -120,6 +128,7 @@ test('a run whose trainer loses its model twice restores from its latest checkpo
   expect(view.restores.every((r) => !Number.isNaN(Date.parse(r.at)))).toBe(true);
   expect(view.parent).toBeNull();
   expect((await stack.store.checkpoints(runId)).length).toBeLessThanOrEqual(2);
+  expect((await restoresCounted('checkpoint')) - countedBefore).toBe(2);
 });
 
 test('a fork starts from the parent checkpoint at or before the step, serving exactly the parent policy of that step', async () => {
