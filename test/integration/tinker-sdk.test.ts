@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 afterAll(() => cluster?.close());
 
-test('the official tinker SDK trains and samples the sim policy through the sim trainer', async () => {
+test('the official tinker SDK trains, saves and restores the training state, and samples the sim policy through the sim trainer', async () => {
   const { installed, missing } = installedEngines();
   if (!installed) throw new Error(`the tinker SDK comes with the real CPU stack, which is not installed (${missing.join('; ')}): run \`harness-s engines setup\``);
   const chat = (await (
@@ -51,6 +51,10 @@ test('the official tinker SDK trains and samples the sim policy through the sim 
   expect(result.forward_backward.metrics['loss:sum']).toBeCloseTo(-1, 5);
   expect(result.optim_step).toMatchObject({ 'optim/step': 1, grad_norm: expect.any(Number) });
   expect(result.saved_path).toBe(`tinker://${result.model_id}/sdk-step-1`);
+  // The training state round-trips through the SDK's own restore path (weights_info, create_model, load_weights).
+  expect(result.state_path).toBe(`tinker://${result.model_id}/weights/sdk-state-1`);
+  expect(result.restored_model_id).not.toBe(result.model_id);
+  expect(result.forward_restored).toEqual(result.forward_original);
   expect(result.samples).toHaveLength(2);
   for (const sample of result.samples) {
     expect(sample.tokens).toHaveLength(3); // format, behaviour, <|end|>

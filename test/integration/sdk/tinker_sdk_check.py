@@ -2,7 +2,10 @@
 
 Used by the integration tests to check that the sim cluster's trainer speaks
 the protocol of the SDK version SkyRL pins (create_model, forward_backward
-with importance_sampling, optim_step, save_weights_for_sampler, sampling).
+with importance_sampling, optim_step, save_weights_for_sampler, sampling,
+and the training state: save_state, then a new training client from it with
+its optimizer state, which the SDK builds with weights_info, create_model and
+load_weights).
 
 Usage: python tinker_sdk_check.py BASE_URL BASE_MODEL JSON
 JSON: {"prompt": [token ids], "completion": [token ids], "logprobs": [floats]}
@@ -40,6 +43,10 @@ def main() -> None:
     fwd_bwd = training.forward_backward([datum], "importance_sampling").result()
     optim = training.optim_step(types.AdamParams(learning_rate=0.1)).result()
     saved = training.save_weights_for_sampler(name="sdk-step-1").result()
+    state = training.save_state(name="sdk-state-1").result()
+    restored = service.create_training_client_from_state_with_optimizer(state.path)
+    forward_original = training.forward([datum], "cross_entropy").result()
+    forward_restored = restored.forward([datum], "cross_entropy").result()
     sampling = service.create_sampling_client(model_path=saved.path)
     sample = sampling.sample(
         prompt=types.ModelInput.from_ints(prompt),
@@ -58,6 +65,10 @@ def main() -> None:
         },
         "optim_step": optim.metrics,
         "saved_path": saved.path,
+        "state_path": state.path,
+        "restored_model_id": restored.model_id,
+        "forward_original": [list(o["logprobs"].data) for o in forward_original.loss_fn_outputs],
+        "forward_restored": [list(o["logprobs"].data) for o in forward_restored.loss_fn_outputs],
         "samples": [{"tokens": list(s.tokens), "logprobs": list(s.logprobs or [])} for s in sample.sequences],
     }))
 
