@@ -105,7 +105,12 @@ export async function restoreTrainerModel(deps: RestoreDeps, input: RestoreInput
     const fromStep = row.fromStep;
     const ledger = { store, runId, step: fromStep, modelId };
     progress(`load_weights ${row.checkpointPath}`);
-    await runLedgerOp(ledger, STEP_OPS.loadState, (seqId) => trainer.loadWeights({ modelId, seqId, path: row!.checkpointPath!, optimizer: true }));
+    await runLedgerOp(ledger, STEP_OPS.loadState, (seqId) => trainer.loadWeights({ modelId, seqId, path: row!.checkpointPath!, optimizer: true })).catch((err: unknown) => {
+      // A load sent again (its future vanished) is refused as no longer the model's first request, while the
+      // first may have been applied or not: the activity's retry frees this model and loads into a new one.
+      if (err instanceof TrainerError && /LoadWeights is not permitted/i.test(err.message)) throw new TrainerError(err.message, 'server');
+      throw err;
+    });
     progress('save_weights_for_sampler');
     samplerPath = await runLedgerOp(
       ledger,

@@ -19,7 +19,7 @@ import pino from 'pino';
 import { SIM_PROPOSER_MODEL } from '../../core/envs/sim/proposer';
 import { baseHarness, loadSimWorld, SimHarness } from '../../core/envs/sim/world';
 import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
-import { TinkerClient, TrainerError } from '../../core/rl/tinker/client';
+import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/rl/tinker/client';
 import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/rl/tinker/wire';
 import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
 import { SimClusterStore } from '../../workers/sim-cluster/checkpoints';
@@ -553,4 +553,187 @@ test('the Tinker client names an unreachable trainer in one message', async () =
   expect(error).toBeInstanceOf(TrainerError);
   expect((error as TrainerError).category).toBe('server');
   expect((error as Error).message).toBe(`trainer http://127.0.0.1:${port} is unreachable (create_session): ECONNREFUSED (connect ECONNREFUSED 127.0.0.1:${port})`);
+});
+
+describe('sim trainer: training state (save_weights, load_weights, weights_info, DELETE), as SkyRL 0.4 answers them', () => {
+  let cluster: SimCluster;
+  let sampled: VllmCompletion;
+  beforeAll(async () => {
+    cluster = await startSimCluster({ world, dataDir: tempDir(), port: 0, logger: silent });
+    sampled = await complete(cluster, BASE, taskMessages);
+  });
+  afterAll(() => cluster.close());
+
+  const forward = async (modelId: string, seqId: number) =>
+    (await tinker(cluster).forwardBackward({ modelId, seqId, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)], forwardOnly: true })).loss_fn_outputs[0].logprobs.data;
+
+  /** A model trained one step, then saved as `name`; the next seq_id is 4. */
+  async function trainedAndSaved(name: string) {
+    const client = tinker(cluster);
+    const modelId = await createModel(cluster);
+    await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)] });
+    await client.optimStep({ modelId, seqId: 2, adam: ADAM });
+    const path = await client.saveWeights({ modelId, seqId: 3, name });
+    return { modelId, path };
+  }
+
+  /** forward_backward + optim_step under seq_ids `seq`, `seq + 1`; the optim_step metrics and the log-probs after it. */
+  async function stepAndForward(modelId: string, seq: number) {
+    const client = tinker(cluster);
+    await client.forwardBackward({ modelId, seqId: seq, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)] });
+    const metrics = await client.optimStep({ modelId, seqId: seq + 1, adam: ADAM });
+    return { metrics, logprobs: await forward(modelId, seq + 2) };
+  }
+
+  it('restores a saved state into a fresh model: the same log-probs, and with the optimizer state the same next step; without it a different one', async () => {
+    const client = tinker(cluster);
+    const { modelId, path } = await trainedAndSaved('state-1');
+    expect(path).toBe(`tinker://${modelId}/weights/state-1`);
+    expect(await client.listCheckpoints(modelId)).toContainEqual(expect.objectContaining({ checkpoint_id: 'state-1', checkpoint_type: 'training', tinker_path: path }));
+    const savedLogprobs = await forward(modelId, 4);
+
+    const withOptimizer = await createModel(cluster);
+    await client.loadWeights({ modelId: withOptimizer, seqId: 1, path, optimizer: true });
+    const withoutOptimizer = await createModel(cluster);
+    await client.loadWeights({ modelId: withoutOptimizer, seqId: 1, path, optimizer: false });
+    expect(await forward(withOptimizer, 2)).toEqual(savedLogprobs);
+    expect(await forward(withoutOptimizer, 2)).toEqual(savedLogprobs);
+
+    const original = await stepAndForward(modelId, 5);
+    const restored = await stepAndForward(withOptimizer, 3);
+    const fresh = await stepAndForward(withoutOptimizer, 3);
+    expect(original.metrics['optim/step']).toBe(2);
+    expect(restored.metrics).toEqual(original.metrics);
+    expect(restored.logprobs).toEqual(original.logprobs);
+    // Zero Adam moments and step 1: the same gradient moves the weights by another amount.
+    expect(fresh.metrics['optim/step']).toBe(1);
+    expect(fresh.logprobs).not.toEqual(original.logprobs);
+  });
+
+  it('answers a save of a name that exists with 409; the client takes a retried save as done and returns its path', async () => {
+    const { modelId, path } = await trainedAndSaved('state-retried');
+    expect(await post(cluster, '/api/v1/save_weights', { model_id: modelId, path: 'state-retried' })).toMatchObject({
+      status: 409,
+      json: { detail: `Checkpoint 'state-retried' already exists for model '${modelId}'` },
+    });
+    expect(await tinker(cluster).saveWeights({ modelId, seqId: 4, name: 'state-retried' })).toBe(path);
+    expect(await tinker(cluster).saveWeights({ modelId, seqId: 3, name: 'state-retried' })).toBe(path);
+  });
+
+  it('refuses load_weights into a model that had another request (400, as SkyRL), and a path that is no training checkpoint', async () => {
+    const client = tinker(cluster);
+    const { modelId, path } = await trainedAndSaved('state-refused');
+    const raw = await post(cluster, '/api/v1/load_weights', { model_id: modelId, path, optimizer: true, seq_id: 4 });
+    expect(raw).toMatchObject({ status: 400, json: { detail: 'LoadWeights is not permitted with seq_id 4' } });
+    const refused = await client.loadWeights({ modelId, seqId: 5, path, optimizer: true }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(TrainerError);
+    expect(refused).not.toBeInstanceOf(TrainerModelGoneError);
+    expect((refused as TrainerError).category).toBe('user');
+    expect((refused as Error).message).toMatch(/HTTP 400: LoadWeights is not permitted with seq_id 5/);
+
+    const fresh = await createModel(cluster);
+    expect(await post(cluster, '/api/v1/load_weights', { model_id: fresh, path: `tinker://${modelId}/sampler_weights/x` })).toMatchObject({
+      status: 400,
+      json: { detail: 'request.path must be in format tinker://source_model_id/weights/checkpoint_id' },
+    });
+    expect(await post(cluster, '/api/v1/load_weights', { model_id: fresh, path: `tinker://${modelId}/weights/never-saved` })).toMatchObject({
+      status: 404,
+      json: { detail: `Checkpoint not found: ${modelId}/never-saved` },
+    });
+    // Neither refusal was a request on the model: it still takes a load.
+    await client.loadWeights({ modelId: fresh, seqId: 1, path, optimizer: true });
+  });
+
+  it('answers weights_info with the base model and LoRA rank; a path of another kind is 400', async () => {
+    const client = tinker(cluster);
+    const modelId = await createModel(cluster, 4);
+    const path = await client.saveWeights({ modelId, seqId: 1, name: 'state-rank-4' });
+    expect(await client.weightsInfo(path)).toEqual({ baseModel: BASE, isLora: true, loraRank: 4 });
+    expect(await post(cluster, '/api/v1/weights_info', { tinker_path: `tinker://${modelId}/sampler_weights/state-rank-4` })).toMatchObject({
+      status: 400,
+      json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' },
+    });
+    await expect(client.weightsInfo(`tinker://${modelId}/weights/never-saved`)).rejects.toThrow(/HTTP 404: Checkpoint not found/);
+  });
+
+  it('deletes a training checkpoint: it leaves the listing and a load of it is 404; a second delete finds it absent', async () => {
+    const client = tinker(cluster);
+    const { modelId, path } = await trainedAndSaved('state-deleted');
+    expect(await client.deleteTrainingCheckpoint(modelId, 'state-deleted')).toBe('deleted');
+    expect((await client.listCheckpoints(modelId)).map((c) => c.checkpoint_id)).not.toContain('state-deleted');
+    const fresh = await createModel(cluster);
+    expect(await post(cluster, '/api/v1/load_weights', { model_id: fresh, path })).toMatchObject({
+      status: 404,
+      json: { detail: `Checkpoint not found: ${modelId}/state-deleted` },
+    });
+    expect(await client.deleteTrainingCheckpoint(modelId, 'state-deleted')).toBe('absent');
+    const bare = await fetch(`${cluster.url}/api/v1/training_runs/${modelId}/checkpoints/state-deleted`, { method: 'DELETE' });
+    expect(bare.status).toBe(400);
+  });
+
+  it('tells a model unloaded with its expired session from other failures: TrainerModelGoneError naming the model', async () => {
+    const expiring = await startSimCluster({ world, dataDir: tempDir(), logger: silent, trainerSessionTimeoutMs: 200 });
+    try {
+      const client = tinker(expiring);
+      const modelId = await client.createModel({
+        sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: BASE, lora: { rank: 8, train_attn: true, train_mlp: true, train_unembed: false },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const error = await client.saveWeights({ modelId, seqId: 1, name: 'too-late' }).catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(TrainerModelGoneError);
+      expect(error).toMatchObject({ modelId, category: 'user', opFailed: true });
+      expect((error as Error).message).toContain(`the trainer no longer has model ${modelId}`);
+    } finally {
+      await expiring.close();
+    }
+  });
+});
+
+describe('sim cluster restarted with its live models deleted (the runbook)', () => {
+  it('forgets the model (TrainerModelGoneError for training ops) but keeps its training checkpoints: listed, described by weights_info, loadable into a new model', async () => {
+    const dataDir = tempDir();
+    const before = await startSimCluster({ world, dataDir, logger: silent });
+    let modelId: string;
+    let statePath: string;
+    let savedLogprobs: number[];
+    let sampled: VllmCompletion;
+    const datum = () => [behaviourDatum(sampled)];
+    try {
+      const client = tinker(before);
+      sampled = await complete(before, BASE, taskMessages);
+      modelId = await createModel(before, 16);
+      await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: datum() });
+      await client.optimStep({ modelId, seqId: 2, adam: ADAM });
+      statePath = await client.saveWeights({ modelId, seqId: 3, name: 'state-kept' });
+      savedLogprobs = (await client.forwardBackward({ modelId, seqId: 4, lossFn: 'importance_sampling', data: datum(), forwardOnly: true })).loss_fn_outputs[0].logprobs.data;
+    } finally {
+      await before.close();
+    }
+    rmSync(path.join(dataDir, 'trainer', 'models'), { recursive: true, force: true });
+
+    const after = await startSimCluster({ world, dataDir, logger: silent });
+    try {
+      const client = tinker(after);
+      for (const op of [
+        () => client.forwardBackward({ modelId, seqId: 5, lossFn: 'importance_sampling', data: datum() }),
+        () => client.forwardBackward({ modelId, seqId: 5, lossFn: 'importance_sampling', data: datum(), forwardOnly: true }),
+        () => client.optimStep({ modelId, seqId: 5, adam: ADAM }),
+        () => client.saveWeights({ modelId, seqId: 5, name: 'state-after' }),
+        () => client.saveWeightsForSampler({ modelId, seqId: 5, name: 'step-after' }),
+      ]) {
+        const error = await op().catch((err: unknown) => err);
+        expect(error).toBeInstanceOf(TrainerModelGoneError);
+        expect(error).toMatchObject({ modelId, category: 'user', opFailed: true });
+        expect((error as Error).message).toMatch(/HTTP 404: Model not found: the trainer no longer has model/);
+      }
+      expect(await client.listCheckpoints(modelId)).toEqual([expect.objectContaining({ checkpoint_type: 'training', tinker_path: statePath })]);
+      expect(await client.weightsInfo(statePath)).toEqual({ baseModel: BASE, isLora: true, loraRank: 16 });
+      const restored = await createModel(after, 16);
+      await client.loadWeights({ modelId: restored, seqId: 1, path: statePath, optimizer: true });
+      expect((await client.forwardBackward({ modelId: restored, seqId: 2, lossFn: 'importance_sampling', data: datum(), forwardOnly: true })).loss_fn_outputs[0].logprobs.data).toEqual(savedLogprobs);
+      expect((await post(after, '/api/v1/get_info', { model_id: restored })).json.optim_steps).toBe(1);
+    } finally {
+      await after.close();
+    }
+  });
 });

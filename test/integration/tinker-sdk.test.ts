@@ -1,8 +1,10 @@
 /**
  * The official tinker Python SDK (the version SkyRL 0.4 pins) drives the sim
  * cluster's trainer through create_model, forward_backward
- * (importance_sampling), optim_step, save_weights_for_sampler and sampling:
- * the embedded default speaks the real protocol, not one of its own.
+ * (importance_sampling), optim_step, save_weights_for_sampler, sampling, and
+ * the training state (save_state, then create_training_client_from_state_with_optimizer,
+ * which calls weights_info, create_model and load_weights): the embedded
+ * default speaks the real protocol, not one of its own.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';

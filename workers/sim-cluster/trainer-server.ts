@@ -18,12 +18,16 @@
  * - Futures: retrieve_future holds the request up to `longPollMs`, then 408;
  *   a failed op is HTTP 400 `{detail}` (the caller's error) or 200
  *   `{error, category: "server"}` (a server fault; the op was not applied).
- * - Checkpoints: listed, and downloadable as an archive (302 to the download).
+ * - Checkpoints: listed (completed ones of both types, "training" and
+ *   "sampler", also of a model no longer loaded), and sampler weights
+ *   downloadable as an archive (302 to the download).
  * - Training state: save_weights (params and Adam moments, apart from the
- *   live models), load_weights into a model as its first request (400
- *   otherwise, as SkyRL), weights_info from the checkpoint alone, and DELETE
- *   of a training checkpoint. A model unknown here (its file deleted before a
- *   restart) is 404 "Model not found", as SkyRL after a restart without it.
+ *   live models; a name that exists, pending or failed is 409), load_weights
+ *   into a model as its first request (400 otherwise, as SkyRL; 404 for an
+ *   unknown checkpoint, 425 pending, 500 failed), weights_info from the
+ *   checkpoint alone, and DELETE of a training checkpoint (204; 404 unknown,
+ *   425 pending). A model unknown here (its file deleted before a restart) is
+ *   404 "Model not found" to every op, as SkyRL after a restart without it.
  * Request errors are FastAPI's shapes: 422 `{detail: [{loc, msg}]}`, else `{detail}`.
  */
 import { randomBytes } from 'node:crypto';
@@ -465,8 +469,9 @@ export class SimTrainerServer implements SimApi {
     });
   }
 
+  /** Completed checkpoints of a model, also of one no longer loaded (as SkyRL lists its database: a lost model's training states stay). */
   private async listCheckpoints(modelId: string): Promise<SimHttpReply> {
-    if (!this.models.has(modelId)) return modelNotFound();
+    if (!SAFE_NAME.test(modelId)) return { status: 422, json: { detail: [{ loc: ['path', 'unique_id'], msg: 'String should match pattern' }] } };
     const saved = await this.deps.store.samplerCheckpoints(modelId);
     const states = await this.deps.store.trainingStates(modelId);
     return {
@@ -618,9 +623,11 @@ export class SimTrainerServer implements SimApi {
     }
     const [, kind, name] = match;
     if (kind === 'sampler_weights') return this.badRequest('the sim trainer keeps sampler weights for good (publishing reads them); only training checkpoints are deleted');
-    if (this.pendingCheckpoints.has(`${modelId}/weights/${name}`)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
-    this.failedCheckpoints.delete(`${modelId}/weights/${name}`);
-    if (!(await this.deps.store.deleteTrainingState(modelId, name))) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${name}` } };
+    const key = `${modelId}/weights/${name}`;
+    if (this.pendingCheckpoints.has(key)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
+    // A failed save leaves no file but a record, which deleting frees (its name can be saved again), as SkyRL's row.
+    const failed = this.failedCheckpoints.delete(key);
+    if (!(await this.deps.store.deleteTrainingState(modelId, name)) && !failed) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${name}` } };
     return { status: 204 };
   }
 

@@ -3,8 +3,14 @@
  * it, for the calls a training step makes: sessions, create_model with a LoRA
  * config, forward_backward and forward (protobuf bodies and results),
  * optim_step, save_weights_for_sampler, checkpoint listing and archive
- * download. Any Tinker-compatible trainer works: hosted Tinker, SkyRL's Tinker
- * server, the sim cluster.
+ * download, and the training state a run restores from (save_weights,
+ * load_weights, weights_info, deleting a training checkpoint). Any
+ * Tinker-compatible trainer works: hosted Tinker, SkyRL's Tinker server, the
+ * sim cluster.
+ *
+ * A trainer that no longer has the model an op trains or saves (a future
+ * failed with "Model <id> not loaded", or a 404 "Model not found") is
+ * TrainerModelGoneError: no retry can help; the run restores from a checkpoint.
  *
  * Futures are polled with the SDK's rules: HTTP 408 and 5xx (and a 200
  * `{type: "try_again"}`) mean "not yet, poll again"; 410 means the future is
@@ -106,6 +112,12 @@ const MAX_BAD_REQUEST_POLLS = 3;
 const MAX_SERVER_ERROR_POLLS = 30;
 /** A failed op's error when the trainer has lost the model (SkyRL: "Model <id> not loaded"); retrying cannot help. */
 const MODEL_GONE = /\bmodel\b.*\bnot loaded\b/i;
+/**
+ * A model-bound op's 404 when the trainer does not know the model: SkyRL's and
+ * the sim's "Model not found", SkyRL's save routes' "Model '<id>' not found".
+ * Anchored at the start so "Checkpoint not found: <model>/<name>" is not one.
+ */
+const MODEL_NOT_FOUND = /^model\b[^:]*\bnot (?:found|loaded)\b/i;
 /** Times a vanished future (404, 410) is sent again before the op fails. */
 const MAX_RESUBMITS = 3;
 
@@ -426,11 +438,8 @@ export class TinkerClient {
         const failed = RequestFailed.safeParse(json);
         if (failed.success) {
           if (MODEL_GONE.test(failed.data.error)) {
-            const message =
-              `trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has this model (it unloads the models of a ` +
-              'session silent past its timeout, and loses them when it restarts)';
-            if (modelId) throw new TrainerModelGoneError(message, modelId);
-            throw new TrainerError(message, 'user', true);
+            if (modelId) throw new TrainerModelGoneError(this.modelGoneMessage(op, modelId, failed.data.error), modelId);
+            throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has the model it names`, 'user', true);
           }
           throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server', true);
         }
@@ -469,11 +478,7 @@ export class TinkerClient {
       }
       // A 400 {detail} on retrieve_future is the future's failure (SkyRL); other answers say nothing of the op.
       if (status === 400 && modelId && MODEL_GONE.test(this.detail(reply))) {
-        throw new TrainerModelGoneError(
-          `trainer ${this.base}: ${op} failed: ${this.detail(reply)}: the trainer no longer has this model (it unloads the models of a ` +
-            'session silent past its timeout, and loses them when it restarts)',
-          modelId,
-        );
+        throw new TrainerModelGoneError(this.modelGoneMessage(op, modelId, this.detail(reply)), modelId);
       }
       throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server', status === 400);
     }
@@ -560,13 +565,17 @@ export class TinkerClient {
 
   /** expectOk for an op on a model: a 404 saying the model is not found means the trainer lost it. */
   private expectModelOk(op: string, modelId: string, reply: HttpReply): unknown {
-    if (reply.status === 404 && /model not found|not loaded/i.test(this.detail(reply))) {
-      throw new TrainerModelGoneError(
-        `trainer ${this.base}: ${op}: HTTP 404: ${this.detail(reply)}: the trainer no longer knows model ${modelId} (it restarted without it, or its state was deleted)`,
-        modelId,
-      );
+    if (reply.status === 404 && MODEL_NOT_FOUND.test(this.detail(reply))) {
+      throw new TrainerModelGoneError(this.modelGoneMessage(op, modelId, `HTTP 404: ${this.detail(reply)}`), modelId);
     }
     return this.expectOk(op, reply);
+  }
+
+  private modelGoneMessage(op: string, modelId: string, answer: string): string {
+    return (
+      `trainer ${this.base}: ${op} failed: ${answer}: the trainer no longer has model ${modelId} (it restarted without it, ` +
+      'or the session that owned it went silent past its timeout); retrying cannot help: restore the run from a training checkpoint'
+    );
   }
 
   private expectOk(op: string, reply: HttpReply): unknown {
