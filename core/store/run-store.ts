@@ -3,7 +3,7 @@
  * ON CONFLICT DO NOTHING), so any activity may run twice and nothing doubles.
  */
 import path from 'node:path';
-import { Client, Pool, type QueryResultRow } from 'pg';
+import { Client, Pool, type PoolClient, type QueryResultRow } from 'pg';
 import { runner } from 'node-pg-migrate';
 import type { AdapterProbe } from '../policy/adapter-probe';
 import type { Trajectory } from '../policy/trajectory';
@@ -239,9 +239,7 @@ export class RunStore {
    * step, the config that step started with after a change.
    */
   async updateRunConfig(runId: string, fromStep: number, config: unknown): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.transaction(async (client) => {
       const { rowCount } = await client.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [runId, JSON.stringify(config)]);
       if (rowCount === 0) throw new Error(`run ${runId} is not registered in the run store`);
       await client.query(
@@ -249,7 +247,17 @@ export class RunStore {
          ON CONFLICT (run_id, from_step) DO UPDATE SET config = EXCLUDED.config, created_at = now()`,
         [runId, fromStep, JSON.stringify(config)],
       );
+    });
+  }
+
+  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+  private async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
       await client.query('COMMIT');
+      return result;
     } catch (err) {
       await client.query('ROLLBACK');
       throw err;
@@ -358,37 +366,27 @@ export class RunStore {
    * fromStep + 1 steps). A fork (nothing to supersede) only moves the model.
    */
   async completeRestore(r: { runId: string; restore: number; modelId: string; sessionId: string; policyVersion: string; samplerPath: string | null }): Promise<RestoreRecord> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.transaction(async (client) => {
       const { rows } = await client.query(
         `UPDATE trainer_restores SET status = 'done', completed_at = now(), model_id = $3, session_id = $4, policy_version = $5, sampler_path = $6
          WHERE run_id = $1 AND restore = $2 AND status = 'loading' RETURNING from_step, kind`,
         [r.runId, r.restore, r.modelId, r.sessionId, r.policyVersion, r.samplerPath],
       );
-      if (rows.length > 0) {
-        await client.query('UPDATE runs SET trainer_model_id = $2, trainer_session_id = $3, updated_at = now() WHERE run_id = $1', [r.runId, r.modelId, r.sessionId]);
-        if (rows[0].kind !== 'fork') {
-          const after = rows[0].from_step ?? -1;
-          const args = [r.runId, r.restore, after];
-          await client.query(
-            `UPDATE trajectories SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL
-               AND ((phase = 'train' AND step > $3) OR (phase = 'eval' AND step > $3 + 1))`,
-            args,
-          );
-          for (const table of ['steps', 'trainer_steps', 'routing_decisions']) {
-            await client.query(`UPDATE ${table} SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND step > $3`, args);
-          }
-          await client.query('UPDATE evaluations SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND after_steps > $3 + 1', args);
-        }
+      if (rows.length === 0) return;
+      await client.query('UPDATE runs SET trainer_model_id = $2, trainer_session_id = $3, updated_at = now() WHERE run_id = $1', [r.runId, r.modelId, r.sessionId]);
+      if (rows[0].kind === 'fork') return;
+      const after = rows[0].from_step ?? -1;
+      const args = [r.runId, r.restore, after];
+      await client.query(
+        `UPDATE trajectories SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL
+           AND ((phase = 'train' AND step > $3) OR (phase = 'eval' AND step > $3 + 1))`,
+        args,
+      );
+      for (const table of ['steps', 'trainer_steps', 'routing_decisions']) {
+        await client.query(`UPDATE ${table} SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND step > $3`, args);
       }
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK');
-      throw err;
-    } finally {
-      client.release();
-    }
+      await client.query('UPDATE evaluations SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND after_steps > $3 + 1', args);
+    });
     return (await this.restore(r.runId, r.restore))!;
   }
 
