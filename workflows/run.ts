@@ -424,9 +424,15 @@ class HarnessSRun {
    * it does now.
    */
   private details(now: string): void {
-    const { name, env } = this.status;
+    const { name, env, restores, parent } = this.status;
     const what = name ? `Harness-S run ${name} (${env}${env === 'sim' ? ', SIMULATED' : ''})` : 'Harness-S run';
-    setCurrentDetails(`${what}\n${now}`);
+    const lineage = [
+      ...(parent ? [`forked from run ${parent.runId} at its checkpoint of step ${parent.step}`] : []),
+      ...restores.map((r) =>
+        `restore ${r.restore} at ${r.at}: trainer lost the model at step ${r.atStep}; restored from ${r.fromStep === null ? 'the base' : `the checkpoint of step ${r.fromStep}`}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`,
+      ),
+    ];
+    setCurrentDetails([what, ...lineage, now].join('\n'));
   }
 
   /**

@@ -62,6 +62,9 @@ test('a run whose trainer lost the model restores from its latest checkpoint, re
   const status = await handle.query(statusQuery);
   expect(status.restores).toEqual([expect.objectContaining({ restore: 1, kind: 'checkpoint', fromStep: 1, atStep: 3 })]);
   expect(status.restores[0].reason).toMatch(/lost the run's model at step 3: .*Model model-of-restore-once-3 not loaded/);
+  // The Web UI's current details keep showing it.
+  const details = (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
+  expect(details).toContain('restore 1 at 2026-12-04T00:00:00.000Z: trainer lost the model at step 3; restored from the checkpoint of step 1, steps 2..3 re-run');
 });
 
 test('with no checkpoint yet the model starts over from the base, or the run pauses first when checkpoint.onLoss says so', async () => {
