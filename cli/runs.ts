@@ -259,6 +259,8 @@ export async function forkRun(
   const profileVersion = (await store.profileVersions(args.parentRunId)).filter((p) => policies.has(p.policyVersion)).at(-1)?.version;
   if (profileVersion === undefined) throw new UserError(`run ${args.parentRunId} has no behaviour profiles measured by step ${checkpoint.step}`);
   const runId = args.runId ?? `${args.parentRunId}-fork${checkpoint.step}-${Date.now().toString(36)}`;
+  // A fork continues from a resume point, which lets it register over a stored run: an id in use is refused here.
+  if (await store.getRun(runId)) throw new UserError(`run id ${runId} is already used by a run in the run store; choose another --id`);
   const resume: ResumePoint = { nextStep: checkpoint.step + 1, policyVersion: checkpoint.policyVersion, profileVersion };
   await startRun(client, config, config, runId, { resume, fork: { runId: args.parentRunId, step: checkpoint.step } });
   return { runId, checkpointStep: checkpoint.step, resume, config };

@@ -135,6 +135,10 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
   expect(parentRunId).not.toBe('');
   const live = await stack.store.checkpoints(parentRunId);
   const atStep = live.at(-1)!.step + 1; // past the newest checkpoint: the fork takes that one
+  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, runId: parentRunId, change: { steps: atStep + 3 } }))
+    .rejects.toThrow(/already used by a run in the run store/);
+  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: 0 })).rejects.toThrow(/has no training checkpoint at or before step 0 \(its checkpoints are at steps/);
+  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, change: { rollout: { groupSize: 2 } } })).rejects.toThrow(/fork change is invalid:.*\n.*cannot change during a run: groupSize/);
   const forked = await forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, change: { steps: atStep + 3 } });
   expect(forked.checkpointStep).toBe(live.at(-1)!.step);
   const summary = await stack.client.workflow.getHandle(forked.runId).result();
