@@ -87,3 +87,35 @@ test('a save retried under a name whose save failed (409) is reported as failed,
   expect(again).toMatchObject({ category: 'server', opFailed: true, message: expect.stringContaining('Checkpoint creation failed: ENOSPC') });
   expect(Date.now() - started).toBeLessThan(5000);
 });
+
+test('a training-state save that fails on the trainer is saved again under a new name, and the run records that checkpoint once', async () => {
+  const store = stack.sim.store;
+  const writeState = store.writeTrainingState.bind(store);
+  let failures = 1;
+  store.writeTrainingState = async (record) => {
+    if (failures-- > 0) throw new Error('ENOSPC: no space left on device (training state)');
+    return writeState(record);
+  };
+  try {
+    const runId = uniqueRunId('state-save-fault');
+    await stack.client.workflow.execute(harnessSRun, {
+      taskQueue: TASK_QUEUES.control, workflowId: runId, args: [{ config: stack.config({ steps: 2, checkpoint: { every: 1 } }) }],
+    });
+    const saves = (await stack.store.trainerOps(runId)).filter((o) => o.op === STEP_OPS.saveState);
+    const failed = saves.filter((o) => o.failed);
+    expect(failed.map((o) => [o.step, o.checkpointName])).toEqual([[0, 'state-0']]);
+    expect(failed[0].failure).toMatch(/ENOSPC/);
+    const resaved = saves.find((o) => o.step === 0 && !o.failed)!;
+    expect(resaved.checkpointName).toBe(`state-0-s${resaved.seqId}`);
+    const modelId = (await stack.store.getRun(runId))!.trainerModelId!;
+    expect((await stack.store.checkpoints(runId)).map((c) => [c.step, c.path])).toEqual([
+      [0, `tinker://${modelId}/weights/${resaved.checkpointName}`],
+      [1, `tinker://${modelId}/weights/state-1`],
+    ]);
+    // What the run recorded is what the trainer has.
+    const listed = await new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }).listCheckpoints(modelId);
+    expect(listed.filter((c) => c.checkpoint_type === 'training').map((c) => c.tinker_path).sort()).toEqual((await stack.store.checkpoints(runId)).map((c) => c.path).sort());
+  } finally {
+    store.writeTrainingState = writeState;
+  }
+});
