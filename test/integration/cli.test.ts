@@ -132,7 +132,7 @@ test('a mistyped workflow input sent straight to Temporal fails the run at once,
     const failure = await stack.client.workflow.getHandle(id).result().then(() => null, (err: Error) => err);
     return (failure?.cause as Error | undefined)?.message ?? '';
   };
-  expect(await start({ cfg: {} })).toBe('workflow input is invalid: cfg: unknown; known here: config, resume, recover');
+  expect(await start({ cfg: {} })).toBe('workflow input is invalid: cfg: unknown; known here: config, resume, recover, fork');
   const typos = await start({ config: { ...stack.config({ steps: 1 }), stepz: 40, rollout: { groupsize: 4 } } });
   expect(typos).toContain('stepz: unknown; did you mean steps?');
   expect(typos).toContain('rollout.groupsize: unknown; did you mean groupSize?');

@@ -2,7 +2,7 @@
  * A Tinker-compatible test trainer for runs whose policy is scripted (not
  * the sim's): the wire protocol of core/rl/tinker/wire.ts (sessions,
  * protobuf forward_backward, seq_id exactly-once, save_weights_for_sampler
- * with an archive download), recording every Datum it receives so tests can
+ * with an archive download, save_weights of the training state), recording every Datum it receives so tests can
  * check them. It trains nothing: forward_backward answers the sampling
  * log-probs back (no mismatch), and a forward pass answers SCRIPTED_LOGPROB,
  * which the scripted policy server also answers to prompt_logprobs, so the
@@ -35,6 +35,7 @@ export async function startRecordingTrainer(): Promise<RecordingTrainer> {
   const futures = new Map<string, { result: Result; polled: boolean }>();
   const seqs = new Map<string, string>();
   const checkpoints = new Set<string>();
+  const trainingStates = new Set<string>();
   const state: RecordingTrainer = { url: '', datums: [], optimSteps: 0, close: async () => undefined };
   const archiveDir = mkdtempSync(path.join(os.tmpdir(), 'recording-trainer-'));
   writeFileSync(path.join(archiveDir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 8, recording: true }));
@@ -106,6 +107,12 @@ export async function startRecordingTrainer(): Promise<RecordingTrainer> {
         if (checkpoints.has(json.path)) return send(409, { detail: `Checkpoint '${json.path}' already exists` });
         checkpoints.add(json.path);
         return future(null, { json: { path: `tinker://recording-model/${json.path}`, type: 'save_weights_for_sampler' } });
+      }
+      if (op === 'save_weights') {
+        // The training state is named and acknowledged (409 when the name exists, as SkyRL); there is nothing to keep.
+        if (trainingStates.has(json.path)) return send(409, { detail: `Checkpoint '${json.path}' already exists` });
+        trainingStates.add(json.path);
+        return future(null, { json: { path: `tinker://recording-model/weights/${json.path}`, type: 'save_weights' } });
       }
       send(404, { detail: `no op ${op}` });
     });
