@@ -150,7 +150,13 @@ run
   .command('status <id>')
   .option('--json', 'machine-readable')
   .action(action(async (id: string, opts: { json?: boolean }) => {
-    const view = await withStore(async (store) => runView(await connectClient(), id, store));
+    const client = await connectClient();
+    // Restores and a fork's parent come from the run store once the run has ended; without it, from the live status.
+    const view = await withStore((store) => runView(client, id, store)).catch((err: unknown) => {
+      if (err instanceof UserError) throw err;
+      progress(`run store unreachable (${(err as Error).message}); showing what Temporal holds`);
+      return runView(client, id);
+    });
     if (opts.json) return printJson(view);
     if (view.live) print(statusText(view.live));
     else if (view.summary) print([`${view.status}`, summaryText(view.summary), ...lineageLines(view)].join('\n'));
