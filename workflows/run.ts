@@ -251,15 +251,15 @@ class HarnessSRun {
     try {
       summary = await this.untilDone(`step ${status.step}`, () =>
         executeChild(trainingStep, {
-        // A step re-run after a restore is a new child: the superseded one keeps its history.
-        workflowId: `${this.runId}/step-${status.step}${restores > 0 ? `-r${restores}` : ''}`,
-        taskQueue: TASK_QUEUES.control,
-        staticSummary: `step ${status.step} of Harness-S run ${this.config.name}`,
-        args: [{
-          runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
-          profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
-        }],
-      }),
+          // A step re-run after a restore is a new child: the superseded one keeps its history.
+          workflowId: `${this.runId}/step-${status.step}${restores > 0 ? `-r${restores}` : ''}`,
+          taskQueue: TASK_QUEUES.control,
+          staticSummary: `step ${status.step} of Harness-S run ${this.config.name}`,
+          args: [{
+            runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
+            profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
+          }],
+        }),
       );
     } catch (err) {
       const lost = trainerModelLost(err);
