@@ -6,14 +6,12 @@ import path from 'node:path';
 import { existsSync, writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
-import { filesNamedBy, parseStoredRunConfig, runConfigJsonSchema, type RunConfig } from '../core/config';
-import { checkExport, exportPolicy } from '../core/policy/export';
-import { TinkerClient } from '../core/rl/tinker/client';
+import { filesNamedBy, runConfigJsonSchema, type RunConfig } from '../core/config';
 import { SAFE_CONFIG_FIELDS } from '../core/config-change';
 import { effectMatrixText, measureEffectMatrix } from '../core/envs/sim/effect-matrix';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { PolicyClient } from '../core/policy/client';
-import { apiKeyOf, NO_API_KEY } from '../core/secrets';
+import { NO_API_KEY } from '../core/secrets';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
 import { ensureTemporalCli, PROJECT_ROOT, temporalCliVersion } from '../infra/temporal-cli';
@@ -42,6 +40,7 @@ import { writeCompareReport } from './report/compare-report';
 import { effectText, evolutionJson, evolutionText, poolList, poolShowText, readEvolutionConfigFile, startEvolution } from './pools';
 import { evolutionConfigJsonSchema } from '../core/evolution/config';
 import { SHIPPED_SWE_SET, sweBench, sweBuild, sweReplay, sweSetup, sweValidate } from './swe';
+import { exportRun, exportText } from './export';
 
 function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -547,24 +546,11 @@ program
   .option('--step <n>', 'the trained step to export (default: the last)', nonNegativeInt('--step'))
   .option('--force', 'replace a folder that is not empty')
   .option('--no-check', 'skip loading it into the inference server')
-  .option('--json', 'machine-readable: the manifest and the check')
+  .option('--json', 'machine-readable: the folder, the manifest and the check')
   .action(action(async (runId: string, opts: { out: string; step?: number; force?: boolean; check: boolean; json?: boolean }) => {
-    await withStore(async (store) => {
-      const run = await store.getRun(runId);
-      if (!run) throw new UserError(`no run ${runId} in the run store (see \`harness-s run list\`)`);
-      const runConfig = parseStoredRunConfig(run.config, `stored config of ${runId}`);
-      const trainer = new TinkerClient({ baseUrl: runConfig.trainer.baseUrl, apiKey: apiKeyOf(runConfig.trainer, 'trainer'), pollSeconds: runConfig.trainer.pollSeconds });
-      const { dir, manifest } = await exportPolicy({ store, trainer }, { runId, step: opts.step, outDir: opts.out, force: opts.force });
-      progress(`exported step ${manifest.step} of ${runId} (${manifest.policyVersion})${manifest.simulated ? ' [SIMULATED]' : ''} to ${dir}`);
-      const server = runConfig.policy.inferenceServers[0] ?? runConfig.policy.baseUrl;
-      const check = opts.check
-        ? await checkExport({ store }, { dir, manifest, server, apiKey: apiKeyOf(runConfig.policy, 'policy'), tolerance: runConfig.policy.probeTolerance })
-        : null;
-      if (opts.json) return printJson({ dir, manifest, check });
-      print(dir);
-      if (check?.skipped) progress(`check skipped: ${check.skipped}`);
-      else if (check) progress(`checked on ${check.server}: log-probs of the step's probe within ${check.probeMeanAbsDiff?.toExponential(2)} (mean |Δ|) of the trainer's`);
-    });
+    const result = await withStore((store) => exportRun(store, { runId, step: opts.step, outDir: opts.out, force: opts.force, check: opts.check }, progress));
+    if (opts.json) printJson(result);
+    else print(exportText(result));
   }));
 
 const config = program.command('config').description('run configs');
