@@ -1,6 +1,6 @@
 /** Human-readable views of runs and steps. */
 import type { StepSummary } from '../core/rl/step-summary';
-import type { EvaluationSummary, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
+import type { EvaluationSummary, InFlightStep, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 
@@ -14,6 +14,7 @@ export function stepLine(s: StepSummary): string {
     // Reward and mismatch are absent from steps recorded before they were summarised.
     (typeof s.baseMeanReward === 'number' ? `reward ${s.baseMeanReward.toFixed(3)}  ` : '') +
     (s.logprobMismatch ? `|Δlogp| ${s.logprobMismatch.meanAbsDiff.toExponential(1)}  ` : '') +
+    (s.staleness ? `stale ${s.staleness}  ` : '') +
     `${rate.toFixed(0)} rollouts/s  -> ${s.policyVersion}`
   );
 }
@@ -33,10 +34,18 @@ export function statusText(status: RunStatus): string {
       (status.profileShift === null ? '' : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
   ];
+  for (const s of status.inFlight ?? []) lines.push(`  in flight: ${inFlightText(s)}`);
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
   if (status.lastEvaluation) lines.push(`  last ${evaluationLine(status.lastEvaluation)}`);
   lines.push(...lineageLines(status));
   return lines.join('\n');
+}
+
+/** A running step and its phase: "step 6 rollouts on v5: 3/16 base groups done, 1 rescue started". */
+export function inFlightText(s: InFlightStep): string {
+  if (s.phase !== 'rollouts') return `step ${s.step} ${s.phase.replace(/-/g, ' ')} (sampled with ${s.policyVersion})`;
+  const failed = s.failedGroups ? `, ${s.failedGroups} failed` : '';
+  return `step ${s.step} rollouts on ${s.policyVersion}: ${s.groupsDone}/${s.groups} base groups done, ${s.rescuesStarted} rescues started${failed}`;
 }
 
 /** A run's fork parent and trainer restores, one line each (none for a run that has neither). */
@@ -61,6 +70,10 @@ export function summaryText(summary: RunSummary): string {
       ? [`  mean reward (base)         ${summary.rewardStart.toFixed(3)} ± ${(summary.rewardStartStdErr ?? 0).toFixed(3)} at the start -> ${summary.rewardEnd.toFixed(3)} ± ${(summary.rewardEndStdErr ?? 0).toFixed(3)} at the end (± standard error)`]
       : []),
     ...(summary.logprobMismatch != null ? [`  trainer/sampler mismatch   mean |Δ log-prob| ${summary.logprobMismatch.toExponential(2)} over the trained tokens`] : []),
+    // Pipelined runs: the mismatch per staleness, what the overlap costs in off-policyness.
+    ...(Object.keys(summary.mismatchByStaleness ?? {}).some((k) => k !== '0')
+      ? [`  by staleness               ${Object.entries(summary.mismatchByStaleness).map(([k, m]) => `${k}: ${m.steps} steps, |Δ log-prob| ${m.meanAbsDiff === null ? '-' : m.meanAbsDiff.toExponential(2)}, ratio ${m.ratioMean === null ? '-' : `${m.ratioMean.toFixed(3)} ± ${m.ratioStd!.toFixed(3)}`}`).join('; ')}`]
+      : []),
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,

@@ -19,6 +19,7 @@ export const SAFE_CONFIG_FIELDS = [
   'checkpoint.every',
   'checkpoint.keep',
   'checkpoint.onLoss',
+  'pipeline.maxStaleness',
 ] as const;
 
 const notChangeable = (issue: { code: string; keys?: string[] }) =>
@@ -41,6 +42,7 @@ export const RunConfigChange = z.strictObject(
       keep: z.number().int().min(1).optional(),
       onLoss: z.enum(['restart', 'pause']).optional(),
     }),
+    pipeline: section({ maxStaleness: z.number().int().min(0).max(4).optional() }),
   },
   { error: notChangeable },
 );
@@ -74,5 +76,7 @@ export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: num
     ...(change.policy && { policy: { ...config.policy, ...change.policy } }),
     ...(change.trainer && { trainer: { ...config.trainer, ...change.trainer } }),
     ...(change.checkpoint && { checkpoint: { ...config.checkpoint, ...change.checkpoint } }),
+    // A run from before pipelining has no section: the change adds it whole.
+    ...(change.pipeline && { pipeline: { ...((config.pipeline as RunConfig['pipeline'] | undefined) ?? { maxStaleness: 0, whenStale: 'wait' as const }), ...change.pipeline } }),
   };
 }

@@ -267,6 +267,25 @@ export const CheckpointConfig = z.strictObject({
 });
 export type CheckpointConfig = z.infer<typeof CheckpointConfig>;
 
+/**
+ * Pipelined steps: step n+1's rollouts overlap step n's training and
+ * publishing, on the newest policy version published, with a bound on how
+ * stale a sample may be when it is trained (docs/pipelining.md).
+ */
+export const PipelineConfig = z.strictObject({
+  /**
+   * k: how many policy versions the trainer may be ahead of the version that sampled a trajectory when it
+   * trains on it. 0: no overlap (each step samples the policy the previous step published).
+   */
+  maxStaleness: z.number().int().min(0).max(4).default(0),
+  /**
+   * A step whose newest published version would be more than k versions behind when it trains: `wait`
+   * holds its rollouts until a fresh enough version is published (the only mode; a sample never goes past the bound).
+   */
+  whenStale: z.enum(['wait']).default('wait'),
+});
+export type PipelineConfig = z.infer<typeof PipelineConfig>;
+
 export const GrpoConfig = z.strictObject({
   /** false: Dr.GRPO (no division by the group's std). */
   normalizeByStd: z.boolean().default(true),
@@ -287,6 +306,7 @@ export const RunConfig = z
     eval: EvalConfig.prefault({}),
     retry: RetryConfig.prefault({}),
     checkpoint: CheckpointConfig.prefault({}),
+    pipeline: PipelineConfig.prefault({}),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })

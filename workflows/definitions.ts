@@ -107,15 +107,35 @@ export interface RunStatus {
   restores: RestoreEvent[];
   /** A fork's parent; null for a run started anew. */
   parent: ParentRun | null;
+  /** The steps running now, oldest first, each in its phase: one unless steps are pipelined (absent before pipelining). */
+  inFlight?: InFlightStep[];
+}
+
+/** Where a running step is: sampling, its rollouts done and waiting for the previous step's training, training, publishing. */
+export type StepPhase = 'rollouts' | 'waiting-for-trainer' | 'training' | 'publishing';
+
+/** A running step, as status shows it. */
+export interface InFlightStep extends StepProgress {
+  phase: StepPhase;
+  /** The policy version sampling its rollouts. */
+  policyVersion: string;
 }
 
 export interface TrainingStepInput {
   runId: string;
   step: number;
   config: RunConfig;
+  /** The policy version that samples the step's rollouts. */
   policyVersion: string;
   profileVersion: number;
   baseHarnessId: string;
+  /**
+   * Optimizer steps in the sampling policy: the step's staleness is `step - samplerSteps`. Absent from
+   * steps started before pipelining.
+   */
+  samplerSteps?: number;
+  /** Pipelined: the step trains only once the run sends `trainGate` (the previous step has trained). */
+  gated?: boolean;
 }
 
 export interface ReanchorProfilesInput {
@@ -139,15 +159,21 @@ export interface EvaluatePolicyInput {
   baseHarnessId: string;
 }
 
-/** How far the running step is: sent by the step to its run, so the run's own page shows it. */
+/**
+ * How far the running step is: sent by the step to its run, so the run's own page shows it, when its phase
+ * changes and at most every few seconds otherwise (`phase` is absent from steps started before phases were sent).
+ */
 export interface StepProgress {
   step: number;
   groupsDone: number;
   groups: number;
   rescuesStarted: number;
   failedGroups: number;
+  phase?: StepPhase;
 }
 export const stepProgressSignal = defineSignal<[StepProgress]>('stepProgress');
+/** From the run to a gated (pipelined) step: the previous step has trained, this one may train now. */
+export const trainGateSignal = defineSignal('trainGate');
 
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');
 export const resumeSignal = defineSignal('resume');

@@ -39,6 +39,7 @@ import {
   resumeSignal,
   stepProgressSignal,
   type StepProgress,
+  type InFlightStep,
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUES,
@@ -53,6 +54,7 @@ import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
 import { outageOf, runFailure, trainerModelLost } from './failures';
+import { StepPipeline } from './step-pipeline';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
@@ -88,6 +90,8 @@ class HarnessSRun {
   private stepInFlight = false;
   private trainingOver = false;
   private readonly deadSinceReanchor: string[];
+  private prepared: Prepared | null = null;
+  private readonly pipeline: StepPipeline;
 
   constructor(private readonly input: RunInput) {
     this.status = {
@@ -97,6 +101,24 @@ class HarnessSRun {
       restores: [...(input.resume?.restores ?? [])], parent: input.fork ?? input.resume?.parent ?? null,
     };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
+    this.pipeline = new StepPipeline({
+      runId: this.runId,
+      status: this.status,
+      config: () => this.config,
+      baseHarnessId: () => this.prepared!.baseHarnessId,
+      holds: () => this.status.paused || workflowInfo().continueAsNewSuggested,
+      segmentEnd: () => this.segmentEnd(),
+      persistConfig: (fromStep) => this.persistConfig(fromStep),
+      untilDone: (what, child) => this.untilDone(what, child),
+      completed: (summary) => {
+        this.stepCompleted(summary);
+        upsertSearchAttributes([
+          { key: SEARCH_ATTRIBUTES.step, value: this.status.step },
+          { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
+        ]);
+      },
+      details: (now) => this.details(`step ${this.status.step}/${this.config.steps}, pipelined (k = ${this.config.pipeline?.maxStaleness ?? 0}): ${now}`),
+    });
     if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
   }
 
@@ -105,19 +127,23 @@ class HarnessSRun {
   pause(reason: string | undefined): void {
     this.status.paused = true;
     this.status.pauseReason = reason ?? 'paused by signal';
+    this.pipeline?.poke(); // steps in flight finish; no new one starts
   }
 
   resume(): void {
     this.status.paused = false;
     this.status.pauseReason = null;
+    this.pipeline.poke();
   }
 
-  /** The running step's progress, shown on the run's own page (a late signal from an earlier step is ignored). */
+  /** A running step's progress, shown on the run's own page (a late signal from a step no longer running is ignored). */
   stepProgressed(progress: StepProgress): void {
-    if (progress.step !== this.status.step || this.status.phase !== 'training') return;
-    this.status.stepProgress = progress;
-    const failed = progress.failedGroups ? `, ${progress.failedGroups} failed` : '';
-    this.details(`step ${progress.step}/${this.config.steps}, policy ${this.status.policyVersion}: ${progress.groupsDone}/${progress.groups} base groups done, ${progress.rescuesStarted} rescues started${failed}`);
+    this.pipeline.progressed(progress);
+    const shown = this.status.inFlight?.find((s) => s.step === progress.step);
+    if (!shown || this.status.phase !== 'training') return;
+    Object.assign(shown, progress, { phase: progress.phase ?? shown.phase });
+    if (progress.step === this.status.step) this.status.stepProgress = progress;
+    this.details(`step ${this.status.step}/${this.config.steps}: ${inFlightLine(this.status.inFlight ?? [])}`);
   }
 
   /**
@@ -148,6 +174,7 @@ class HarnessSRun {
     this.config = this.checkChange(change)!;
     this.configDirty = true;
     this.status.steps = this.config.steps;
+    this.pipeline.poke();
     return { config: this.config, fromStep: this.nextChangeStep() };
   }
 
@@ -173,8 +200,13 @@ class HarnessSRun {
         await condition(() => !status.paused);
         if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
       }
-      const summary = await this.trainStep(prepared);
-      if (summary === null) continue; // the trainer lost the model: restored, the loop goes on from the restored step
+      const summary = this.pipelined() ? await this.pipelinedSegment() : await this.trainStep(prepared);
+      if (summary === null) {
+        // The trainer lost the model (restored: the loop goes on from the restored step), or a pause or a due
+        // continue-as-new stopped the pipeline before a step completed.
+        if (!status.paused && status.step < this.config.steps && workflowInfo().continueAsNewSuggested) await this.continueAsNew();
+        continue;
+      }
       const { reanchorEvery } = this.config.router;
       if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < this.config.steps) {
         // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
@@ -222,6 +254,7 @@ class HarnessSRun {
       });
     this.config = prepared.config;
     this.configKnown = true;
+    this.prepared = prepared;
     const { status } = this;
     status.name = this.config.name;
     status.env = this.config.env.kind;
@@ -247,6 +280,7 @@ class HarnessSRun {
     await this.persistConfig();
     this.details(`step ${status.step}/${this.config.steps}, policy ${status.policyVersion}`);
     const restores = status.restores.length;
+    status.inFlight = [{ step: status.step, phase: 'rollouts', policyVersion: status.policyVersion, groupsDone: 0, groups: this.config.rollout.tasksPerStep, rescuesStarted: 0, failedGroups: 0 }];
     let summary: StepSummary;
     try {
       summary = await this.untilDone(`step ${status.step}`, () =>
@@ -258,6 +292,7 @@ class HarnessSRun {
           args: [{
             runId: this.runId, step: status.step, config: this.config, policyVersion: status.policyVersion,
             profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
+            ...(patched('step-staleness') ? { samplerSteps: status.step } : {}),
           }],
         }),
       );
@@ -266,17 +301,51 @@ class HarnessSRun {
       if (lost === null || !patched('trainer-restore')) throw err;
       this.stepInFlight = false;
       status.stepProgress = null;
+      status.inFlight = [];
       await this.restoreTrainer(lost);
       return null;
+    } finally {
+      status.inFlight = [];
     }
     this.stepInFlight = false;
+    this.stepCompleted(summary);
+    return summary;
+  }
+
+  /** The status moves on with a step's summary (in step order). */
+  private stepCompleted(summary: StepSummary): void {
+    const { status } = this;
     status.stepProgress = null;
     status.lastStep = summary;
     status.recentSteps = [...status.recentSteps, summary].slice(-RECENT_STEPS);
     status.policyVersion = summary.policyVersion;
     status.step += 1;
     this.deadSinceReanchor.push(...summary.deadTaskIds);
-    return summary;
+  }
+
+  /** Whether steps overlap (pipeline.maxStaleness ≥ 1; a config from before pipelining has no section). */
+  private pipelined(): boolean {
+    return (this.config.pipeline?.maxStaleness ?? 0) > 0;
+  }
+
+  /**
+   * Pipelined steps up to the next barrier (workflows/step-pipeline.ts): the
+   * last completed step's summary, or null when none completed (a pause
+   * stopped the pipeline first) or the trainer lost the model (restored).
+   */
+  private async pipelinedSegment(): Promise<StepSummary | null> {
+    const outcome = await this.pipeline.runSegment();
+    if (outcome.kind === 'steps') return outcome.last;
+    await this.restoreTrainer(outcome.lost, outcome.atStep);
+    return null;
+  }
+
+  /** The step at which a pipelined segment stops: the next re-anchoring, evaluation or the run's end. */
+  private segmentEnd(): number {
+    const { step } = this.status;
+    const next = (every: number) => (every > 0 ? (Math.floor(step / every) + 1) * every : Infinity);
+    const evaluates = this.evaluates() && this.config.eval.every > 0;
+    return Math.min(this.config.steps, next(this.config.router.reanchorEvery), evaluates ? next(this.config.eval.every) : Infinity);
   }
 
   /** Profile version `version`, measured with the current policy: at the start (v1) and at each re-anchoring. */
@@ -350,9 +419,8 @@ class HarnessSRun {
    * goes on from the step after the loaded one. What the steps after it stored
    * stays in the store, marked superseded by this restore.
    */
-  private async restoreTrainer(lost: { modelId: string | null; message: string }): Promise<void> {
+  private async restoreTrainer(lost: { modelId: string | null; message: string }, atStep = this.status.step): Promise<void> {
     const { status } = this;
-    const atStep = status.step;
     const trainer = proxyActivities<Activities>(trainerActivityOptions(this.config.retry));
     const reason = `the trainer lost the run's model at step ${atStep}: ${lost.message}`;
     this.details(`restoring the trainer model (lost at step ${atStep})`);
@@ -412,10 +480,10 @@ class HarnessSRun {
   }
 
   /** Stores a changed config, so activities from here on read it. */
-  private async persistConfig(): Promise<void> {
+  private async persistConfig(fromStep = this.status.step): Promise<void> {
     if (!this.configDirty) return;
     this.configDirty = false;
-    await control.updateRunConfig({ runId: this.runId, fromStep: this.status.step, config: this.config });
+    await control.updateRunConfig({ runId: this.runId, fromStep, config: this.config });
   }
 
   /**
@@ -459,6 +527,18 @@ class HarnessSRun {
 
   /** The first step a change made now applies from. */
   private nextChangeStep(): number {
-    return this.status.step + (this.stepInFlight ? 1 : 0);
+    return this.pipelined() ? this.pipeline.nextStep() : this.status.step + (this.stepInFlight ? 1 : 0);
   }
+}
+
+/** "step 5 training, step 6 rollouts 3/16": the steps in flight, as the run's current details show them. */
+function inFlightLine(inFlight: readonly InFlightStep[]): string {
+  return inFlight
+    .map((s) => {
+      const failed = s.failedGroups ? `, ${s.failedGroups} failed` : '';
+      return s.phase === 'rollouts'
+        ? `step ${s.step} rollouts on ${s.policyVersion}: ${s.groupsDone}/${s.groups} base groups done, ${s.rescuesStarted} rescues started${failed}`
+        : `step ${s.step} ${s.phase.replace(/-/g, ' ')}`;
+    })
+    .join('; ');
 }

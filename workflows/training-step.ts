@@ -6,38 +6,51 @@
  * (workflows/failures.ts); when every base group fails, the step fails as an
  * outage and the run pauses.
  */
-import { ApplicationFailure, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ApplicationFailure, condition, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { GroupSummary } from '../core/rl/groups';
 import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
-import { stepProgressSignal, TASK_QUEUES, type TrainingStepInput } from './definitions';
+import { stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
 import { groupOrFailure } from './failures';
 
+/** A step tells its run how far it is at most this often (and at each change of phase). */
+const PROGRESS_EVERY_MS = 5_000;
+
 export async function trainingStep(input: TrainingStepInput): Promise<StepSummary> {
   const { runId, step, config, policyVersion, profileVersion, baseHarnessId } = input;
+  let gateOpen = !input.gated;
+  setHandler(trainGateSignal, () => void (gateOpen = true));
   const control = proxyActivities<Activities>(controlActivityOptions(config.retry));
   const publish = proxyActivities<Activities>(publishActivityOptions(config.retry));
   const rollout = proxyActivities<Activities>(rolloutActivityOptions(config.retry));
   const trainer = proxyActivities<Activities>(trainerActivityOptions(config.retry));
   const keepsFailedGroups = patched('failed-groups');
   const reportsToRun = patched('step-progress-to-run');
+  // Progress to the run in phases and at most every few seconds, not once per group (the run's history stays short).
+  const sendsPhases = patched('step-phases');
   const started = Date.now(); // deterministic inside a workflow
   const G = config.rollout.groupSize;
   const tasks = await control.sampleTasks({ runId, purpose: 'train', step });
   const failedGroups: FailedGroup[] = [];
   let groupsDone = 0;
   let rescuesStarted = 0;
-  const progress = () => {
+  let phase: StepPhase = 'rollouts';
+  let lastSent = -Infinity;
+  const progress = (newPhase?: StepPhase) => {
     const failed = failedGroups.length ? `, ${failedGroups.length} failed` : '';
-    setCurrentDetails(`step ${step}: ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`);
+    if (newPhase === undefined) setCurrentDetails(`step ${step}: ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`);
     // The run's own page shows it too. A run that has ended meanwhile is no reason to fail the step.
-    if (reportsToRun) {
-      void getExternalWorkflowHandle(runId)
-        .signal(stepProgressSignal, { step, groupsDone, groups: tasks.length, rescuesStarted, failedGroups: failedGroups.length })
-        .catch(() => undefined);
-    }
+    if (!reportsToRun) return;
+    if (sendsPhases && newPhase === undefined && Date.now() - lastSent < PROGRESS_EVERY_MS) return;
+    if (newPhase !== undefined) phase = newPhase;
+    lastSent = Date.now();
+    void getExternalWorkflowHandle(runId)
+      .signal(stepProgressSignal, {
+        step, groupsDone, groups: tasks.length, rescuesStarted, failedGroups: failedGroups.length, ...(sendsPhases ? { phase } : {}),
+      })
+      .catch(() => undefined);
   };
   progress();
 
@@ -78,6 +91,12 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     }),
   );
   const rolloutsDone = Date.now();
+  if (input.gated) {
+    setCurrentDetails(`step ${step}: rollouts done, waiting for the previous step's training`);
+    progress('waiting-for-trainer');
+    await condition(() => gateOpen);
+  }
+  const gateOpened = Date.now();
 
   const baseGroups = outcomes.flatMap((o) => (o.base ? [o.base] : []));
   if (baseGroups.length === 0) {
@@ -87,6 +106,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : []));
   const trainingGroups = assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd);
   setCurrentDetails(`step ${step}: training on ${trainingGroups.length} groups (${TASK_QUEUES.trainer})`);
+  if (sendsPhases) progress('training');
   const trained = await trainer.trainStep({
     runId, step,
     groups: trainingGroups.map((g) => ({
@@ -96,6 +116,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   });
   const trainDone = Date.now();
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
+  if (sendsPhases) progress('publishing');
   const published = await publish.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
   const summary = summarizeStep({
     step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
@@ -105,8 +126,12 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     logprobMismatch: trained.logprobMismatch ?? null,
     publishProbeMeanAbsDiff: published?.probeMeanAbsDiff ?? null,
     durationSeconds: (Date.now() - started) / 1000,
-    phaseSeconds: { rollout: (rolloutsDone - started) / 1000, train: (trainDone - rolloutsDone) / 1000, publish: (Date.now() - trainDone) / 1000 },
+    phaseSeconds: {
+      rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - trainDone) / 1000,
+      ...(input.gated ? { waitForTrainer: (gateOpened - rolloutsDone) / 1000 } : {}),
+    },
     failedGroups,
+    ...(input.samplerSteps !== undefined ? { staleness: step - input.samplerSteps } : {}),
   });
   await control.recordStep({ runId, summary });
   setCurrentDetails(`step ${step}: done, base success ${(summary.baseSuccessRate * 100).toFixed(1)}%`);

@@ -47,12 +47,20 @@ export interface StepSummary {
   phaseSeconds: StepPhaseSeconds | null;
   /** Groups whose rollouts failed for good (a task its environment cannot run): left out of training, with why. */
   failedGroups: FailedGroup[];
+  /**
+   * How many policy versions the trained model was ahead of the one that sampled the step's rollouts
+   * (0 unless steps are pipelined), and the trained rollouts counted by it. Absent from steps recorded before pipelining.
+   */
+  staleness?: number;
+  stalenessHistogram?: Record<string, number>;
 }
 
 export interface StepPhaseSeconds {
   rollout: number;
   train: number;
   publish: number;
+  /** Pipelined steps: rollouts done, waiting for the previous step's training (absent or 0 otherwise). */
+  waitForTrainer?: number;
 }
 
 export interface FailedGroup {
@@ -76,6 +84,8 @@ export function summarizeStep(args: {
   durationSeconds: number;
   phaseSeconds?: StepPhaseSeconds | null;
   failedGroups?: FailedGroup[];
+  /** Policy versions between the sampler's and the trained model's (pipelined steps). */
+  staleness?: number;
 }): StepSummary {
   const baseRollouts = args.baseGroups.flatMap((g) => g.rollouts);
   const siblings: StepSummary['siblings'] = {};
@@ -117,7 +127,49 @@ export function summarizeStep(args: {
     durationSeconds: args.durationSeconds,
     phaseSeconds: args.phaseSeconds ?? null,
     failedGroups: args.failedGroups ?? [],
+    ...(args.staleness !== undefined && {
+      staleness: args.staleness,
+      stalenessHistogram: { [String(args.staleness)]: args.trainingGroups.reduce((n, g) => n + g.rollouts.length, 0) },
+    }),
   };
+}
+
+/** The trainer/sampler mismatch of the steps trained at one staleness: what the overlap costs in off-policyness. */
+export interface StalenessMismatch {
+  steps: number;
+  rollouts: number;
+  /** Token-weighted mean |trainer - sampler| log-prob; null when none was measured. */
+  meanAbsDiff: number | null;
+  /** Mean over steps of the importance ratio's mean and of its standard deviation. */
+  ratioMean: number | null;
+  ratioStd: number | null;
+}
+
+/** Steps grouped by their staleness (steps recorded before pipelining count as 0). */
+export function mismatchByStaleness(steps: ReadonlyArray<Pick<StepSummary, 'logprobMismatch' | 'staleness' | 'stalenessHistogram' | 'datums'>>): Record<string, StalenessMismatch> {
+  const out: Record<string, StalenessMismatch & { tokens: number; sumDiff: number; sumMean: number; sumStd: number; measured: number }> = {};
+  for (const s of steps) {
+    const key = String(s.staleness ?? 0);
+    const e = (out[key] ??= { steps: 0, rollouts: 0, meanAbsDiff: null, ratioMean: null, ratioStd: null, tokens: 0, sumDiff: 0, sumMean: 0, sumStd: 0, measured: 0 });
+    e.steps += 1;
+    e.rollouts += Object.values(s.stalenessHistogram ?? {}).reduce((n, c) => n + c, 0);
+    const m = s.logprobMismatch;
+    if (m && m.tokens > 0) {
+      e.tokens += m.tokens;
+      e.sumDiff += m.meanAbsDiff * m.tokens;
+      e.sumMean += m.ratioMean;
+      e.sumStd += m.ratioStd;
+      e.measured += 1;
+    }
+  }
+  return Object.fromEntries(
+    Object.entries(out).map(([k, e]) => [k, {
+      steps: e.steps, rollouts: e.rollouts,
+      meanAbsDiff: e.tokens > 0 ? e.sumDiff / e.tokens : null,
+      ratioMean: e.measured ? e.sumMean / e.measured : null,
+      ratioStd: e.measured ? e.sumStd / e.measured : null,
+    }]),
+  );
 }
 
 export interface SiblingRescueStats extends SiblingStepStats {
@@ -142,6 +194,8 @@ export interface RunSummary {
   rewardEndStdErr: number | null;
   /** Mean |trainer - sampler| log-prob of the trained tokens over the run (token-weighted); null when nothing was trained or measured. */
   logprobMismatch: number | null;
+  /** The same per staleness (policy versions between sampler and trainer): "0" only unless steps were pipelined. */
+  mismatchByStaleness: Record<string, StalenessMismatch>;
   deadGroups: number;
   rescuedGroups: number;
   rescueRollouts: number;
@@ -200,6 +254,7 @@ export function summarizeRunSteps(
     rewardEnd: rewardOf(last)?.baseMeanReward ?? null,
     rewardEndStdErr: rewardOf(last)?.baseRewardStdErr ?? null,
     logprobMismatch: mismatchTokens > 0 ? measured.reduce((sum, m) => sum + m.meanAbsDiff * m.tokens, 0) / mismatchTokens : null,
+    mismatchByStaleness: mismatchByStaleness(steps),
     deadGroups: steps.reduce((n, s) => n + s.deadGroups, 0),
     rescuedGroups: steps.reduce((n, s) => n + s.rescuedGroups, 0),
     rescueRollouts: steps.reduce((n, s) => n + s.rescueRollouts, 0),
