@@ -94,6 +94,8 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
         steps.map((s) => s.summary),
         await store.evaluations(input.runId),
       );
+      const [first, last] = [steps[0], steps.at(-1)];
+      if (first && last) summary.trainingSeconds = (last.completedAt.getTime() - first.completedAt.getTime()) / 1000 + first.summary.durationSeconds;
       const modelId = (await store.getRun(input.runId))?.trainerModelId;
       // The last step done is the run's last (a fork's steps start past its parent's checkpoint).
       if (modelId && (steps.at(-1)?.step ?? -1) + 1 >= config.steps) await unloadTrainerModel(config, input.runId, modelId);

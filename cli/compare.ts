@@ -24,6 +24,10 @@ export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
   vote: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'vote' } }),
   /** harness-s with the frozen pool given by `--pool` (an evolved pool) instead of the config's: paired with `harness-s`, evolved against hand-written. */
   'harness-s-pool': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true } }),
+  /** harness-s, steps in sequence (pipeline.maxStaleness 0): the control of `pipelined`. */
+  sync: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, pipeline: { ...section(raw, 'pipeline'), maxStaleness: 0 } }),
+  /** harness-s with step n+1's rollouts overlapping step n's training (pipeline.maxStaleness 1). */
+  pipelined: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, pipeline: { ...section(raw, 'pipeline'), maxStaleness: 1 } }),
 };
 
 export interface ArmFigures {
@@ -39,10 +43,12 @@ export interface ArmFigures {
   rescueRate: number;
   /** Rollouts spent on rescue groups over the run. */
   extraRollouts: number;
+  /** Wall-clock seconds from the first step's start to the last step's end (on the latency model's clock when it runs, divided by its speedup). */
+  trainingSeconds: number;
 }
 
 /** The figures compared between arms (the standard error is per run, not compared). */
-export const COMPARED_FIGURES = ['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction', 'rescueRate', 'extraRollouts'] as const;
+export const COMPARED_FIGURES = ['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction', 'rescueRate', 'extraRollouts', 'trainingSeconds'] as const;
 export type ComparedFigure = (typeof COMPARED_FIGURES)[number];
 
 export interface CompareResult {
@@ -119,6 +125,7 @@ export function armFigures(summary: RunSummary): ArmFigures {
     liveGroupFraction: summary.liveGroupFraction ?? 0,
     rescueRate: summary.deadGroups ? summary.rescuedGroups / summary.deadGroups : 0,
     extraRollouts: summary.rescueRollouts,
+    trainingSeconds: summary.trainingSeconds ?? 0, // absent from runs summarized before it was
   };
 }
 
@@ -131,6 +138,7 @@ export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
     liveGroupFraction: mean('liveGroupFraction'),
     rescueRate: mean('rescueRate'),
     extraRollouts: mean('extraRollouts'),
+    trainingSeconds: mean('trainingSeconds'),
   };
 }
 
@@ -196,9 +204,9 @@ export function armDiffs(arms: readonly string[], runs: CompareResult['runs']): 
 
 export function compareText(result: CompareResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts'];
+  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s'];
   const rows = Object.entries(result.arms).map(([arm, f]) => [
-    arm, pct(f.baseSuccessEnd), pct(f.rank1SuccessEnd), pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0),
+    arm, pct(f.baseSuccessEnd), pct(f.rank1SuccessEnd), pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0), (f.trainingSeconds ?? 0).toFixed(1),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');

@@ -20,6 +20,7 @@ const FIGURE_NAMES: Record<string, string> = {
   liveGroupFraction: 'live-group fraction',
   rescueRate: 'rescue rate',
   extraRollouts: 'extra rollouts',
+  trainingSeconds: 'training wall-clock seconds',
 };
 
 const figureName = (figure: string) => FIGURE_NAMES[figure] ?? figure;
@@ -55,13 +56,13 @@ function differenceTable(result: CompareResult): Table {
 
 function armTable(result: CompareResult, arms: readonly string[]): Table {
   return {
-    header: ['arm', 'seeds finished', 'base success end', '± SE within a run', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts'],
-    numeric: [1, 2, 3, 4, 5, 6, 7],
+    header: ['arm', 'seeds finished', 'base success end', '± SE within a run', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s'],
+    numeric: [1, 2, 3, 4, 5, 6, 7, 8],
     rows: arms.filter((arm) => result.arms[arm]).map((arm) => {
       const f = result.arms[arm];
       return [
         arm, String(Object.keys(result.runs[arm] ?? {}).length), pct(f.baseSuccessEnd), pct(f.baseSuccessEndStdErr), pct(f.rank1SuccessEnd),
-        pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0),
+        pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0), (f.trainingSeconds ?? 0).toFixed(1),
       ];
     }),
   };

@@ -194,6 +194,8 @@ export interface RunSummary {
   rewardEndStdErr: number | null;
   /** Mean |trainer - sampler| log-prob of the trained tokens over the run (token-weighted); null when nothing was trained or measured. */
   logprobMismatch: number | null;
+  /** Wall-clock seconds from the first step's start to the last step's end; absent where the store's times were not read. */
+  trainingSeconds?: number;
   /** The same per staleness (policy versions between sampler and trainer): "0" only unless steps were pipelined. */
   mismatchByStaleness: Record<string, StalenessMismatch>;
   deadGroups: number;

@@ -64,7 +64,7 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
   const output = JSON.parse(stdout);
   expect(Object.keys(output.arms)).toEqual(['policy-only', 'harness-s']);
   for (const figures of Object.values(output.arms)) {
-    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate']);
+    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate', 'trainingSeconds']);
   }
   expect(output.arms['policy-only'].extraRollouts).toBe(0);
   expect(output.arms['policy-only'].baseSuccessEndStdErr).toEqual(expect.any(Number));

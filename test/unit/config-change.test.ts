@@ -10,7 +10,7 @@ test('a safe change is applied and the rest of the config stays as it was', () =
 
 test('a change to anything that shapes sampling, routing or training is refused, naming it and what may change', () => {
   expect(() => applyConfigChange(config, { rollout: { groupSize: 4 } }, 0)).toThrow(
-    /rollout: cannot change during a run: groupSize \(safe to change: steps, rollout\.concurrency, eval\.enabled, eval\.every, policy\.requestTimeoutSeconds, trainer\.pollSeconds, checkpoint\.every, checkpoint\.keep, checkpoint\.onLoss\)/,
+    /rollout: cannot change during a run: groupSize \(safe to change: steps, rollout\.concurrency, eval\.enabled, eval\.every, policy\.requestTimeoutSeconds, trainer\.pollSeconds, checkpoint\.every, checkpoint\.keep, checkpoint\.onLoss, pipeline\.maxStaleness\)/,
   );
   expect(() => applyConfigChange(config, { router: { reanchorEvery: 2 } }, 0)).toThrow(/\(root\): cannot change during a run: router/);
   expect(() => applyConfigChange(config, { env: { kind: 'sim' }, seed: 3 }, 0)).toThrow(/\(root\): cannot change during a run: env, seed/);
@@ -33,4 +33,14 @@ test('checkpoint settings may change during a run; a config without them gets th
   const config = parseRunConfig({});
   expect(applyConfigChange(config, { checkpoint: { every: 10, onLoss: 'pause' } }, 0).checkpoint).toEqual({ every: 10, keep: 3, onLoss: 'pause' });
   expect(() => applyConfigChange(config, { checkpoint: { keep: 0 } }, 0)).toThrow(/checkpoint\.keep/);
+});
+
+test('pipelining can be switched on or off during a run, also for a run whose config predates it', () => {
+  const config = parseRunConfig({ steps: 10 });
+  expect(applyConfigChange(config, { pipeline: { maxStaleness: 2 } }, 3).pipeline).toEqual({ maxStaleness: 2, whenStale: 'wait' });
+  const older = { ...config } as Partial<typeof config>;
+  delete older.pipeline;
+  expect(applyConfigChange(older as typeof config, { pipeline: { maxStaleness: 1 } }, 3).pipeline).toEqual({ maxStaleness: 1, whenStale: 'wait' });
+  expect(() => applyConfigChange(config, { pipeline: { whenStale: 'wait' } }, 3)).toThrow(/pipeline: cannot change during a run: whenStale/);
+  expect(() => applyConfigChange(config, { pipeline: { maxStaleness: 9 } }, 3)).toThrow(/pipeline\.maxStaleness/);
 });

@@ -28,18 +28,19 @@ test('an evaluation whose arms ran unequal rollouts is refused', () => {
 
 test('compare reports each figure as the mean over seeds', () => {
   const mean = meanFigures([
-    { baseSuccessEnd: 0.2, baseSuccessEndStdErr: 0.02, rank1SuccessEnd: 0.4, liveGroupFraction: 0.5, rescueRate: 0.6, extraRollouts: 100 },
-    { baseSuccessEnd: 0.4, baseSuccessEndStdErr: 0.04, rank1SuccessEnd: 0.6, liveGroupFraction: 0.7, rescueRate: 0.8, extraRollouts: 200 },
+    { baseSuccessEnd: 0.2, baseSuccessEndStdErr: 0.02, rank1SuccessEnd: 0.4, liveGroupFraction: 0.5, rescueRate: 0.6, extraRollouts: 100, trainingSeconds: 10 },
+    { baseSuccessEnd: 0.4, baseSuccessEndStdErr: 0.04, rank1SuccessEnd: 0.6, liveGroupFraction: 0.7, rescueRate: 0.8, extraRollouts: 200, trainingSeconds: 20 },
   ]);
   expect(mean.baseSuccessEnd).toBeCloseTo(0.3, 12);
   expect(mean.rank1SuccessEnd).toBeCloseTo(0.5, 12);
   expect(mean.liveGroupFraction).toBeCloseTo(0.6, 12);
   expect(mean.rescueRate).toBeCloseTo(0.7, 12);
   expect(mean.extraRollouts).toBe(150);
+  expect(mean.trainingSeconds).toBe(15);
 });
 
 test('compare pairs arms by seed: each later arm minus each earlier one, over the seeds both finished', () => {
-  const run = (baseSuccessEnd: number) => ({ baseSuccessEnd, baseSuccessEndStdErr: 0, rank1SuccessEnd: 0, liveGroupFraction: 0, rescueRate: 0, extraRollouts: 0, runId: 'r' });
+  const run = (baseSuccessEnd: number) => ({ baseSuccessEnd, baseSuccessEndStdErr: 0, rank1SuccessEnd: 0, liveGroupFraction: 0, rescueRate: 0, extraRollouts: 0, trainingSeconds: 0, runId: 'r' });
   const diffs = armDiffs(['policy-only', 'harness-s', 'random-k'], {
     'policy-only': { 1: run(0.2), 2: run(0.3), 3: run(0.4) },
     'harness-s': { 1: run(0.3), 2: run(0.45), 3: run(0.5) },

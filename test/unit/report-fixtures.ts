@@ -64,7 +64,7 @@ export function runReportData(overrides: Partial<RunReportData> = {}): RunReport
 }
 
 const figures = (baseSuccessEnd: number, liveGroupFraction: number) => ({
-  baseSuccessEnd, baseSuccessEndStdErr: 0.05, rank1SuccessEnd: baseSuccessEnd + 0.1, liveGroupFraction, rescueRate: 0.5, extraRollouts: 16,
+  baseSuccessEnd, baseSuccessEndStdErr: 0.05, rank1SuccessEnd: baseSuccessEnd + 0.1, liveGroupFraction, rescueRate: 0.5, extraRollouts: 16, trainingSeconds: 30,
 });
 
 export function compareResult(): CompareResult {
@@ -79,7 +79,7 @@ export function compareResult(): CompareResult {
     },
     diffs: {
       'harness-s - policy-only': {
-        baseSuccessEnd: diff(0.15), rank1SuccessEnd: diff(0.15), liveGroupFraction: diff(0.3), rescueRate: diff(0), extraRollouts: { n: 2, mean: 16, lo: 16, hi: 16, excludesZero: false },
+        baseSuccessEnd: diff(0.15), rank1SuccessEnd: diff(0.15), liveGroupFraction: diff(0.3), rescueRate: diff(0), extraRollouts: { n: 2, mean: 16, lo: 16, hi: 16, excludesZero: false }, trainingSeconds: { n: 2, mean: -3, lo: -5, hi: -1, excludesZero: true },
       },
     },
     ciMethod: 'paired t over seeds, 95%',
