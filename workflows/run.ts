@@ -143,7 +143,14 @@ class HarnessSRun {
     if (!shown || this.status.phase !== 'training') return;
     Object.assign(shown, progress, { phase: progress.phase ?? shown.phase });
     if (progress.step === this.status.step) this.status.stepProgress = progress;
-    this.details(`step ${this.status.step}/${this.config.steps}: ${inFlightLine(this.status.inFlight ?? [])}`);
+    const inFlight = this.status.inFlight ?? [];
+    if (this.pipelined() || inFlight.length > 1) {
+      this.details(`step ${this.status.step}/${this.config.steps}: ${inFlightLine(inFlight)}`);
+      return;
+    }
+    const failed = progress.failedGroups ? `, ${progress.failedGroups} failed` : '';
+    const phase = shown.phase === 'rollouts' ? '' : ` (${shown.phase.replace(/-/g, ' ')})`;
+    this.details(`step ${progress.step}/${this.config.steps}, policy ${this.status.policyVersion}: ${progress.groupsDone}/${progress.groups} base groups done, ${progress.rescuesStarted} rescues started${failed}${phase}`);
   }
 
   /**

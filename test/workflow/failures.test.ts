@@ -119,11 +119,12 @@ test("the running step's groups done and rescues started show on the run's own p
   await training.reached;
   const status = await waitFor('the step progress', async () => {
     const s = await handle.query(statusQuery);
-    return s.stepProgress?.groupsDone === 3 && s;
+    return s.stepProgress?.phase === 'training' && s;
   });
   // The fakes' first task of a step is dead under the base harness and goes to rescue.
-  expect(status.stepProgress).toEqual({ step: 0, groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0 });
-  expect(await currentDetails(runId)).toBe('Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started');
+  expect(status.stepProgress).toEqual({ step: 0, groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0, phase: 'training' });
+  expect(status.inFlight).toEqual([{ step: 0, phase: 'training', policyVersion: 'sim-policy-base', groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0 }]);
+  expect(await currentDetails(runId)).toBe('Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started (training)');
   training.release();
   await handle.result();
   expect(await currentDetails(runId)).toMatch(/^Harness-S run ui-launched \(sim, SIMULATED\)\ndone: 1 steps/);
