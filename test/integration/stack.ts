@@ -30,15 +30,17 @@ export interface TestStack {
 
 export const silentLogger = pino({ level: 'silent' });
 
-export async function startTestStack(options: { workers?: boolean; queues?: QueueName[] } = {}): Promise<TestStack> {
+export async function startTestStack(options: { workers?: boolean; queues?: QueueName[]; trainerOpDelayMs?: number; temporalAddress?: string } = {}): Promise<TestStack> {
   installQuietTemporalRuntime();
   const store = RunStore.connect(TEST_DATABASE_URL);
   const sim = await startSimCluster({
     world: loadSimWorld(),
     dataDir: mkdtempSync(path.join(os.tmpdir(), 'harness-s-sim-')),
     logger: silentLogger,
+    trainerOpDelayMs: options.trainerOpDelayMs,
   });
-  const connection = await Connection.connect({ address: TEST_TEMPORAL_ADDRESS });
+  const temporalAddress = options.temporalAddress ?? TEST_TEMPORAL_ADDRESS;
+  const connection = await Connection.connect({ address: temporalAddress });
   const client = new Client({ connection });
   let running: { done: Promise<void>; abort: AbortController; connection: NativeConnection } | null = null;
 
@@ -60,7 +62,7 @@ export async function startTestStack(options: { workers?: boolean; queues?: Queu
       ...overrides,
     }),
     async startWorkers() {
-      const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
+      const native = await NativeConnection.connect({ address: temporalAddress });
       const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger, queues: options.queues });
       const abort = new AbortController();
       running = { abort, connection: native, done: group.run(abort.signal) };
