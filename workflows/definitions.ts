@@ -111,8 +111,11 @@ export interface RunStatus {
   inFlight?: InFlightStep[];
 }
 
-/** Where a running step is: sampling, its rollouts done and waiting for the previous step's training, training, publishing. */
-export type StepPhase = 'rollouts' | 'waiting-for-trainer' | 'training' | 'publishing';
+/**
+ * Where a running step is: sampling; its rollouts done and waiting for the previous step's training; training;
+ * trained and waiting for the next step's rollouts to end before it publishes (pipelined); publishing.
+ */
+export type StepPhase = 'rollouts' | 'waiting-for-trainer' | 'training' | 'waiting-to-publish' | 'publishing';
 
 /** A running step, as status shows it. */
 export interface InFlightStep extends StepProgress {
@@ -134,7 +137,10 @@ export interface TrainingStepInput {
    * steps started before pipelining.
    */
   samplerSteps?: number;
-  /** Pipelined: the step trains only once the run sends `trainGate` (the previous step has trained). */
+  /**
+   * Pipelined: the step trains only once the run sends `trainGate` (the previous step has trained), and
+   * publishes only once it sends `publishGate` (no other step is sampling).
+   */
   gated?: boolean;
 }
 
@@ -174,6 +180,8 @@ export interface StepProgress {
 export const stepProgressSignal = defineSignal<[StepProgress]>('stepProgress');
 /** From the run to a gated (pipelined) step: the previous step has trained, this one may train now. */
 export const trainGateSignal = defineSignal('trainGate');
+/** From the run to a gated (pipelined) step that has trained: no step is sampling now, it may publish. */
+export const publishGateSignal = defineSignal('publishGate');
 
 export const pauseSignal = defineSignal<[{ reason?: string }?]>('pause');
 export const resumeSignal = defineSignal('resume');

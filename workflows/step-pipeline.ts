@@ -13,6 +13,11 @@
  *   (a step that would be staler waits: `pipeline.whenStale: wait`);
  * - training in step order: step s trains once step s-1 has trained (the
  *   run sends it `trainGate`), so optimizer steps = training steps;
+ * - publishing never beside sampling: a trained step publishes once no step
+ *   is sampling (the run sends it `publishGate`), and no step starts
+ *   sampling while one publishes, so an inference server never serves two
+ *   policy versions at once (the new one's probe beside the old one's
+ *   rollouts: vLLM's CPU build crashes on a batch mixing LoRA adapters);
  * - steps complete (the status moves on) in step order.
  *
  * A segment runs steps up to the next barrier: a re-anchoring or evaluation
@@ -26,7 +31,7 @@
 import { CancellationScope, condition, isCancellation, startChild } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config';
 import type { StepSummary } from '../core/rl/step-summary';
-import { type InFlightStep, type RunStatus, type StepProgress, TASK_QUEUES, trainGateSignal } from './definitions';
+import { type InFlightStep, publishGateSignal, type RunStatus, type StepProgress, TASK_QUEUES, trainGateSignal } from './definitions';
 import { trainerModelLost } from './failures';
 import { trainingStep } from './training-step';
 
@@ -55,6 +60,8 @@ interface Running {
   scope: CancellationScope;
   rolloutsDone: boolean;
   trained: boolean;
+  /** Its publish gate was opened: it publishes until it completes. */
+  publishing: boolean;
 }
 
 export class StepPipeline {
@@ -79,8 +86,8 @@ export class StepPipeline {
   progressed(progress: StepProgress): void {
     const r = this.running.get(progress.step);
     if (!r) return;
-    if (progress.phase === 'waiting-for-trainer' || progress.phase === 'training' || progress.phase === 'publishing') r.rolloutsDone = true;
-    if (progress.phase === 'publishing') r.trained = true;
+    if (progress.phase !== undefined && progress.phase !== 'rollouts') r.rolloutsDone = true;
+    if (progress.phase === 'waiting-to-publish' || progress.phase === 'publishing') r.trained = true;
     this.poke();
   }
 
@@ -125,7 +132,16 @@ export class StepPipeline {
     if (step >= Math.min(config.steps, this.host.segmentEnd())) return false;
     const k = config.pipeline?.maxStaleness ?? 0;
     if (step - status.step > k) return false; // the newest published version would be too stale by the time it trains
-    for (const [other, r] of this.running) if (other < step && !r.rolloutsDone) return false; // one rollout phase at a time
+    for (const [other, r] of this.running) {
+      if (other < step && !r.rolloutsDone) return false; // one rollout phase at a time
+      if (r.publishing) return false; // no sampling beside a publish
+    }
+    return true;
+  }
+
+  /** Step `step` may publish: no other step is sampling. */
+  private mayPublish(step: number): boolean {
+    for (const [other, r] of this.running) if (other !== step && !r.rolloutsDone) return false;
     return true;
   }
 
@@ -139,7 +155,7 @@ export class StepPipeline {
     const { status, runId } = this.host;
     const config = this.host.config();
     const scope = new CancellationScope();
-    const entry: Running = { scope, rolloutsDone: false, trained: false };
+    const entry: Running = { scope, rolloutsDone: false, trained: false, publishing: false };
     this.running.set(step, entry);
     const shown: InFlightStep = { step, phase: 'rollouts', policyVersion: status.policyVersion, groupsDone: 0, groups: config.rollout.tasksPerStep, rescuesStarted: 0, failedGroups: 0 };
     status.inFlight = [...(status.inFlight ?? []), shown];
@@ -158,9 +174,15 @@ export class StepPipeline {
             staticSummary: `step ${step} of Harness-S run ${config.name} (pipelined)`,
             args: [args],
           });
-          // Opens the step's gate once the steps before it have trained (again for a step run again after an outage).
+          // Opens the step's gates once the steps before it have trained, and once it has trained and no other step
+          // samples (again for a step run again after an outage).
           void condition(() => this.mayTrain(step))
             .then(() => child.signal(trainGateSignal))
+            .then(() => condition(() => entry.trained && this.mayPublish(step)))
+            .then(() => {
+              entry.publishing = true;
+              return child.signal(publishGateSignal);
+            })
             .catch(() => undefined);
           return child.result();
         }),

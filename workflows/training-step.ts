@@ -11,7 +11,7 @@ import type { Activities } from '../activities';
 import type { GroupSummary } from '../core/rl/groups';
 import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
-import { stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
+import { publishGateSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
 import { groupOrFailure } from './failures';
 
@@ -21,7 +21,9 @@ const PROGRESS_EVERY_MS = 5_000;
 export async function trainingStep(input: TrainingStepInput): Promise<StepSummary> {
   const { runId, step, config, policyVersion, profileVersion, baseHarnessId } = input;
   let gateOpen = !input.gated;
+  let publishOpen = !input.gated;
   setHandler(trainGateSignal, () => void (gateOpen = true));
+  setHandler(publishGateSignal, () => void (publishOpen = true));
   const control = proxyActivities<Activities>(controlActivityOptions(config.retry));
   const publish = proxyActivities<Activities>(publishActivityOptions(config.retry));
   const rollout = proxyActivities<Activities>(rolloutActivityOptions(config.retry));
@@ -115,6 +117,14 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     })),
   });
   const trainDone = Date.now();
+  if (input.gated) {
+    // An inference server then never samples two policy versions at once (the probe of the new one beside the
+    // rollouts of the old; vLLM's CPU build crashes on a batch that mixes LoRA adapters).
+    setCurrentDetails(`step ${step}: trained, waiting for the next step's rollouts to end before publishing`);
+    progress('waiting-to-publish');
+    await condition(() => publishOpen);
+  }
+  const publishStarted = Date.now();
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
   if (sendsPhases) progress('publishing');
   const published = await publish.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
@@ -127,8 +137,8 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     publishProbeMeanAbsDiff: published?.probeMeanAbsDiff ?? null,
     durationSeconds: (Date.now() - started) / 1000,
     phaseSeconds: {
-      rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - trainDone) / 1000,
-      ...(input.gated ? { waitForTrainer: (gateOpened - rolloutsDone) / 1000 } : {}),
+      rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - publishStarted) / 1000,
+      ...(input.gated ? { waitForTrainer: (gateOpened - rolloutsDone) / 1000, waitToPublish: (publishStarted - trainDone) / 1000 } : {}),
     },
     failedGroups,
     ...(input.samplerSteps !== undefined ? { staleness: step - input.samplerSteps } : {}),

@@ -59,8 +59,10 @@ export interface StepPhaseSeconds {
   rollout: number;
   train: number;
   publish: number;
-  /** Pipelined steps: rollouts done, waiting for the previous step's training (absent or 0 otherwise). */
+  /** Pipelined steps: rollouts done, waiting for the previous step's training (absent otherwise). */
   waitForTrainer?: number;
+  /** Pipelined steps: trained, waiting for the next step's rollouts to end before publishing (absent otherwise). */
+  waitToPublish?: number;
 }
 
 export interface FailedGroup {

@@ -68,7 +68,7 @@ export const StoredStepSummary = z.object({
   publishProbeMeanAbsDiff: z.number().nullable().default(null),
   durationSeconds: z.number(),
   /** Absent from steps recorded before the phases were timed and failed groups were kept. */
-  phaseSeconds: z.object({ rollout: z.number(), train: z.number(), publish: z.number(), waitForTrainer: z.number().optional() }).nullable().default(null),
+  phaseSeconds: z.object({ rollout: z.number(), train: z.number(), publish: z.number(), waitForTrainer: z.number().optional(), waitToPublish: z.number().optional() }).nullable().default(null),
   failedGroups: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reason: z.string() })).default([]),
   /** Absent from steps recorded before pipelining (read as on-policy, staleness 0). */
   staleness: z.number().int().optional(),

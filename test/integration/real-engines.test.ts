@@ -31,6 +31,8 @@ import { type EnginesStatus, killAndRestartTrainer, startEngines, stopEngines } 
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { rootCauseMessage } from '../../cli/runs';
 import { linearTrend } from '../../core/stats';
+import { type DevServer, startDevServer } from '../../infra/temporal-dev-server';
+import { freePort } from './chaos-helpers';
 import { startFaultProxy, type FaultProxy } from './fault-proxy';
 import { silentLogger, startTestStack, uniqueRunId, type TestStack } from './stack';
 import { killWorkerProcess, startWorkerProcess, stopWorkerProcesses } from './worker-process';
@@ -456,4 +458,37 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect((await rewardTrend(runId)).t).toBeGreaterThan(LEARNED_TREND_T);
     expect(summary.logprobMismatch!).toBeLessThan(1e-3);
   }, 1_200_000);
+});
+
+describe('pipelined steps on the real engines', () => {
+  // A dev server of its own with Temporal's default history limits (the suite's suggests continue-as-new after
+  // 25 events, and a pipeline drains before continuing as new), and workers on every queue against it.
+  let server: DevServer;
+  let pipelined: TestStack;
+  beforeAll(async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-real-pipeline-'));
+    server = await startDevServer({ address: `127.0.0.1:${await freePort()}`, dbFile: path.join(dir, 'temporal.sqlite'), logFile: path.join(dir, 'temporal.log') });
+    pipelined = await startTestStack({ temporalAddress: server.address });
+  }, 120_000);
+  afterAll(async () => {
+    await pipelined?.close();
+    await server?.stop();
+  });
+
+  test('with k = 1 the tiny Qwen3 still learns charset; SkyRL applies one optimizer step per step; staleness and its mismatch are recorded', async () => {
+    const runId = uniqueRunId('real-pipelined');
+    const summary = await pipelined.client.workflow.execute(harnessSRun, {
+      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ pipeline: { maxStaleness: 1 } }) }],
+    });
+    expect(summary.stepsCompleted).toBe(20);
+    const steps = (await pipelined.store.steps(runId)).map((s) => s.summary);
+    expect(linearTrend(steps.map((s) => s.baseMeanReward!)).t).toBeGreaterThan(LEARNED_TREND_T);
+    const modelId = (await pipelined.store.getRun(runId))!.trainerModelId!;
+    expect(await skyrlCount('OPTIM_STEP', modelId)).toBe(steps.filter((s) => s.datums > 0).length);
+    // Steps overlapped: most trained samples one version old, none older; on-policy steps match the sampler to ~0.
+    expect(steps.every((s) => s.staleness! <= 1)).toBe(true);
+    expect(steps.filter((s) => s.staleness === 1).length).toBeGreaterThan(10);
+    expect(summary.mismatchByStaleness['0'].meanAbsDiff!).toBeLessThan(1e-3);
+    expect(summary.mismatchByStaleness['1'].steps).toBeGreaterThan(10);
+  }, 900_000);
 });

@@ -56,6 +56,23 @@ test('with k = 1, the next step samples while a step trains, on the newest publi
   expect(summary.policyVersion).toBe(steps[5].policyVersion);
 });
 
+test('a trained step publishes only once no other step is sampling', async () => {
+  const runId = 'pipeline-publish-alone';
+  const step3Group = env.fakes.hold('runRolloutGroup', (i) => i.runId === runId && i.step === 3 && i.role === 'base');
+  const handle = await env.client.workflow.start(harnessSRun, {
+    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 5, pipeline: { maxStaleness: 1 } }) }],
+  });
+  await step3Group.reached;
+  // Step 2 has trained while step 3 samples: it holds its publish until step 3's rollouts end.
+  await waitFor('step 2 to wait to publish', async () => (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 2 && s.phase === 'waiting-to-publish'));
+  const published = () => env.fakes.inputsOf('publishPolicy', runId).map((i) => i.step);
+  expect(published()).toEqual([0, 1]);
+  step3Group.release();
+  await handle.result();
+  expect(published()).toEqual([0, 1, 2, 3, 4]);
+  expect(recorded(runId)[2].phaseSeconds?.waitToPublish).toBeGreaterThan(0);
+});
+
 test('with k = 2 two steps can wait behind a training step; the bound holds', async () => {
   const runId = 'pipeline-k2';
   const step2 = env.fakes.hold('trainStep', (i) => i.runId === runId && i.step === 2);
@@ -138,7 +155,7 @@ test('the run history gets a step\'s progress in phases, not once per group', as
   });
   const history = await env.client.workflow.getHandle(runId).fetchHistory();
   const signals = (history.events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'stepProgress').length;
-  // 16 groups and their rescues a step: once per group would be 16+ signals a step; phases are at most 5.
-  expect(signals).toBeLessThanOrEqual(3 * 5);
+  // 16 groups and their rescues a step: once per group would be 16+ signals a step; phases are 5, plus one every 5 s.
+  expect(signals).toBeLessThanOrEqual(3 * 6);
   expect(signals).toBeGreaterThanOrEqual(3);
 });
