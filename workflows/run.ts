@@ -34,7 +34,6 @@ import { applyConfigChange, parseConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
-  type ParentRun,
   pauseSignal,
   resumeSignal,
   stepProgressSignal,
@@ -47,14 +46,14 @@ import {
   type RunInput,
   type RunStatus,
   type RunSummary,
-  type RestoreEvent,
 } from './definitions';
-import { controlActivityOptions, publishActivityOptions, trainerActivityOptions } from './activity-options';
+import { controlActivityOptions, publishActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
 import { outageOf, runFailure, trainerModelLost } from './failures';
 import { StepPipeline } from './step-pipeline';
+import { loadForkedModel, type RecoveryHost, restoreLostModel } from './trainer-recovery';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
@@ -191,7 +190,7 @@ class HarnessSRun {
     const { status } = this;
     const prepared = await this.prepare();
     if (this.input.fork) {
-      await this.loadFork(this.input.fork);
+      await loadForkedModel(this.host(), this.input.fork);
     } else if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
       await publish.republishPolicy({ runId: this.runId, step: this.input.resume.nextStep - 1 });
     }
@@ -309,7 +308,7 @@ class HarnessSRun {
       this.stepInFlight = false;
       status.stepProgress = null;
       status.inFlight = [];
-      await this.restoreTrainer(lost);
+      await restoreLostModel(this.host(), lost, status.step);
       return null;
     } finally {
       status.inFlight = [];
@@ -343,7 +342,7 @@ class HarnessSRun {
   private async pipelinedSegment(): Promise<StepSummary | null> {
     const outcome = await this.pipeline.runSegment();
     if (outcome.kind === 'steps') return outcome.last;
-    await this.restoreTrainer(outcome.lost, outcome.atStep);
+    await restoreLostModel(this.host(), outcome.lost, outcome.atStep);
     return null;
   }
 
@@ -418,72 +417,12 @@ class HarnessSRun {
     });
   }
 
-  /**
-   * The trainer lost the run's model: a new model loads the latest checkpoint
-   * (or starts over from the base when the run has none; with
-   * `checkpoint.onLoss: pause` the run first pauses and waits for a resume),
-   * the restored policy is published before any rollout uses it, and the run
-   * goes on from the step after the loaded one. What the steps after it stored
-   * stays in the store, marked superseded by this restore.
-   */
-  private async restoreTrainer(lost: { modelId: string | null; message: string }, atStep = this.status.step): Promise<void> {
-    const { status } = this;
-    const trainer = proxyActivities<Activities>(trainerActivityOptions(this.config.retry));
-    const reason = `the trainer lost the run's model at step ${atStep}: ${lost.message}`;
-    this.details(`restoring the trainer model (lost at step ${atStep})`);
-    const restore = (allowBase: boolean) =>
-      this.untilDone(`restoring the trainer model`, () =>
-        trainer.restoreTrainer({ runId: this.runId, atStep, reason, lostModelId: lost.modelId, allowBase }),
-      );
-    let restored = await restore((this.config.checkpoint?.onLoss ?? 'restart') !== 'pause');
-    if ('needsDecision' in restored) {
-      this.pause(
-        `${reason}. The run has no checkpoint yet and checkpoint.onLoss is 'pause': resume to start its model over from the base ` +
-          `(harness-s run resume ${this.runId}), or cancel it`,
-      );
-      this.details(`paused: ${status.pauseReason}`);
-      await condition(() => !status.paused);
-      restored = await restore(true);
-      if ('needsDecision' in restored) throw ApplicationFailure.nonRetryable(`restore of run ${this.runId} did not start its model over`, 'TrainerModelLost');
-    }
-    const r = restored;
-    if (r.samplerPath !== null && r.fromStep !== null) {
-      const fromStep = r.fromStep;
-      await this.untilDone(`publishing the restored policy`, () =>
-        publish.publishPolicy({ runId: this.runId, step: fromStep, policyVersion: r.policyVersion, samplerPath: r.samplerPath!, probeOf: { runId: this.runId, step: fromStep } }),
-      );
-    }
-    const event: RestoreEvent = { restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep, at: r.at, reason: r.reason };
-    status.restores = [...status.restores, event];
-    status.step = r.nextStep;
-    status.policyVersion = r.policyVersion;
-    status.recentSteps = status.recentSteps.filter((s) => s.step < r.nextStep);
-    status.lastStep = status.recentSteps.at(-1) ?? null;
-    if (status.lastEvaluation && status.lastEvaluation.afterSteps > r.nextStep) status.lastEvaluation = null;
-    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.step, value: status.step }]);
-    const from = r.fromStep === null ? 'the base model (no checkpoint yet)' : `the checkpoint of step ${r.fromStep}`;
-    this.details(`restored the trainer model from ${from} after losing it at step ${atStep}; re-running steps ${r.nextStep}..${atStep}`);
-  }
-
-  /** A fork's first model: loaded from the parent's checkpoint, its policy published before the first step. */
-  private async loadFork(fork: ParentRun): Promise<void> {
-    const { status } = this;
-    const trainer = proxyActivities<Activities>(trainerActivityOptions(this.config.retry));
-    this.details(`loading the trainer model from run ${fork.runId}'s checkpoint of step ${fork.step}`);
-    const loaded = await this.untilDone('loading the fork\'s trainer model', () =>
-      trainer.restoreTrainer({
-        runId: this.runId, atStep: status.step, reason: `fork of run ${fork.runId} from step ${fork.step}`, lostModelId: null, allowBase: false,
-        fork: { parentRunId: fork.runId, atOrBeforeStep: fork.step },
-      }),
-    );
-    if ('needsDecision' in loaded || loaded.samplerPath === null || loaded.fromStep === null) {
-      throw ApplicationFailure.nonRetryable(`run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`, 'NoCheckpointError');
-    }
-    const fromStep = loaded.fromStep;
-    await this.untilDone('publishing the forked policy', () =>
-      publish.publishPolicy({ runId: this.runId, step: fromStep, policyVersion: loaded.policyVersion, samplerPath: loaded.samplerPath!, probeOf: { runId: fork.runId, step: fromStep } }),
-    );
-    status.policyVersion = loaded.policyVersion;
+  /** What the trainer's recovery (workflows/trainer-recovery.ts) needs of the run. */
+  private host(): RecoveryHost {
+    return {
+      runId: this.runId, status: this.status, config: this.config,
+      pause: (reason) => this.pause(reason), details: (now) => this.details(now), untilDone: (what, child) => this.untilDone(what, child),
+    };
   }
 
   /** Stores a changed config, so activities from here on read it. */
