@@ -75,7 +75,7 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
 });
 
 test('an unknown arm is refused before any run starts', () => {
-  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(/unknown arm oracle \(arms: policy-only, harness-s, random-k, all, vote, harness-s-pool\)/);
+  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(/unknown arm oracle \(arms: policy-only, harness-s, random-k, all, vote, harness-s-pool, sync, pipelined\)/);
 });
 
 test('the harness-s-pool arm rescues with the frozen pool --pool names, and needs one', () => {
