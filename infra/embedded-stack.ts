@@ -8,6 +8,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
+import { LatencyModel, LatencyProfileError, type SimLatencyOptions } from '../workers/sim-cluster/latency';
 import { startSimCluster } from '../workers/sim-cluster/server';
 import { createWorkers } from '../workers/worker';
 import { startMetricsServer } from '../workers/metrics-server';
@@ -16,6 +17,24 @@ import { namespaceFromEnv } from '../workers/temporal-env';
 import { DATA_DIR, startDevServer, type DevServer } from './temporal-dev-server';
 
 export const SIM_CLUSTER_PORT = Number(process.env.HARNESS_S_SIM_PORT || 8765);
+
+/**
+ * The sim cluster's latency model from HARNESS_S_SIM_LATENCY (a profile
+ * name) and HARNESS_S_SIM_SPEEDUP (default 1); off when the first is unset.
+ * Checked here, so a bad name or speedup fails before anything starts.
+ */
+export function simLatencyFromEnv(env: NodeJS.ProcessEnv = process.env): SimLatencyOptions | undefined {
+  const profile = env.HARNESS_S_SIM_LATENCY?.trim();
+  const speedupText = env.HARNESS_S_SIM_SPEEDUP?.trim();
+  if (!profile) {
+    if (speedupText) throw new LatencyProfileError('[SIMULATED] HARNESS_S_SIM_SPEEDUP is set but HARNESS_S_SIM_LATENCY (a latency profile name) is not');
+    return undefined;
+  }
+  const speedup = speedupText ? Number(speedupText) : 1;
+  if (!Number.isFinite(speedup) || speedup < 1) throw new LatencyProfileError(`[SIMULATED] HARNESS_S_SIM_SPEEDUP must be a number >= 1 (got '${speedupText}')`);
+  LatencyModel.fromOptions({ profile, speedup });
+  return { profile, speedup };
+}
 
 export interface EmbeddedStack {
   temporal: DevServer;
@@ -38,6 +57,7 @@ export async function startEmbeddedStack(options: {
   const { logger, log } = options;
   // Read first: a bad world file fails before anything starts.
   const world = options.withSimCluster === false ? null : loadSimWorld(options.world);
+  const latency = world ? simLatencyFromEnv() : undefined;
   // Before the Temporal runtime: it is told where its exporter binds.
   const metrics = options.metricsPort == null ? null : await startMetricsServer({ port: options.metricsPort });
   const withTemporalMetrics = installQuietTemporalRuntime({ prometheusBindAddress: metrics?.temporalBindAddress });
@@ -57,9 +77,10 @@ export async function startEmbeddedStack(options: {
   const store = RunStore.connect(databaseUrl);
 
   const sim = world
-    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }) })
+    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }), latency })
     : null;
   if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}, world '${world!.name}'${options.world ? ` (${options.world})` : ''}`);
+  if (sim && latency) log(`[SIMULATED] latency model '${latency.profile}' at speedup ${latency.speedup}: SIMULATED GPU time, report at ${sim.url}/sim/latency`);
 
   const connection = await NativeConnection.connect({ address: temporal.address });
   const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });

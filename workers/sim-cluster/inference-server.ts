@@ -30,6 +30,7 @@ import type { SimWorld } from '../../core/envs/sim/world';
 import { formatZodError } from '../../core/zod-errors';
 import { SamplerWeightsRecord, SIM_ADAPTER_PARAMS_FILE, type SimClusterStore } from './checkpoints';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
+import type { LatencyModel } from './latency';
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
 
@@ -99,6 +100,8 @@ export interface SimInferenceServerDeps {
   world: SimWorld;
   store: SimClusterStore;
   logger: Logger;
+  /** SIMULATED GPU time for completions and adapter loads; none (answers at CPU speed) when absent. */
+  latency?: LatencyModel;
 }
 
 export class SimInferenceServer implements SimApi {
@@ -134,9 +137,9 @@ export class SimInferenceServer implements SimApi {
       case 'GET /v1/models':
         return { status: 200, json: this.listModels() };
       case 'POST /v1/chat/completions':
-        return this.chatCompletion(request.body);
+        return this.timed(this.chatCompletion(request.body));
       case 'POST /v1/completions':
-        return this.completion(request.body);
+        return this.timed(this.completion(request.body));
       case 'POST /v1/load_lora_adapter':
         return this.serialised(() => this.loadAdapter(request.body));
       case 'POST /v1/unload_lora_adapter':
@@ -150,6 +153,19 @@ export class SimInferenceServer implements SimApi {
 
   badRequest(message: string): SimHttpReply {
     return vllmError(400, 'BadRequestError', message);
+  }
+
+  /**
+   * A policy completion answered after the SIMULATED time the latency model
+   * gives its token counts (the sim proposer stands for another LLM, and
+   * errors are not timed); at once without the model.
+   */
+  private timed(reply: SimHttpReply): SimHttpReply | Promise<SimHttpReply> {
+    const latency = this.deps.latency;
+    if (!latency || reply.status !== 200) return reply;
+    const body = reply.json as { model?: string; usage?: { prompt_tokens: number; completion_tokens: number } };
+    if (body.model === SIM_PROPOSER_MODEL || !body.usage) return reply;
+    return latency.completion(body.usage.prompt_tokens, body.usage.completion_tokens).then(() => reply);
   }
 
   private listModels() {
@@ -327,6 +343,7 @@ export class SimInferenceServer implements SimApi {
     }
     const params = await this.readSamplerParams(path);
     if (!params) return vllmError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
+    if (this.deps.latency) await this.deps.latency.adapterLoad();
     this.adapters.set(name, { path, params, loadedAt: unixSeconds() });
     await this.persistAdapters();
     this.deps.logger.info({ lora_name: name, lora_path: path }, '[SIMULATED] LoRA adapter loaded');

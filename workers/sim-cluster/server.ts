@@ -2,6 +2,8 @@
  * The SIMULATED cluster: one HTTP server speaking the vLLM subset (under /v1,
  * plus /health) and the Tinker REST subset (under /api/v1) over a sim policy.
  * Nothing here has a GPU or model weights; everything it logs says so.
+ * With `latency`, answers take SIMULATED GPU time (latency.ts), reported
+ * under /sim/latency.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +13,7 @@ import { SimClusterStore } from './checkpoints';
 import { SimInferenceServer } from './inference-server';
 import { SimTrainerServer } from './trainer-server';
 import type { SimApi, SimHttpReply } from './http';
+import { LatencyModel, type SimLatencyOptions } from './latency';
 
 /** Forward-backward batches of long trajectories are large; anything past this is a client bug. */
 const MAX_BODY_BYTES = 256 * 1024 * 1024;
@@ -28,6 +31,8 @@ export interface SimClusterOptions {
   trainerLongPollMs?: number;
   /** A Tinker session silent this long expires and its models are unloaded (default 300 s, as SkyRL). */
   trainerSessionTimeoutMs?: number;
+  /** SIMULATED GPU time from a latency profile (latency.ts); off (CPU speed) when absent. */
+  latency?: SimLatencyOptions;
 }
 
 export interface SimCluster {
@@ -35,6 +40,8 @@ export interface SimCluster {
   port: number;
   /** Its on-disk state (training models, futures, checkpoints): for tools and tests that inspect it or make a write fail. */
   store: SimClusterStore;
+  /** The latency model when one is on: its report and reset, in-process (GET /sim/latency over HTTP). */
+  latency?: LatencyModel;
   /** Stops accepting requests, finishes queued training ops (so their state is on disk), then closes. */
   close(): Promise<void>;
 }
@@ -42,17 +49,19 @@ export interface SimCluster {
 export async function startSimCluster(options: SimClusterOptions): Promise<SimCluster> {
   const { world, dataDir, host = '127.0.0.1', port = 0 } = options;
   const logger = simulatedLogger(options.logger ?? pino({ level: 'info' }, pino.destination(2)));
+  // First: an unknown profile fails before anything is opened.
+  const latency = options.latency ? LatencyModel.fromOptions(options.latency) : undefined;
   const store = await SimClusterStore.open(dataDir);
-  const inference = await SimInferenceServer.open({ world, store, logger });
+  const inference = await SimInferenceServer.open({ world, store, logger, latency });
   const trainer = await SimTrainerServer.open({
-    world, store, logger,
+    world, store, logger, latency,
     opDelayMs: options.trainerOpDelayMs ?? 0,
     longPollMs: options.trainerLongPollMs,
     sessionTimeoutMs: options.trainerSessionTimeoutMs,
   });
 
   const server = createServer((req, res) => {
-    void serve(req, res, { inference, trainer, logger });
+    void serve(req, res, { inference, trainer, latency, logger });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -61,11 +70,18 @@ export async function startSimCluster(options: SimClusterOptions): Promise<SimCl
   const address = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
   logger.info({ url, dataDir: store.dataDir, world: world.name, model: world.model.name }, `[SIMULATED] sim cluster listening on ${url}`);
+  if (latency) {
+    logger.info(
+      { latencyProfile: latency.profileName, speedup: latency.speedup },
+      `[SIMULATED] latency model '${latency.profileName}' on at speedup ${latency.speedup}: answers take SIMULATED GPU time (report: GET ${url}/sim/latency)`,
+    );
+  }
 
   return {
     url,
     port: address.port,
     store,
+    latency,
     close: async () => {
       const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
       server.closeIdleConnections();
@@ -86,16 +102,20 @@ function simulatedLogger(logger: Logger): Logger {
 interface Apis {
   inference: SimApi;
   trainer: SimApi;
+  latency?: LatencyModel;
   logger: Logger;
 }
 
-async function serve(req: IncomingMessage, res: ServerResponse, { inference, trainer, logger }: Apis): Promise<void> {
+async function serve(req: IncomingMessage, res: ServerResponse, { inference, trainer, latency, logger }: Apis): Promise<void> {
   const started = Date.now();
   const path = new URL(req.url ?? '/', 'http://sim').pathname;
   const api = path.startsWith('/api/') ? trainer : path.startsWith('/v1/') || path === '/health' ? inference : undefined;
   let reply: SimHttpReply;
   try {
-    if (!api) {
+    if (path.startsWith('/sim/')) {
+      req.resume(); // a body, if any, is not read
+      reply = latencyRoute(req.method ?? 'GET', path, latency);
+    } else if (!api) {
       reply = { status: 404, json: { detail: 'Not Found' } };
     } else {
       const body = await readBody(req);
@@ -109,6 +129,17 @@ async function serve(req: IncomingMessage, res: ServerResponse, { inference, tra
   }
   send(res, reply);
   logger.debug({ method: req.method, path, status: reply.status, ms: Date.now() - started }, 'request');
+}
+
+/** GET /sim/latency: the SIMULATED accounting; POST /sim/latency/reset zeroes it and restarts the simulated clock. */
+function latencyRoute(method: string, path: string, latency: LatencyModel | undefined): SimHttpReply {
+  const route = `${method} ${path}`;
+  if (route !== 'GET /sim/latency' && route !== 'POST /sim/latency/reset') {
+    return path === '/sim/latency' || path === '/sim/latency/reset' ? { status: 405, json: { detail: 'Method Not Allowed' } } : { status: 404, json: { detail: 'Not Found' } };
+  }
+  if (!latency) return { status: 200, json: { simulated: true, enabled: false } };
+  if (route === 'POST /sim/latency/reset') latency.reset();
+  return { status: 200, json: latency.report() };
 }
 
 type BodyResult = { ok: true; value: unknown; raw: Buffer; contentType: string } | { ok: false; message: string };

@@ -69,6 +69,7 @@ import {
 } from './checkpoints';
 import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
+import type { LatencyModel } from './latency';
 
 export { SimTrainerUserError } from './learning-rule';
 
@@ -129,6 +130,8 @@ export interface SimTrainerServerDeps {
   logger: Logger;
   /** Simulated time an op takes before it completes. */
   opDelayMs: number;
+  /** SIMULATED GPU time of the ops it times (forward_backward, optim_step, saves), in place of opDelayMs. */
+  latency?: LatencyModel;
   /** How long retrieve_future holds a request for a pending future before answering 408. */
   longPollMs?: number;
   /** A session without a heartbeat for this long expires and its models are unloaded (SkyRL: 300 s). */
@@ -408,7 +411,7 @@ export class SimTrainerServer implements SimApi {
         loss_fn_outputs: step.logprobs.map(floatOutput),
       });
       return { result: { proto: protoBase64(result) }, next: { ...state, grad: step.grad } };
-    });
+    }, body.data.reduce((n, datum) => n + datumTokens(datum).length, 0));
   }
 
   private optimStep(rawBody: unknown): SimHttpReply {
@@ -718,6 +721,8 @@ export class SimTrainerServer implements SimApi {
     seqId: number | null,
     bodyHash: string,
     op: (state: TrainingModelRecord) => Promise<OpOutcome>,
+    /** The batch's tokens, for the latency model (forward and forward_backward). */
+    tokens = 0,
   ): SimHttpReply {
     const model = this.models.get(modelId)!;
     if (seqId !== null) {
@@ -731,7 +736,7 @@ export class SimTrainerServer implements SimApi {
     if (seqId !== null) model.seqs.set(seqId, { requestId, route, bodyHash });
     if (route !== 'create_model') model.requests += 1;
     this.futures.set(requestId, { status: 'pending', waiters: [] });
-    model.queue = model.queue.then(() => this.simulatedLatency()).then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
+    model.queue = model.queue.then(() => this.simulatedLatency(route, tokens)).then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
     return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending', model_id: modelId } };
   }
 
@@ -776,7 +781,10 @@ export class SimTrainerServer implements SimApi {
     if (previous?.status === 'pending') previous.waiters.forEach((wake) => wake());
   }
 
-  private simulatedLatency(): Promise<void> {
+  /** The op's time on the latency model when it times it, else opDelayMs. */
+  private simulatedLatency(route: string, tokens: number): Promise<void> {
+    const latency = this.deps.latency;
+    if (latency?.timesTrainerOp(route)) return latency.trainerOp(route, tokens);
     const ms = this.deps.opDelayMs;
     return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
   }
