@@ -22,6 +22,7 @@ import { temporalAddressFromEnv } from '../workers/temporal-env';
 import { createLogger } from '../workers/logger';
 import { metricsPortFromEnv } from '../workers/metrics-server';
 import { runDemo } from './demo';
+import { benchCommand } from './bench';
 import { evaluate } from './eval';
 import { evalTable, evalTableText } from './eval-report';
 import { createEnvironment, resolveHarness } from '../core/envs/registry';
@@ -124,6 +125,8 @@ program
     if (opts.json) printJson(summary);
     else print(summaryText(summary));
   }));
+
+program.addCommand(benchCommand());
 
 const run = program.command('run').description('launch and operate runs');
 

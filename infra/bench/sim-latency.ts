@@ -1,0 +1,74 @@
+/**
+ * The bench's SIMULATED clusters: one with no latency (the overhead
+ * measurement) and one per latency profile, each on a free port, and the
+ * latency model's HTTP report (GET /sim/latency, POST /sim/latency/reset).
+ */
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { SimWorld } from '../../core/envs/sim/world';
+import { startSimCluster, type SimCluster, type SimClusterOptions } from '../../workers/sim-cluster/server';
+
+export const LATENCY_PROFILES_FILE = path.join(__dirname, '..', '..', 'workers', 'sim-cluster', 'latency-profiles.json');
+/** The profiles the sim cluster's latency model ships with, used when its file cannot be read. */
+const KNOWN_PROFILES = ['balanced', '8b-8gpu', 'agent-rollout-heavy'];
+
+/** The profile names of the sim cluster's latency profiles file (`{"profiles": {name: ...}}`). */
+export function latencyProfileNames(file = LATENCY_PROFILES_FILE): string[] {
+  if (!existsSync(file)) return KNOWN_PROFILES;
+  try {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { profiles?: Record<string, unknown> };
+    const names = Object.keys(parsed.profiles ?? {});
+    return names.length ? names : KNOWN_PROFILES;
+  } catch {
+    return KNOWN_PROFILES;
+  }
+}
+
+/** A sim cluster on a free port with its own state folder under `dataDir`; with `latency`, the latency model on. */
+export function startBenchCluster(options: {
+  world: SimWorld; dataDir: string; logger: Logger; latency?: { profile: string; speedup: number };
+}): Promise<SimCluster> {
+  // Typed apart from the call, so the options carry `latency` whichever version of the sim cluster is here.
+  const clusterOptions: SimClusterOptions & { latency?: { profile: string; speedup?: number } } = {
+    world: options.world,
+    dataDir: mkdtempSync(path.join(options.dataDir, `sim-${options.latency?.profile ?? 'zero'}-`)),
+    port: 0,
+    logger: options.logger,
+    ...(options.latency && { latency: options.latency }),
+  };
+  return startSimCluster(clusterOptions);
+}
+
+const LatencyReport = z.object({
+  simulated: z.literal(true),
+  enabled: z.literal(true),
+  profile: z.string(),
+  speedup: z.number().positive(),
+  tokenScale: z.number().positive().optional(),
+  simulatedSeconds: z.number().positive(),
+  inference: z.object({ busySeconds: z.number().min(0), requests: z.number() }),
+  trainer: z.object({ busySeconds: z.number().min(0), ops: z.number(), tokens: z.number().optional() }),
+});
+export type LatencyReport = z.infer<typeof LatencyReport>;
+
+/** The latency model's report since its last reset; null when the cluster has none (no such route, or `enabled: false`). */
+export async function readLatency(simUrl: string): Promise<LatencyReport | null> {
+  const res = await fetch(`${simUrl}/sim/latency`);
+  if (res.status === 404) return null;
+  if (!res.ok) throw new Error(`[SIMULATED] GET ${simUrl}/sim/latency answered HTTP ${res.status}`);
+  const body = (await res.json()) as { enabled?: boolean };
+  if (body.enabled !== true) return null;
+  const parsed = LatencyReport.safeParse(body);
+  if (!parsed.success) throw new Error(`[SIMULATED] GET ${simUrl}/sim/latency: unexpected report: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+/** Zeroes the latency model's accounting and restarts its clock; false when the cluster has no latency model. */
+export async function resetLatency(simUrl: string): Promise<boolean> {
+  const res = await fetch(`${simUrl}/sim/latency/reset`, { method: 'POST' });
+  if (res.status === 404) return false;
+  if (!res.ok) throw new Error(`[SIMULATED] POST ${simUrl}/sim/latency/reset answered HTTP ${res.status}`);
+  return ((await res.json()) as { enabled?: boolean }).enabled === true;
+}
