@@ -69,6 +69,8 @@ export class StepPipeline {
   private readonly finished = new Map<number, StepSummary>();
   private events = 0;
   private nextStart = 0;
+  /** The segment's barrier, fixed when it starts: no step at or past it starts in this segment. */
+  private end = 0;
 
   constructor(private readonly host: PipelineHost) {}
 
@@ -94,6 +96,7 @@ export class StepPipeline {
   async runSegment(): Promise<SegmentOutcome> {
     const { status } = this.host;
     this.nextStart = status.step;
+    this.end = this.host.segmentEnd();
     let last: StepSummary | null = null;
     let failure: { err: unknown } | null = null;
     let lost: { atStep: number; lost: { modelId: string | null; message: string } } | null = null;
@@ -129,7 +132,7 @@ export class StepPipeline {
   private mayStart(step: number): boolean {
     const { status } = this.host;
     const config = this.host.config();
-    if (step >= Math.min(config.steps, this.host.segmentEnd())) return false;
+    if (step >= Math.min(config.steps, this.end)) return false; // the barrier, or the run's end (steps may change meanwhile)
     const k = config.pipeline?.maxStaleness ?? 0;
     if (step - status.step > k) return false; // the newest published version would be too stale by the time it trains
     for (const [other, r] of this.running) {

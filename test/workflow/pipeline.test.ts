@@ -147,6 +147,21 @@ test('a long pipelined run continues as new with nothing in flight; every step t
   expect(recorded(runId).map((s) => s.staleness!).every((k) => k <= 1)).toBe(true);
 });
 
+test('the pipeline drains at a re-anchoring: the profiles are re-measured after its step, and the steps after it route with them', async () => {
+  const runId = 'pipeline-reanchor';
+  await env.client.workflow.execute(harnessSRun, {
+    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 6, router: { reanchorEvery: 2 }, pipeline: { maxStaleness: 1 } }) }],
+  });
+  // Profiles v1 at the start, then after steps 2 and 4 (not after the last).
+  expect(env.fakes.inputsOf('saveProfiles', runId).map((i) => i.version)).toEqual([1, 2, 3]);
+  const steps = recorded(runId);
+  expect(steps.map((s) => s.profileVersion)).toEqual([1, 1, 2, 2, 3, 3]);
+  // A step after a barrier starts on the policy its predecessor published: nothing to overlap with.
+  expect(steps[2].staleness).toBe(0);
+  expect(steps[4].staleness).toBe(0);
+});
+
 test('the run history gets a step\'s progress in phases, not once per group', async () => {
   const runId = 'pipeline-history';
   await env.client.workflow.execute(harnessSRun, {
