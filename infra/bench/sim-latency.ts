@@ -3,42 +3,30 @@
  * measurement) and one per latency profile, each on a free port, and the
  * latency model's HTTP report (GET /sim/latency, POST /sim/latency/reset).
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { SimWorld } from '../../core/envs/sim/world';
-import { startSimCluster, type SimCluster, type SimClusterOptions } from '../../workers/sim-cluster/server';
+import { loadLatencyProfiles } from '../../workers/sim-cluster/latency';
+import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
 
-export const LATENCY_PROFILES_FILE = path.join(__dirname, '..', '..', 'workers', 'sim-cluster', 'latency-profiles.json');
-/** The profiles the sim cluster's latency model ships with, used when its file cannot be read. */
-const KNOWN_PROFILES = ['balanced', '8b-8gpu', 'agent-rollout-heavy'];
-
-/** The profile names of the sim cluster's latency profiles file (`{"profiles": {name: ...}}`). */
-export function latencyProfileNames(file = LATENCY_PROFILES_FILE): string[] {
-  if (!existsSync(file)) return KNOWN_PROFILES;
-  try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { profiles?: Record<string, unknown> };
-    const names = Object.keys(parsed.profiles ?? {});
-    return names.length ? names : KNOWN_PROFILES;
-  } catch {
-    return KNOWN_PROFILES;
-  }
+/** The latency profiles the sim cluster ships with, by name (a bad profiles file fails here, naming what is wrong). */
+export function latencyProfileNames(): string[] {
+  return Object.keys(loadLatencyProfiles());
 }
 
 /** A sim cluster on a free port with its own state folder under `dataDir`; with `latency`, the latency model on. */
 export function startBenchCluster(options: {
   world: SimWorld; dataDir: string; logger: Logger; latency?: { profile: string; speedup: number };
 }): Promise<SimCluster> {
-  // Typed apart from the call, so the options carry `latency` whichever version of the sim cluster is here.
-  const clusterOptions: SimClusterOptions & { latency?: { profile: string; speedup?: number } } = {
+  return startSimCluster({
     world: options.world,
     dataDir: mkdtempSync(path.join(options.dataDir, `sim-${options.latency?.profile ?? 'zero'}-`)),
     port: 0,
     logger: options.logger,
-    ...(options.latency && { latency: options.latency }),
-  };
-  return startSimCluster(clusterOptions);
+    latency: options.latency,
+  });
 }
 
 const LatencyReport = z.object({
