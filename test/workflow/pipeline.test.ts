@@ -33,8 +33,12 @@ test('with k = 1, the next step samples while a step trains, on the newest publi
   });
   await step2.reached;
   // While step 2 trains, step 3 samples with the policy of step 1; step 4 would be two versions stale, so it waits.
-  await waitFor('step 3 to sample while step 2 trains', async () => (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 3 && s.phase === 'waiting-for-trainer'));
-  const status = await handle.query(statusQuery);
+  // Phases reach the run as signals, a moment after the step enters them: wait for both.
+  const status = await waitFor('step 3 to sample while step 2 trains', async () => {
+    const s = await handle.query(statusQuery);
+    const phases = s.inFlight?.map((f) => `${f.step} ${f.phase}`) ?? [];
+    return phases.includes('2 training') && phases.includes('3 waiting-for-trainer') && s;
+  });
   expect(status.inFlight?.map((s) => [s.step, s.phase])).toEqual([[2, 'training'], [3, 'waiting-for-trainer']]);
   expect(baseRolloutSteps(runId)).toEqual([0, 1, 2, 3]);
   expect(trainedSteps(runId)).toEqual([0, 1, 2]); // step 3 waits for step 2's optimizer step
