@@ -39,6 +39,7 @@ import {
   stepProgressSignal,
   type StepProgress,
   type InFlightStep,
+  type StepPhase,
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUES,
@@ -58,6 +59,7 @@ import { loadForkedModel, type RecoveryHost, restoreLostModel } from './trainer-
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
 const RECENT_STEPS = 10;
+const STEP_PHASES: readonly StepPhase[] = ['rollouts', 'waiting-for-trainer', 'training', 'waiting-to-publish', 'publishing'];
 
 export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   // Runs started from the Web UI or the temporal CLI skip the CLI's checks; a mistyped input fails at once, saying what is wrong.
@@ -140,7 +142,9 @@ class HarnessSRun {
     this.pipeline.progressed(progress);
     const shown = this.status.inFlight?.find((s) => s.step === progress.step);
     if (!shown || this.status.phase !== 'training') return;
-    Object.assign(shown, progress, { phase: progress.phase ?? shown.phase });
+    // Two signals a step sends in one workflow task may arrive in either order: a phase never goes back.
+    const later = progress.phase !== undefined && STEP_PHASES.indexOf(progress.phase) >= STEP_PHASES.indexOf(shown.phase);
+    Object.assign(shown, progress, { phase: later ? progress.phase : shown.phase });
     if (progress.step === this.status.step) this.status.stepProgress = progress;
     const inFlight = this.status.inFlight ?? [];
     if (this.pipelined() || inFlight.length > 1) {
