@@ -5,6 +5,7 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { mapWithConcurrency } from '../core/concurrency';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { runEpisode } from '../core/harness/runtime';
 import { countEpisode, observeRescueLatency, recordRolloutStored } from '../core/metrics';
 import { hashSeed } from '../core/random';
@@ -12,6 +13,7 @@ import type { GroupSummary } from '../core/rl/groups';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
+import { envIdOf } from '../core/envs/registry';
 
 export function createRolloutActivities(deps: ActivityDeps, context: RunContext) {
   const { store, logger } = deps;
@@ -40,10 +42,10 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       );
       const policy = clients.policy(config);
       const task = env.listTasks().find((t) => t.taskId === input.taskId);
-      if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, 'UnknownTask');
+      if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, FAILURE_TYPES.UnknownTask);
       let completed = stored.length;
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
-      if (input.role === 'rescue' && Context.current().info.attempt === 1) observeRescueLatency(config.env.kind, await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'));
+      if (input.role === 'rescue' && Context.current().info.attempt === 1) observeRescueLatency(envIdOf(config.env), await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'));
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const activity = Context.current();
       await withHeartbeatClock(
@@ -51,15 +53,15 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
         () =>
           mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
             const harness = pool.find((h) => h.id === harnessId);
-            if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, 'UnknownHarness');
-            const trajectory = await countEpisode({ env: config.env.kind, harness: harnessId }, runEpisode({
+            if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, FAILURE_TYPES.UnknownHarness);
+            const trajectory = await countEpisode({ env: envIdOf(config.env), harness: harnessId }, runEpisode({
               env, harness, policy, model: input.policyVersion, taskId: input.taskId, sample,
               maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
               seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
               signal: activity.cancellationSignal,
             }));
             const inserted = await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
-            for (const t of inserted) recordRolloutStored({ env: config.env.kind, harness: t.harnessId, role: input.role, success: t.success });
+            for (const t of inserted) recordRolloutStored({ env: envIdOf(config.env), harness: t.harnessId, role: input.role, success: t.success });
             completed += 1;
             activity.heartbeat({ completed });
           }, activity.cancellationSignal),

@@ -11,6 +11,8 @@ import { recordStepMetrics } from '../core/metrics';
 import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
+import { envIdOf } from '../core/envs/registry';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 /** How long a finished run waits for its trainer model to be unloaded. */
 const UNLOAD_TIMEOUT_MS = 20_000;
@@ -46,20 +48,20 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       if (config.rescue.enabled && pool.siblings.length === 0) {
         throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
       }
-      const poolHash = poolHashOfHarnesses(config.env.kind, env.harnesses());
-      await store.registerRun({ runId: input.runId, name: config.name, env: config.env.kind, config, incarnation: input.incarnation, takeOver: input.continuing, poolHash });
+      const poolHash = poolHashOfHarnesses(envIdOf(config.env), env.harnesses());
+      await store.registerRun({ runId: input.runId, name: config.name, env: envIdOf(config.env), config, incarnation: input.incarnation, takeOver: input.continuing, poolHash });
       if (input.fork) {
         // A fork starts from its parent's checkpoint with the parent's behaviour profiles of that time.
         await store.setParent(input.runId, { runId: input.fork.runId, step: input.fork.step });
         if (input.fork.profileVersion !== null) await store.copyProfiles(input.fork.runId, input.runId, input.fork.profileVersion);
       }
-      logger.info({ runId: input.runId, env: config.env.kind, harnesses: pool.all.map((h) => h.id), poolHash }, 'run prepared');
+      logger.info({ runId: input.runId, env: envIdOf(config.env), harnesses: pool.all.map((h) => h.id), poolHash }, 'run prepared');
       return {
         config,
         poolHash,
         baseHarnessId: pool.base.id,
         harnessIds: pool.all.map((h) => h.id),
-        simulated: config.env.kind === 'sim',
+        simulated: isSimulatedEnv(config.env.kind),
       };
     },
 
@@ -90,7 +92,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       const { config } = await context.loadRun(input.runId);
       const steps = await store.steps(input.runId);
       const summary = summarizeRunSteps(
-        { runId: input.runId, name: config.name, simulated: config.env.kind === 'sim', basePolicy: config.policy.model },
+        { runId: input.runId, name: config.name, simulated: isSimulatedEnv(config.env.kind), basePolicy: config.policy.model },
         steps.map((s) => s.summary),
         await store.evaluations(input.runId),
       );

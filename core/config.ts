@@ -8,6 +8,9 @@ import { z } from 'zod';
 import { formatZodError, zodErrorPaths } from './zod-errors';
 import { UserError } from './errors';
 import { NO_API_KEY } from './secrets';
+import { FAILURE_TYPES } from './failure-types';
+import { EnvConfig, envFilesNamed } from './envs/env-configs';
+import { SIM_KIND } from './envs/sim/config';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
@@ -34,89 +37,7 @@ export function poolsDirSetting(): string {
   return process.env.HARNESS_S_POOLS_DIR || '.data/pools';
 }
 
-/** A frozen pool by its hash: the env's harnesses come from `<poolsRoot>/<hash>/`, verified against the hash. */
-const FrozenPoolHash = z
-  .string()
-  .regex(/^[0-9a-f]{16}$/, "a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve` or `harness-s pool list`")
-  .optional();
-
-/** A pool comes from one place: a frozen pool or a folder of specs, not both. */
-function oneHarnessSource(env: { pool?: string; harnessDir?: string }, ctx: z.RefinementCtx): void {
-  if (env.pool !== undefined && env.harnessDir !== undefined) {
-    ctx.addIssue({ code: 'custom', path: ['pool'], message: 'name either a frozen pool (pool) or a folder of harness files (harnessDir), not both' });
-  }
-}
-
-export const SimEnvConfig = z
-  .strictObject({
-    kind: z.literal('sim'),
-    /** A world file (see core/envs/sim/world.json); the shipped world when absent. */
-    world: z.string().min(1).optional(),
-    /** A folder of SimHarness JSON files that replace the world's harnesses (checked against its behaviours). */
-    harnessDir: z.string().min(1).optional(),
-    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
-    pool: FrozenPoolHash,
-  })
-  .superRefine(oneHarnessSource);
-
-export const DbBenchEnvConfig = z
-  .strictObject({
-    kind: z.literal('dbbench'),
-    /** AgentBench DBBench JSONL file (the path as the worker sees it). */
-    data: z.string().min(1),
-    /** Admin connection to the MySQL-compatible server episodes run on; $DBBENCH_MYSQL_URL or the local server when absent. */
-    mysqlUrl: z.string().regex(/^mysql:\/\//, 'must be a mysql:// URL').optional(),
-    /** Query answer matching: AgentBench v0.2's exact mode, or its later normalized mode. */
-    scoring: z.enum(['exact', 'normalized']).default('exact'),
-    /** A folder of harness spec files (base + siblings); the shipped DBBench pool when absent. */
-    harnessDir: z.string().min(1).optional(),
-    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
-    pool: FrozenPoolHash,
-  })
-  .superRefine(oneHarnessSource);
-
-export const CharsetEnvConfig = z
-  .strictObject({
-    kind: z.literal('charset'),
-    /** A charset task file (see core/envs/charset/tasks.json); the shipped digits tasks when absent. */
-    tasks: z.string().min(1).optional(),
-    /** A folder of harness spec files (base + siblings); the shipped charset pool when absent. */
-    harnessDir: z.string().min(1).optional(),
-    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
-    pool: FrozenPoolHash,
-  })
-  .superRefine(oneHarnessSource);
-
-export const SweEnvConfig = z
-  .strictObject({
-    kind: z.literal('swe'),
-    /** A SWE instance set (data/swe/instances.json, built on the machine by `harness-s swe setup`) or SWE-bench JSONL. */
-    data: z.string().min(1),
-    /** A folder of harness spec files (base + siblings); the shipped SWE pool when absent. */
-    harnessDir: z.string().min(1).optional(),
-    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
-    pool: FrozenPoolHash,
-  })
-  .superRefine(oneHarnessSource);
-
-export const AppWorldEnvConfig = z
-  .strictObject({
-    kind: z.literal('appworld'),
-    /** APPWORLD_ROOT, the folder holding AppWorld's data/ (the official data); the fixture world `harness-s appworld setup` builds when absent. */
-    root: z.string().min(1).optional(),
-    /** The dataset whose tasks the env offers: data/datasets/<name>.txt (official: train, dev, test_normal, test_challenge). */
-    dataset: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a dataset name, e.g. train or fixture').default('fixture'),
-    /** AppWorld environment servers per worker, one per episode at once (each holds one world). */
-    servers: z.number().int().positive().max(64).default(2),
-    /** A folder of harness spec files (base + siblings); the shipped AppWorld pool when absent. */
-    harnessDir: z.string().min(1).optional(),
-    /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
-    pool: FrozenPoolHash,
-  })
-  .superRefine(oneHarnessSource);
-
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig, AppWorldEnvConfig]);
-export type EnvConfig = z.infer<typeof EnvConfig>;
+export { EnvConfig } from './envs/env-configs';
 
 export const PolicyConfig = z.strictObject({
   /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1. */
@@ -294,7 +215,7 @@ export const GrpoConfig = z.strictObject({
 export const RunConfig = z
   .strictObject({
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-quickstart'),
-    env: EnvConfig.default({ kind: 'sim' }),
+    env: EnvConfig.default({ kind: SIM_KIND }),
     /** Harness ids of the pool to use, base first; every harness the env defines when empty. */
     harnessPool: z.array(z.string().min(1)).default([]),
     policy: PolicyConfig.prefault({}),
@@ -334,7 +255,7 @@ export class RunConfigError extends UserError {
     readonly paths: string[],
   ) {
     super(message);
-    this.name = 'RunConfigError';
+    this.name = FAILURE_TYPES.RunConfigError;
   }
 }
 
@@ -423,10 +344,7 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 export function filesNamedBy(config: Pick<RunConfig, 'env'> & { trainer?: Pick<RunConfig['trainer'], 'checkpointsDir'> }): Array<{ path: string; file: string }> {
   const env = config.env;
   const named: Array<[string, string | undefined]> = [
-    ['env.world', env.kind === 'sim' ? env.world : undefined],
-    ['env.data', env.kind === 'dbbench' || env.kind === 'swe' ? env.data : undefined],
-    ['env.tasks', env.kind === 'charset' ? env.tasks : undefined],
-    ['env.root', env.kind === 'appworld' ? env.root : undefined],
+    ...envFilesNamed(env).map(({ path, file }): [string, string] => [path, file]),
     ['env.harnessDir', env.harnessDir],
     ['env.pool', env.pool === undefined ? undefined : `${poolsDirSetting()}/${env.pool}`],
     ['trainer.checkpointsDir', config.trainer?.checkpointsDir],

@@ -18,6 +18,7 @@ import { hashSeed } from '../random';
 import { tasksFor } from '../rl/task-sampling';
 import { apiKeyOf } from '../secrets';
 import type { RunStore } from '../store/run-store';
+import { SIM_KIND } from '../envs/sim/config';
 
 /**
  * A copy of a sim world with enough tasks per kind that `trainTasks` distinct
@@ -89,7 +90,7 @@ export async function runRolloutsInProcess(args: {
 /** Runs `work` with a scratch run registered in the store; the run and its rows are deleted after. */
 export async function withScratchRun<T>(store: RunStore, what: string, work: (scratch: ScratchRun) => Promise<T>): Promise<T> {
   const runId = `bench-${what}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
-  await store.registerRun({ runId, name: `bench-${what}`, env: 'sim', config: {}, incarnation: runId, takeOver: false });
+  await store.registerRun({ runId, name: `bench-${what}`, env: SIM_KIND, config: {}, incarnation: runId, takeOver: false });
   try {
     return await work({ store, runId });
   } finally {

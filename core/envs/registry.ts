@@ -1,88 +1,84 @@
 /**
- * Building an Environment from a run config's `env`, with its harness pool:
- * the env's shipped pool, a folder of harness files (`harnessDir`), or a
- * frozen pool named by its hash (`pool`).
+ * The envs a worker can build, by kind: the shipped envs' registrations and
+ * a user's module env (core/envs/registration.ts says what a registration
+ * holds). Everything that needs an env's own facts (how to build it, its
+ * harness pool, its system prompt, its harness space, what its failures call
+ * for) asks here; nothing else names an env kind.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { EnvConfig } from '../config';
+import type { EnvConfig } from './env-configs';
+import { ENV_KINDS } from './env-configs';
+import type { Environment } from './environment';
+import type { AnyEnvRegistration, EnvPool } from './registration';
+import { simRegistration } from './sim/registration';
+import { charsetRegistration } from './charset/registration';
+import { dbBenchRegistration } from './dbbench/registration';
+import { sweRegistration } from './swe/registration';
+import { appWorldRegistration } from './appworld/registration';
+import { moduleRegistration } from './module/registration';
 import { specHarness } from '../harness/spec-harness';
 import { loadHarnessPool, loadHarnessSpec, specFiles, type LoadedSpec } from '../harness/spec';
 import type { Harness } from '../harness/harness';
-import { FrozenPoolError, poolsRoot, readFrozenPool, type FrozenPool } from '../harness/frozen-pool';
-import type { Environment } from './environment';
-import { SimEnvironment } from './sim/environment';
-import { loadSimWorld, readSimHarnessDir, withHarnessFiles, type SimWorld } from './sim/world';
-import { DbBenchEnvironment } from './dbbench/environment';
-import { CharsetEnvironment, loadCharsetTasks } from './charset/environment';
-import { SweEnvironment, SWE_SYSTEM_PROMPT } from './swe/environment';
-import { AppWorldEnvironment, APPWORLD_SYSTEM_PROMPT } from './appworld/environment';
-import { appWorldInstall } from './appworld/install-location';
-import { UserError } from '../errors';
-
-export const DBBENCH_POOL_DIR = path.join(__dirname, 'dbbench', 'harnesses');
-export const SWE_POOL_DIR = path.join(__dirname, 'swe', 'harnesses');
-export const APPWORLD_POOL_DIR = path.join(__dirname, 'appworld', 'harnesses');
+import { checkFrozenVersions, FrozenPoolError, poolsRoot, readFrozenPool, type FrozenPool } from '../harness/frozen-pool';
+import { declarativeSpace, HarnessSpaceError, type HarnessSpace } from '../evolution/harness-space';
+import { failureDirectionsFor, type FailureDirections } from '../evolution/failure-directions';
+import { processSettings, type Settings } from '../settings';
 
 export { specFiles };
 
-/** AgentBench sends its instruction as the first user turn (the env's opening), so the base harness has no system prompt. */
-export function dbBenchHarnesses(pool: readonly LoadedSpec[]): Harness[] {
-  return pool.map((loaded) => specHarness(loaded, ''));
+/** Every registered env, by kind. */
+export const ENV_REGISTRATIONS: ReadonlyMap<string, AnyEnvRegistration> = new Map(
+  [simRegistration, charsetRegistration, dbBenchRegistration, sweRegistration, appWorldRegistration, moduleRegistration].map((r) => [r.kind, r]),
+);
+
+/** The registration of an env kind; a module env's is the module's own, loaded (once) by the worker. */
+export function registrationFor(env: Pick<EnvConfig, 'kind'> & Partial<EnvConfig>): AnyEnvRegistration {
+  const registration = ENV_REGISTRATIONS.get(env.kind);
+  if (!registration) throw new Error(`env.kind '${env.kind}' has no registration (registered: ${[...ENV_REGISTRATIONS.keys()].join(', ')}; the config schema knows: ${ENV_KINDS.join(', ')})`);
+  return registration.resolve?.(env) ?? registration;
 }
 
-/** A spec pool on the env's system prompt (a spec's own systemPrompt replaces it). */
-function specPool(pool: readonly LoadedSpec[], envSystemPrompt: string): Harness[] {
-  return pool.map((loaded) => specHarness(loaded, envSystemPrompt));
+/** The env's id in pools, runs and reports: its kind, or a module env's own name. */
+export function envIdOf(env: EnvConfig): string {
+  const registration = registrationFor(env);
+  return registration.envId?.(env) ?? registration.kind;
 }
 
-export function sweHarnesses(pool: readonly LoadedSpec[]): Harness[] {
-  return specPool(pool, SWE_SYSTEM_PROMPT);
+/** Builds the env a config describes, with its harness pool; `settings`: the process's, read once at its start. */
+export function createEnvironment(env: EnvConfig, settings: Settings = processSettings()): Environment {
+  const registration = registrationFor(env);
+  return registration.create(env, envPool(registration, env), settings);
 }
 
-export function createEnvironment(env: EnvConfig): Environment {
-  switch (env.kind) {
-    case 'sim':
-      return new SimEnvironment(simWorld(env));
-    case 'charset':
-      return env.pool === undefined
-        ? CharsetEnvironment.fromFile(env.tasks, env.harnessDir)
-        : new CharsetEnvironment(loadCharsetTasks(env.tasks), frozenSpecPool(frozenPool(env.kind, env.pool)));
-    case 'dbbench': {
-      const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? DBBENCH_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
-      return new DbBenchEnvironment({
-        dataFile: env.data,
-        adminUrl: env.mysqlUrl ?? process.env.DBBENCH_MYSQL_URL,
-        scoring: env.scoring,
-        harnesses: dbBenchHarnesses(pool),
-      });
-    }
-    case 'swe': {
-      const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? SWE_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
-      return new SweEnvironment({ dataFile: env.data, harnesses: sweHarnesses(pool) });
-    }
-    case 'appworld': {
-      const pool = env.pool === undefined ? loadHarnessPool(specFiles(env.harnessDir ?? APPWORLD_POOL_DIR)) : frozenSpecPool(frozenPool(env.kind, env.pool));
-      const install = appWorldInstall();
-      if (!install) throw new UserError('env.kind appworld: the appworld package is not installed on this machine: run `npx harness-s appworld setup` (it installs it from PyPI and builds the fixture world)');
-      return new AppWorldEnvironment({
-        appworld: install.appworld, root: env.root ?? install.fixtureRoot, cache: install.cache,
-        dataset: env.dataset, servers: env.servers, harnesses: specPool(pool, APPWORLD_SYSTEM_PROMPT),
-      });
-    }
-  }
+/** Where a config's harnesses come from: its frozen pool, its harnessDir, or the env's shipped folder, read when first asked for. */
+function envPool(registration: AnyEnvRegistration, env: EnvConfig): EnvPool {
+  const envId = registration.envId?.(env) ?? registration.kind;
+  let frozen: FrozenPool | undefined;
+  let specs: LoadedSpec[] | undefined;
+  const pool: EnvPool = {
+    frozen() {
+      if (env.pool !== undefined) frozen ??= frozenPool(envId, env.pool);
+      return frozen;
+    },
+    specs() {
+      if (specs) return specs;
+      const fromFrozen = pool.frozen();
+      if (fromFrozen) specs = frozenSpecPool(fromFrozen);
+      else {
+        const dir = env.harnessDir ?? shippedPoolDir(registration, env);
+        if (dir === undefined) throw new Error(`env ${envId} ships no harness spec folder; set env.harnessDir or env.pool`);
+        specs = loadHarnessPool(specFiles(dir));
+      }
+      return specs;
+    },
+    harnesses: () => specHarnesses(registration, pool.specs()),
+  };
+  return pool;
 }
 
-/** The sim world of a config, with the harnesses of its frozen pool or harness folder in place of the world file's. */
-function simWorld(env: Extract<EnvConfig, { kind: 'sim' }>): SimWorld {
-  const world = loadSimWorld(env.world);
-  if (env.harnessDir !== undefined) return withHarnessFiles(world, readSimHarnessDir(env.harnessDir));
-  if (env.pool === undefined) return world;
-  const frozen = frozenPool(env.kind, env.pool);
-  const members = frozen.manifest.members;
-  const replaced = withHarnessFiles(world, members.map((m) => ({ file: path.join(frozen.dir, m.file), spec: frozen.specs[m.id] })));
-  keepsFrozenVersions(frozen, new SimEnvironment(replaced).harnesses());
-  return replaced;
+function shippedPoolDir(registration: AnyEnvRegistration, env: EnvConfig): string | undefined {
+  return typeof registration.poolDir === 'function' ? registration.poolDir(env) : registration.poolDir;
 }
 
 /** A frozen pool of `envId`, verified against its hash; where it was looked for when it is not there. */
@@ -102,39 +98,68 @@ function frozenPool(envId: string, hash: string): FrozenPool {
 /** A frozen pool of HarnessSpec files, loaded like any spec folder, base first. */
 function frozenSpecPool(frozen: FrozenPool): LoadedSpec[] {
   const pool = loadHarnessPool(frozen.manifest.members.map((m) => path.join(frozen.dir, m.file)));
-  keepsFrozenVersions(frozen, pool.map((loaded) => ({ id: loaded.spec.id, version: loaded.version })));
+  checkFrozenVersions(frozen, pool.map((loaded) => ({ id: loaded.spec.id, version: loaded.version })));
   return pool;
 }
 
-/**
- * Each harness as the env reads it must have the version it was frozen with,
- * so a run's recorded pool hash is the hash of the folder it named: a spec
- * frozen without the defaults its env fills in would read as another version.
- */
-function keepsFrozenVersions(frozen: FrozenPool, harnesses: ReadonlyArray<{ id: string; version?: string }>): void {
-  for (const member of frozen.manifest.members) {
-    const file = path.join(frozen.dir, member.file);
-    const harness = harnesses.find((h) => h.id === member.id);
-    if (!harness) throw new FrozenPoolError(`frozen pool ${frozen.manifest.hash}: ${file} does not define harness '${member.id}', the id its manifest lists it under`);
-    if (harness.version !== member.version) {
-      throw new FrozenPoolError(
-        `frozen pool ${frozen.manifest.hash}: ${file} reads as version ${harness.version ?? '(none)'}, but was frozen as ${member.version}: ` +
-          'a pool must be frozen with each spec as its env parses it (every default filled in)',
-      );
-    }
-  }
+/** One harness for `harness-s eval`: a spec file (on the env's system prompt), or the id of a harness in the env's pool. */
+export function resolveHarness(envConfig: EnvConfig, env: Environment, fileOrId: string): Harness {
+  if (/\.(json|ya?ml)$/i.test(fileOrId)) return specHarness(loadHarnessSpec(fileOrId), registrationFor(envConfig).systemPrompt);
+  return harnessById(env, fileOrId);
 }
 
-/** The env protocols' own system prompts (DBBench has none: AgentBench opens with a user turn). */
-export const ENV_SYSTEM_PROMPTS: Record<string, string> = { swe: SWE_SYSTEM_PROMPT, appworld: APPWORLD_SYSTEM_PROMPT };
-
-/** One harness for `harness-s eval`: a spec file, or the id of a harness in the env's pool. */
-export function resolveHarness(env: Environment, fileOrId: string): Harness {
-  if (/\.(json|ya?ml)$/i.test(fileOrId)) {
-    const loaded = loadHarnessSpec(fileOrId);
-    return specHarness(loaded, ENV_SYSTEM_PROMPTS[env.id] ?? '');
-  }
-  const harness = env.harnesses().find((h) => h.id === fileOrId);
-  if (!harness) throw new Error(`env ${env.id} has no harness '${fileOrId}' (it has: ${env.harnesses().map((h) => h.id).join(', ')})`);
+/** The harness of the env's pool with this id. */
+export function harnessById(env: Environment, id: string): Harness {
+  const harness = env.harnesses().find((h) => h.id === id);
+  if (!harness) throw new Error(`env ${env.id} has no harness '${id}' (it has: ${env.harnesses().map((h) => h.id).join(', ')})`);
   return harness;
+}
+
+/** Spec files as harnesses on an env's system prompt, as its pool would run them. */
+export function specHarnesses(registration: Pick<AnyEnvRegistration, 'systemPrompt'>, specs: readonly LoadedSpec[]): Harness[] {
+  return specs.map((loaded) => specHarness(loaded, registration.systemPrompt));
+}
+
+/** The space evolution's candidates live in: the env's own, else the declarative spec space on its system prompt. */
+export function harnessSpaceFor(envConfig: EnvConfig, env: Environment): HarnessSpace {
+  const registration = registrationFor(envConfig);
+  return registration.harnessSpace?.(env) ?? declarativeSpace(envIdOf(envConfig), registration.systemPrompt);
+}
+
+/** Failure type -> repair directions for this env: the default mapping, the env's own, then the evolution config's overrides. */
+export function envFailureDirections(envConfig: EnvConfig, overrides: Partial<FailureDirections> = {}): FailureDirections {
+  return failureDirectionsFor(registrationFor(envConfig).failureDirections, overrides);
+}
+
+/**
+ * The spec evolution starts from: the `base` file a config names, else the
+ * base of the env's pool (its frozen pool, its harness folder, or what it ships).
+ */
+export function baseSpecFor(envConfig: EnvConfig, env: Environment, baseFile: string | undefined): Record<string, unknown> {
+  const registration = registrationFor(envConfig);
+  const space = harnessSpaceFor(envConfig, env);
+  let raw: unknown;
+  let source: string;
+  if (baseFile !== undefined) {
+    source = baseFile;
+    raw = registration.readHarnessFile ? registration.readHarnessFile(baseFile) : loadHarnessSpec(baseFile).spec;
+  } else if (envConfig.pool !== undefined) {
+    const frozen = readFrozenPool(path.join(poolsRoot(), envConfig.pool), envConfig.pool);
+    const base = frozen.manifest.members.find((m) => m.direction === 'base');
+    if (!base) throw new HarnessSpaceError(`frozen pool ${envConfig.pool} has no base harness`);
+    source = `frozen pool ${envConfig.pool}`;
+    raw = frozen.specs[base.id];
+  } else if (registration.baseHarness) {
+    source = `env ${envIdOf(envConfig)}'s own pool`;
+    raw = registration.baseHarness(env);
+  } else {
+    const dir = envConfig.harnessDir ?? shippedPoolDir(registration, envConfig);
+    if (dir === undefined) throw new HarnessSpaceError(`env ${envIdOf(envConfig)} ships no harness spec folder; set env.harnessDir or name a base file`);
+    source = dir;
+    raw = loadHarnessPool(specFiles(dir))[0].spec;
+  }
+  const checked = space.check(raw);
+  if (!checked.ok) throw new HarnessSpaceError(`base harness from ${source} is invalid:\n${checked.error}`);
+  if (checked.spec.direction !== 'base') throw new HarnessSpaceError(`base harness from ${source}: direction must be 'base', not '${String(checked.spec.direction)}'`);
+  return checked.spec;
 }

@@ -10,6 +10,7 @@ import { RepairDirection } from '../harness/direction';
 import { formatZodError, zodErrorPaths } from '../zod-errors';
 import { UserError } from '../errors';
 import { SIBLING_DIRECTIONS } from './failure-directions';
+import { isSimulatedEnv, SIM_KIND } from '../envs/sim/config';
 
 /** A proposer: any OpenAI-compatible chat endpoint and model (a hosted LLM, vLLM, or the sim cluster's `sim-proposer`). */
 export const ProposerConfig = z.strictObject({
@@ -35,7 +36,7 @@ export const EvolutionConfig = z
   .strictObject({
     /** The evolution's id: a second start with the same name resumes it (same config) or is refused (another config). */
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-evolve'),
-    env: EnvConfig.default({ kind: 'sim' }),
+    env: EnvConfig.default({ kind: SIM_KIND }),
     /** A harness spec file (the env's spec format) to evolve from; the env's own base harness when absent. */
     base: z.string().min(1).optional(),
     executor: ExecutorConfig.prefault({}),
@@ -77,7 +78,7 @@ export const EvolutionConfig = z
     seed: z.number().int().min(0).default(1),
   })
   .superRefine((config, ctx) => {
-    if (config.env.kind === 'sim') return;
+    if (isSimulatedEnv(config.env.kind)) return;
     config.proposers.forEach((p, i) => {
       if (p.model === SIM_PROPOSER) {
         ctx.addIssue({

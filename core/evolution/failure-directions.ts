@@ -1,8 +1,9 @@
 /**
  * Which repair direction a failure calls for. The diagnosis groups the base
  * harness's failures by type and hands each group to the directions mapped
- * here; an env may map differently, and an evolution config may override
- * either per failure type (`failureDirections`).
+ * here; an env may map differently (its registration's `failureDirections`),
+ * and an evolution config may override either per failure type
+ * (`failureDirections`).
  *
  * The default mapping (DBBench, charset, any spec-driven env):
  * - format_error    -> action_realization    (the intended action was not executed: parsing, format)
@@ -10,8 +11,6 @@
  * - wrong_answer    -> procedural_skill, environment_contract (domain know-how; what the env's data means)
  * - turn_limit      -> trajectory_regulation (turn budget, loops)
  * - policy_error    -> none (the endpoint failed; no harness repairs that)
- * The sim's wrong answers are early finishes (a required behaviour skipped), so
- * there wrong_answer also calls for trajectory_regulation (verify before finish).
  */
 import type { RepairDirection } from '../harness/direction';
 import type { FailureType } from '../policy/trajectory';
@@ -29,13 +28,9 @@ const DEFAULT_MAPPING: FailureDirections = {
   policy_error: [],
 };
 
-const ENV_MAPPINGS: Record<string, Partial<FailureDirections>> = {
-  sim: { wrong_answer: ['environment_contract', 'procedural_skill', 'trajectory_regulation'] },
-};
-
-/** The mapping an evolution uses: the default, then its env's, then the config's overrides. */
-export function failureDirectionsFor(env: string, overrides: Partial<FailureDirections> = {}): FailureDirections {
-  return { ...DEFAULT_MAPPING, ...ENV_MAPPINGS[env], ...overrides };
+/** The mapping an evolution uses: the default, then its env's (`envMapping`), then the config's overrides. */
+export function failureDirectionsFor(envMapping: Partial<FailureDirections> = {}, overrides: Partial<FailureDirections> = {}): FailureDirections {
+  return { ...DEFAULT_MAPPING, ...envMapping, ...overrides };
 }
 
 /** What each direction repairs, in the words a proposer is given. */

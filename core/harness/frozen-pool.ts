@@ -232,3 +232,22 @@ function readJson(file: string, what: string): unknown {
     throw new FrozenPoolError(`${what} ${file}: cannot parse it as JSON: ${(err as Error).message}`);
   }
 }
+
+/**
+ * Each harness as the env reads it must have the version it was frozen with,
+ * so a run's recorded pool hash is the hash of the folder it named: a spec
+ * frozen without the defaults its env fills in would read as another version.
+ */
+export function checkFrozenVersions(frozen: FrozenPool, harnesses: ReadonlyArray<{ id: string; version?: string }>): void {
+  for (const member of frozen.manifest.members) {
+    const file = path.join(frozen.dir, member.file);
+    const harness = harnesses.find((h) => h.id === member.id);
+    if (!harness) throw new FrozenPoolError(`frozen pool ${frozen.manifest.hash}: ${file} does not define harness '${member.id}', the id its manifest lists it under`);
+    if (harness.version !== member.version) {
+      throw new FrozenPoolError(
+        `frozen pool ${frozen.manifest.hash}: ${file} reads as version ${harness.version ?? '(none)'}, but was frozen as ${member.version}: ` +
+          'a pool must be frozen with each spec as its env parses it (every default filled in)',
+      );
+    }
+  }
+}

@@ -21,6 +21,7 @@ import type { TinkerClient } from '../rl/tinker/client';
 import type { RunStore } from '../store/run-store';
 import { publishAdapter, PublishError } from './publisher';
 import { resolveSamplerWeights } from './sampler-weights';
+import { isSimulatedEnv } from '../envs/sim/config';
 
 export const EXPORT_MANIFEST = 'harness-s-export.json';
 export const SIMULATED_LABEL = 'SIMULATED: sim policy parameters, not a real LoRA adapter';
@@ -130,7 +131,7 @@ export async function exportPolicy(
     for (const name of await fs.readdir(staging)) if (name.startsWith('.harness-s')) await fs.rm(path.join(staging, name), { force: true });
 
     const adapterConfig = JSON.parse(await fs.readFile(path.join(staging, 'adapter_config.json'), 'utf8')) as { simulated?: unknown };
-    const simulated = config.env.kind === 'sim' || adapterConfig.simulated === true;
+    const simulated = isSimulatedEnv(config.env.kind) || adapterConfig.simulated === true;
     const manifest: ExportManifest = {
       runId: args.runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath, baseModel: config.policy.model,
       configHash: configHash(run.config), trainerModelId: trained.modelId, exportedAt: new Date().toISOString(), simulated,

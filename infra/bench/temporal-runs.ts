@@ -9,6 +9,7 @@ import {
   pauseSignal, resumeSignal, SEARCH_ATTRIBUTES, statusQuery, TASK_QUEUES, type RunInput, type RunSummary,
 } from '../../workflows/definitions';
 import type { RunHistory } from '../../core/bench/figures';
+import { isSimulatedEnv } from '../../core/envs/sim/config';
 
 type HarnessSRun = (input: RunInput) => Promise<RunSummary>;
 export type RunHandle = WorkflowHandle<HarnessSRun>;
@@ -34,7 +35,7 @@ export async function startBenchRun(client: Client, runId: string, raw: unknown,
       { key: SEARCH_ATTRIBUTES.runName, value: config.name },
       { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
     ],
-    staticSummary: `Harness-S run ${config.name} (bench, ${config.env.kind}${config.env.kind === 'sim' ? ', SIMULATED' : ''})`,
+    staticSummary: `Harness-S run ${config.name} (bench, ${config.env.kind}${isSimulatedEnv(config.env.kind) ? ', SIMULATED' : ''})`,
   };
   if (!held) return client.workflow.start<HarnessSRun>('harnessSRun', options);
   await client.workflow.signalWithStart<HarnessSRun, [{ reason?: string }?]>('harnessSRun', {

@@ -11,7 +11,8 @@ import { promisify } from 'node:util';
 import { AppWorldClient, AppWorldServerError } from '../../core/envs/appworld/client';
 import { AppWorldEnvironment, APPWORLD_SYSTEM_PROMPT, appWorldCompletion, codeOf } from '../../core/envs/appworld/environment';
 import { AppWorldServers, type Lease } from '../../core/envs/appworld/servers';
-import { APPWORLD_POOL_DIR, createEnvironment, resolveHarness, specFiles } from '../../core/envs/registry';
+import { createEnvironment, harnessById, specFiles } from '../../core/envs/registry';
+import { APPWORLD_POOL_DIR } from '../../core/envs/appworld/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
@@ -151,7 +152,7 @@ describe('the AppWorld env with a scripted agent over HTTP', () => {
   const episode = (taskId: string, harnessId: string, script: (messages: ScriptedMessage[]) => ScriptedReply, maxTurns = 10) => {
     reply = script;
     const policy = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 60 });
-    return runEpisode({ env, harness: resolveHarness(env, harnessId), policy, model: 'scripted-model', taskId, sample: 0, maxTurns, temperature: 0, seed: 1 });
+    return runEpisode({ env, harness: harnessById(env, harnessId), policy, model: 'scripted-model', taskId, sample: 0, maxTurns, temperature: 0, seed: 1 });
   };
 
   test('tasks come from the fixture dataset, kinds are difficulty levels', () => {

@@ -13,7 +13,8 @@ import { NativeConnection } from '@temporalio/worker';
 import { DbBenchEnvironment } from '../../core/envs/dbbench/environment';
 import { goldAgentReplies } from '../../core/envs/dbbench/replay';
 import { loadDbBenchTasks, type DbBenchTask } from '../../core/envs/dbbench/tasks';
-import { DBBENCH_POOL_DIR, dbBenchHarnesses, resolveHarness, specFiles } from '../../core/envs/registry';
+import { harnessById, specFiles, specHarnesses } from '../../core/envs/registry';
+import { DBBENCH_POOL_DIR, dbBenchRegistration } from '../../core/envs/dbbench/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
@@ -49,8 +50,8 @@ afterAll(async () => {
 });
 
 describe('the AgentBench protocol through the runtime, with a scripted policy over HTTP', () => {
-  const env = new DbBenchEnvironment({ tasks, harnesses: dbBenchHarnesses(loadHarnessPool(specFiles(DBBENCH_POOL_DIR))) });
-  const base = resolveHarness(env, 'base');
+  const env = new DbBenchEnvironment({ tasks, harnesses: specHarnesses(dbBenchRegistration, loadHarnessPool(specFiles(DBBENCH_POOL_DIR))) });
+  const base = harnessById(env, 'base');
   const run = async (taskId: string, script: (turn: number, task: DbBenchTask) => string, maxTurns = 15) => {
     reply = (messages) => script(assistantTurns(messages), taskByPrompt(messages));
     const client = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 10 });

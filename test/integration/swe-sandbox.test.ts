@@ -13,13 +13,14 @@ import { SweEnvironment } from '../../core/envs/swe/environment';
 import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
 import { SANDBOX_UID } from '../../core/envs/swe/sandbox';
 import { sweepWorkspaces, workRoot } from '../../core/envs/swe/workspace';
-import { SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry';
+import { specFiles, specHarnesses } from '../../core/envs/registry';
+import { SWE_POOL_DIR, sweRegistration } from '../../core/envs/swe/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
 import { SHIPPED_SWE_SET } from '../../cli/swe';
 
 setupInstanceSet(SHIPPED_SWE_SET);
 const instance = loadSweData(SHIPPED_SWE_SET).find((i) => i.instance_id === 'markdown-3.8.1')!;
-const env = new SweEnvironment({ instances: [instance], harnesses: sweHarnesses(loadHarnessPool(specFiles(SWE_POOL_DIR))) });
+const env = new SweEnvironment({ instances: [instance], harnesses: specHarnesses(sweRegistration, loadHarnessPool(specFiles(SWE_POOL_DIR))) });
 
 const bash = (command: string, timeout?: number) => JSON.stringify({ tool: 'execute_bash', arguments: { command, ...(timeout ? { timeout } : {}) } });
 const edit = (args: Record<string, unknown>) => JSON.stringify({ tool: 'str_replace_editor', arguments: args });

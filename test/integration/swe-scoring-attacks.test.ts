@@ -10,7 +10,8 @@
 import { SweEnvironment, type SweEpisodeResult } from '../../core/envs/swe/environment';
 import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
 import type { StepOutcome } from '../../core/envs/environment';
-import { SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry';
+import { specFiles, specHarnesses } from '../../core/envs/registry';
+import { SWE_POOL_DIR, sweRegistration } from '../../core/envs/swe/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
 import { SHIPPED_SWE_SET } from '../../cli/swe';
 import { goldEditCalls } from './swe-helpers';
@@ -20,7 +21,7 @@ import { evaluatePatch } from '../../core/envs/swe/scoring';
 
 setupInstanceSet(SHIPPED_SWE_SET);
 const instance = loadSweData(SHIPPED_SWE_SET).find((i) => i.instance_id === 'markdown-3.8.1')!;
-const env = new SweEnvironment({ instances: [instance], harnesses: sweHarnesses(loadHarnessPool(specFiles(SWE_POOL_DIR))) });
+const env = new SweEnvironment({ instances: [instance], harnesses: specHarnesses(sweRegistration, loadHarnessPool(specFiles(SWE_POOL_DIR))) });
 
 const action = (tool: string, args: Record<string, unknown>) => JSON.stringify({ tool, arguments: args });
 const bash = (command: string) => action('execute_bash', { command });

@@ -12,7 +12,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { harnessSRun } from '../../workflows';
 import { parseRunConfig } from '../../core/config';
-import { resolveHarness, SWE_POOL_DIR, sweHarnesses, specFiles } from '../../core/envs/registry';
+import { harnessById, specFiles, specHarnesses } from '../../core/envs/registry';
+import { SWE_POOL_DIR, sweRegistration } from '../../core/envs/swe/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
@@ -89,11 +90,11 @@ describe('what the agent is given', () => {
 describe('the tool loop with a scripted agent over HTTP', () => {
   const { file, picked } = smallDataFile();
   const markdown = picked[0];
-  const env = new SweEnvironment({ dataFile: file, harnesses: sweHarnesses(loadHarnessPool(specFiles(SWE_POOL_DIR))) });
+  const env = new SweEnvironment({ dataFile: file, harnesses: specHarnesses(sweRegistration, loadHarnessPool(specFiles(SWE_POOL_DIR))) });
   const episode = (harnessId: string, script: (messages: ScriptedMessage[]) => ScriptedReply, maxTurns = 30) => {
     reply = script;
     const client = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 60 });
-    return runEpisode({ env, harness: resolveHarness(env, harnessId), policy: client, model: 'scripted-model', taskId: markdown.instance_id, sample: 0, maxTurns, temperature: 0, seed: 1 });
+    return runEpisode({ env, harness: harnessById(env, harnessId), policy: client, model: 'scripted-model', taskId: markdown.instance_id, sample: 0, maxTurns, temperature: 0, seed: 1 });
   };
 
   test('the gold agent fixes the instance with the editor, runs the tests and submits: resolved, every turn a function call answered by a tool message', async () => {

@@ -1,11 +1,11 @@
 import { SimEnvironment } from '../../core/envs/sim/environment';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { parseEvolutionConfig } from '../../core/evolution/config';
-import { baseSpecFor, harnessSpaceFor } from '../../core/evolution/harness-space';
+import { baseSpecFor, envFailureDirections, harnessSpaceFor } from '../../core/envs/registry';
 import { judgeAnswer } from '../../core/evolution/proposal';
 import { allTargets, diagnoseFailures, type EvolutionGroup } from '../../core/evolution/diagnosis';
 import { measurePoolEffect } from '../../core/evolution/effect-matrix';
-import { failureDirectionsFor, type SiblingDirection } from '../../core/evolution/failure-directions';
+import type { SiblingDirection } from '../../core/evolution/failure-directions';
 import { lineageOf } from '../../core/evolution/freeze';
 import { beatsBase, selectForDirection, summarizeCandidate, type CandidateRef } from '../../core/evolution/selection';
 
@@ -15,20 +15,20 @@ const group = (candidateId: string, taskId: string, kind: string, successes: num
 
 describe('failure directions', () => {
   test('a format error calls for action realization and a turn limit for trajectory regulation', () => {
-    const mapping = failureDirectionsFor('dbbench');
+    const mapping = envFailureDirections({ kind: 'dbbench', data: 'x', scoring: 'exact' });
     expect(mapping.format_error).toEqual(['action_realization']);
     expect(mapping.turn_limit).toEqual(['trajectory_regulation']);
     expect(mapping.policy_error).toEqual([]);
   });
 
   test("the sim maps its wrong answers (early finishes) to trajectory regulation too, and a config's override wins", () => {
-    expect(failureDirectionsFor('sim').wrong_answer).toContain('trajectory_regulation');
-    expect(failureDirectionsFor('sim', { wrong_answer: ['procedural_skill'] }).wrong_answer).toEqual(['procedural_skill']);
+    expect(envFailureDirections({ kind: 'sim' }).wrong_answer).toContain('trajectory_regulation');
+    expect(envFailureDirections({ kind: 'sim' }, { wrong_answer: ['procedural_skill'] }).wrong_answer).toEqual(['procedural_skill']);
   });
 });
 
 describe('diagnoseFailures', () => {
-  const mapping = failureDirectionsFor('dbbench');
+  const mapping = envFailureDirections({ kind: 'dbbench', data: 'x', scoring: 'exact' });
   const groups = [
     group('base', 't1', 'select', 0, { format_error: 3, wrong_answer: 1 }),
     group('base', 't2', 'select', 1, { execution_error: 3 }),

@@ -71,7 +71,7 @@ const activities = {
   async prepareEvolution(): Promise<PreparedEvolution> {
     return {
       evolutionId: 'fake-evolution', config: parseEvolutionConfig(config), env: 'dbbench', simulated: false, devTasks: DEV_TASKS,
-      baseId: 'base', baseVersion: 'v0', failureDirections: failureDirectionsFor('dbbench'),
+      baseId: 'base', baseVersion: 'v0', failureDirections: failureDirectionsFor(),
     };
   },
   async runEvolutionGroup(input: { phase: string; candidateId: string; taskId: string; samples: number }): Promise<EvolutionGroup> {

@@ -40,7 +40,7 @@ export interface DbBenchEnvironmentOptions {
   /** The JSONL task file; or `tasks` already loaded. */
   dataFile?: string;
   tasks?: DbBenchTask[];
-  /** Admin URL of the server; $DBBENCH_MYSQL_URL, then the local server, when absent. Ignored when `host` is given. */
+  /** Admin URL of the server; the local server as root when absent. Ignored when `host` is given. */
   adminUrl?: string;
   /** A host to share (its pool, limits and prefix); the env then does not close it. */
   host?: SandboxHost;
@@ -206,7 +206,7 @@ export class DbBenchEnvironment implements Environment {
     this.ownsHost = !options.host;
     this.host =
       options.host ??
-      new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl ?? (process.env.DBBENCH_MYSQL_URL || undefined) });
+      new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl });
   }
 
   listTasks(): TaskRef[] {

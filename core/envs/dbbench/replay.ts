@@ -53,7 +53,7 @@ export interface ReplayReport {
 
 export async function replayDbBench(options: ReplayOptions): Promise<ReplayReport> {
   const tasks = loadDbBenchTasks(options.file).slice(0, options.limit);
-  const host = new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl ?? (process.env.DBBENCH_MYSQL_URL || undefined) });
+  const host = new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl });
   const env = new DbBenchEnvironment({ tasks, host, scoring: options.scoring });
   const report: ReplayReport = { total: 0, passed: 0, byType: {}, failures: [], episodesPerSecond: 0 };
   const started = process.hrtime.bigint();

@@ -397,11 +397,6 @@ export class SandboxHost {
     });
   }
 
-  /** Settings from $DBBENCH_MYSQL_URL, or the local server as root. */
-  static fromEnv(options: Omit<SandboxHostOptions, 'adminUrl'> = {}): SandboxHost {
-    return new SandboxHost({ ...options, adminUrl: process.env.DBBENCH_MYSQL_URL || DEFAULT_DBBENCH_MYSQL_URL });
-  }
-
   /** Connection options on this server; the admin's credentials unless others are given. */
   connectionOptions(overrides: { user?: string; password?: string; database?: string }): ConnectionOptions {
     const { host, port, socketPath, user, password } = this.address;
