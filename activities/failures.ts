@@ -20,6 +20,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { APIConnectionError, APIError } from 'openai';
 import { UserError } from '../core/errors';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { PublishError } from '../core/policy/publisher';
 import { SamplerWeightsError } from '../core/policy/sampler-weights';
 import { TrainerError, TrainerModelGoneError } from '../core/rl/tinker/client';
@@ -31,21 +32,21 @@ export function asWorkflowFailure(err: unknown): never {
   if (err instanceof ApplicationFailure) throw err;
   if (err instanceof UserError) throw ApplicationFailure.nonRetryable(err.message, err.name);
   if (err instanceof APIError && err.status !== undefined && REFUSED.includes(err.status)) {
-    throw ApplicationFailure.nonRetryable(`policy endpoint: HTTP ${err.status}: ${err.message}`, 'PolicyRequestRefused');
+    throw ApplicationFailure.nonRetryable(`policy endpoint: HTTP ${err.status}: ${err.message}`, FAILURE_TYPES.PolicyRequestRefused);
   }
   if (err instanceof APIConnectionError || (err instanceof APIError && err.status !== undefined && (err.status >= 500 || err.status === 429))) {
-    throw ApplicationFailure.retryable(`policy endpoint: ${err.message}`, 'PolicyUnavailable');
+    throw ApplicationFailure.retryable(`policy endpoint: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   }
   if (err instanceof PublishError) {
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
-    throw ApplicationFailure.retryable(`inference server: ${err.message}`, 'PolicyUnavailable');
+    throw ApplicationFailure.retryable(`inference server: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   }
   if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
   // The run restores its model from its latest checkpoint (workflows/run.ts); retrying the op cannot help.
-  if (err instanceof TrainerModelGoneError) throw ApplicationFailure.nonRetryable(err.message, 'TrainerModelLost', { modelId: err.modelId });
+  if (err instanceof TrainerModelGoneError) throw ApplicationFailure.nonRetryable(err.message, FAILURE_TYPES.TrainerModelLost, { modelId: err.modelId });
   if (err instanceof TrainerError) {
-    if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, 'TrainerRequestRefused');
-    throw ApplicationFailure.retryable(err.message, 'TrainerUnavailable');
+    if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, FAILURE_TYPES.TrainerRequestRefused);
+    throw ApplicationFailure.retryable(err.message, FAILURE_TYPES.TrainerUnavailable);
   }
   throw err;
 }

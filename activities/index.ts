@@ -31,7 +31,7 @@ export type { PublishSummary } from './publish';
 
 export function createActivities(deps: ActivityDeps) {
   const context = createRunContext(deps);
-  return userErrorsFailAtOnce({
+  return classifyingFailures({
     ...createRunActivities(deps, context),
     ...createTaskActivities(context),
     ...createRolloutActivities(deps, context),
@@ -44,7 +44,7 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 /** Every activity, wrapped so that its errors say what the workflow should do: fail the run, pause it, or retry (failures.ts). */
-function userErrorsFailAtOnce<T extends Record<string, (input: never) => Promise<unknown>>>(activities: T): T {
+function classifyingFailures<T extends Record<string, (input: never) => Promise<unknown>>>(activities: T): T {
   const wrapped = Object.entries(activities).map(([name, activity]) => [
     name,
     async (input: never) => {

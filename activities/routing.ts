@@ -4,6 +4,7 @@
  * (core/router/).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { buildProfiles, probeOutcome, profileShift } from '../core/router/profiles';
 import { rank1Routes } from '../core/router/rank1';
 import { routeDeadGroup, type RoutingDecision } from '../core/router/router';
@@ -15,7 +16,7 @@ export function createRoutingActivities(deps: ActivityDeps, context: RunContext)
 
   async function profilesOf(runId: string, version: number) {
     const profiles = await store.profiles(runId, version);
-    if (!profiles) throw ApplicationFailure.nonRetryable(`run ${runId} has no profile version ${version}`, 'MissingProfiles');
+    if (!profiles) throw ApplicationFailure.nonRetryable(`run ${runId} has no profile version ${version}`, FAILURE_TYPES.MissingProfiles);
     return profiles;
   }
 

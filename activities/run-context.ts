@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
+import { FAILURE_TYPES } from '../core/failure-types';
 import type { Harness } from '../core/harness/harness';
 import { selectPool, splitPool } from '../core/harness/pool';
 import type { TrainerSessions } from '../core/rl/tinker/sessions';
@@ -42,7 +43,7 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
   return {
     async loadRun(runId) {
       const run = await deps.store.getRun(runId);
-      if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, 'UnknownRun');
+      if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, FAILURE_TYPES.UnknownRun);
       const config = keepPreEvaluationShape(parseStoredRunConfig(run.config, `stored config of run ${runId}`), run.config);
       return { config, env: deps.environmentFor(config) };
     },
@@ -53,9 +54,9 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
       if (unknown.length > 0) {
         const lines = unknown.map(({ index, id }) => `  - harnessPool.${index}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`);
         // Non-retryable wherever it is called from: the pool is what the config names.
-        throw ApplicationFailure.nonRetryable(`run config is invalid:\n${lines.join('\n')}`, 'RunConfigError');
+        throw ApplicationFailure.nonRetryable(`run config is invalid:\n${lines.join('\n')}`, FAILURE_TYPES.RunConfigError);
       }
-      const { base, siblings } = splitPool(pool, (issue) => ApplicationFailure.nonRetryable(`run config is invalid:\n  - harnessPool: ${issue}`, 'RunConfigError'));
+      const { base, siblings } = splitPool(pool, (issue) => ApplicationFailure.nonRetryable(`run config is invalid:\n  - harnessPool: ${issue}`, FAILURE_TYPES.RunConfigError));
       return { all: pool, base, siblings };
     },
   };

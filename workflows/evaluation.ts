@@ -6,6 +6,7 @@
  */
 import { ApplicationFailure, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { summarizeEvaluation, type EvaluatedTask, type EvaluationSummary } from '../core/rl/evaluation';
 import type { EvaluatePolicyInput } from './definitions';
 import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
@@ -47,7 +48,7 @@ export async function evaluatePolicy(input: EvaluatePolicyInput): Promise<Evalua
     summary = summarizeEvaluation({ afterSteps, policyVersion, profileVersion, rolloutsPerTask: R, rank1Routes: routes, tasks: evaluated });
   } catch (err) {
     // Unequal arms would make the comparison meaningless: fail the evaluation, not the workflow task forever.
-    throw ApplicationFailure.nonRetryable((err as Error).message, 'UnequalEvaluationArms');
+    throw ApplicationFailure.nonRetryable((err as Error).message, FAILURE_TYPES.UnequalEvaluationArms);
   }
   await control.recordEvaluation({ runId, summary });
   return summary;

@@ -14,9 +14,7 @@
  * Workflow code: deterministic, no I/O.
  */
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, isCancellation, TemporalFailure } from '@temporalio/workflow';
-
-/** Failure types that mean an endpoint is down or failing, not that the work is wrong. */
-export const OUTAGE_TYPES = ['PolicyUnavailable', 'TrainerUnavailable', 'AllGroupsFailed'] as const;
+import { FAILURE_TYPES, OUTAGE_TYPES } from '../core/failure-types';
 
 /** The innermost failure: what actually went wrong under the activity and child wrappers. */
 export function rootFailure(err: unknown): Error {
@@ -40,7 +38,7 @@ export function outageOf(err: unknown): string | null {
  */
 export function trainerModelLost(err: unknown): { modelId: string | null; message: string } | null {
   const root = rootFailure(err);
-  if (!(root instanceof ApplicationFailure) || root.type !== 'TrainerModelLost') return null;
+  if (!(root instanceof ApplicationFailure) || root.type !== FAILURE_TYPES.TrainerModelLost) return null;
   const details = root.details?.[0] as { modelId?: unknown } | undefined;
   return { modelId: typeof details?.modelId === 'string' ? details.modelId : null, message: root.message };
 }

@@ -31,6 +31,7 @@ import {
 import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
 import { applyConfigChange, parseConfigChange } from '../core/config-change';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { runInputProblem } from '../core/run-input';
 import type { StepSummary } from '../core/rl/step-summary';
 import {
@@ -55,6 +56,7 @@ import { evaluatePolicy } from './evaluation';
 import { outageOf, runFailure, trainerModelLost } from './failures';
 import { StepPipeline } from './step-pipeline';
 import { loadForkedModel, type RecoveryHost, restoreLostModel } from './trainer-recovery';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
@@ -64,7 +66,7 @@ const STEP_PHASES: readonly StepPhase[] = ['rollouts', 'waiting-for-trainer', 't
 export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   // Runs started from the Web UI or the temporal CLI skip the CLI's checks; a mistyped input fails at once, saying what is wrong.
   const inputProblem = patched('strict-run-input') ? runInputProblem(input) : null;
-  if (inputProblem) throw ApplicationFailure.nonRetryable(`workflow input is invalid: ${inputProblem}`, 'RunConfigError');
+  if (inputProblem) throw ApplicationFailure.nonRetryable(`workflow input is invalid: ${inputProblem}`, FAILURE_TYPES.RunConfigError);
   const run = new HarnessSRun(input);
   setHandler(statusQuery, () => run.status);
   setHandler(pauseSignal, (args) => run.pause(args?.reason));
@@ -162,7 +164,7 @@ class HarnessSRun {
    * fails, the run goes on). Before the config is known, the change's shape only.
    */
   checkChange(change: unknown): RunConfig | null {
-    if (this.trainingOver) throw ApplicationFailure.nonRetryable(`run ${this.runId} has run all its steps; its config no longer changes`, 'RunConfigError');
+    if (this.trainingOver) throw ApplicationFailure.nonRetryable(`run ${this.runId} has run all its steps; its config no longer changes`, FAILURE_TYPES.RunConfigError);
     try {
       if (!this.configKnown) {
         parseConfigChange(change);
@@ -170,7 +172,7 @@ class HarnessSRun {
       }
       return applyConfigChange(this.config, change, this.nextChangeStep());
     } catch (err) {
-      throw ApplicationFailure.nonRetryable((err as Error).message, 'RunConfigError');
+      throw ApplicationFailure.nonRetryable((err as Error).message, FAILURE_TYPES.RunConfigError);
     }
   }
 
@@ -210,7 +212,7 @@ class HarnessSRun {
         await condition(() => !status.paused);
         if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
       }
-      const summary = this.pipelined() ? await this.pipelinedSegment() : await this.trainStep(prepared);
+      const summary = this.pipelined() ? await this.pipelinedSegment() : await this.runOneStep(prepared);
       if (summary === null) {
         // The trainer lost the model (restored: the loop goes on from the restored step), or a pause or a due
         // continue-as-new stopped the pipeline before a step completed.
@@ -258,7 +260,7 @@ class HarnessSRun {
       .catch((err: unknown) => {
         // Where the UI and CLIs show it.
         if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
-          throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? 'RunConfigError');
+          throw ApplicationFailure.nonRetryable(err.cause.message, err.cause.type ?? FAILURE_TYPES.RunConfigError);
         }
         throw err;
       });
@@ -284,7 +286,7 @@ class HarnessSRun {
    * summary. Null when the trainer had lost the run's model: the model was
    * restored and the status rewound to the step after the restored one.
    */
-  private async trainStep(prepared: Prepared): Promise<StepSummary | null> {
+  private async runOneStep(prepared: Prepared): Promise<StepSummary | null> {
     const { status } = this;
     this.stepInFlight = true; // from here a change applies from the next step
     await this.persistConfig();
@@ -443,7 +445,7 @@ class HarnessSRun {
    */
   private details(now: string): void {
     const { name, env, restores, parent } = this.status;
-    const what = name ? `Harness-S run ${name} (${env}${env === 'sim' ? ', SIMULATED' : ''})` : 'Harness-S run';
+    const what = name ? `Harness-S run ${name} (${env}${isSimulatedEnv(env) ? ', SIMULATED' : ''})` : 'Harness-S run';
     const lineage = [
       ...(parent ? [`forked from run ${parent.runId} at its checkpoint of step ${parent.step}`] : []),
       ...restores.map((r) =>

@@ -8,6 +8,7 @@
 import { ApplicationFailure, condition, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
+import { FAILURE_TYPES } from '../core/failure-types';
 import { type ParentRun, type RestoreEvent, type RunStatus, SEARCH_ATTRIBUTES } from './definitions';
 import { publishActivityOptions, trainerActivityOptions } from './activity-options';
 
@@ -49,7 +50,7 @@ const { status } = run;
     run.details(`paused: ${status.pauseReason}`);
     await condition(() => !status.paused);
     restored = await restore(true);
-    if ('needsDecision' in restored) throw ApplicationFailure.nonRetryable(`restore of run ${run.runId} did not start its model over`, 'TrainerModelLost');
+    if ('needsDecision' in restored) throw ApplicationFailure.nonRetryable(`restore of run ${run.runId} did not start its model over`, FAILURE_TYPES.TrainerModelLost);
   }
   const r = restored;
   if (r.samplerPath !== null && r.fromStep !== null) {
@@ -82,7 +83,7 @@ const { status } = run;
     }),
   );
   if ('needsDecision' in loaded || loaded.samplerPath === null || loaded.fromStep === null) {
-    throw ApplicationFailure.nonRetryable(`run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`, 'NoCheckpointError');
+    throw ApplicationFailure.nonRetryable(`run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`, FAILURE_TYPES.NoCheckpointError);
   }
   const fromStep = loaded.fromStep;
   await run.untilDone('publishing the forked policy', () =>

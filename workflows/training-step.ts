@@ -8,8 +8,9 @@
  */
 import { ApplicationFailure, condition, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { FAILURE_TYPES } from '../core/failure-types';
 import type { GroupSummary } from '../core/rl/groups';
-import { assembleTrainingGroups, failureCounts, groupIsDead, planRescueGroup } from '../core/rl/rescue';
+import { assembleTrainingGroups, failureCounts, isDeadGroup, planRescueGroup } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
 import { publishGateSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
@@ -75,7 +76,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
       );
       groupsDone += 1;
       progress();
-      if (!base || !config.rescue.enabled || !groupIsDead(base)) return { base, rescue: null };
+      if (!base || !config.rescue.enabled || !isDeadGroup(base)) return { base, rescue: null };
       const decision = await control.chooseRescueHarnesses({
         runId, step, profileVersion,
         group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
@@ -103,7 +104,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const baseGroups = outcomes.flatMap((o) => (o.base ? [o.base] : []));
   if (baseGroups.length === 0) {
     // Not one task could run: the environment, not a task, is failing. The run pauses on it.
-    throw ApplicationFailure.create({ type: 'AllGroupsFailed', message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}` });
+    throw ApplicationFailure.create({ type: FAILURE_TYPES.AllGroupsFailed, message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}` });
   }
   const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : []));
   const trainingGroups = assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd);

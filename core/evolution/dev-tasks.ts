@@ -4,12 +4,12 @@
  * (given the same `heldOut` as the run's eval.heldOut).
  */
 import { hashSeed } from '../random';
-import { sampleTasks, splitTasks } from '../rl/task-sampling';
+import { drawDistinct, splitTasks } from '../rl/task-sampling';
 
 export function devTasksFor<T extends { taskId: string; kind: string }>(tasks: readonly T[], dev: { tasksPerKind: number; heldOut: number }, seed: number): Array<{ taskId: string; kind: string }> {
   const { train } = splitTasks(tasks, dev.heldOut);
   const kinds = [...new Set(train.map((t) => t.kind))];
   return kinds.flatMap((kind) =>
-    sampleTasks(train.filter((t) => t.kind === kind), dev.tasksPerKind, hashSeed('dev', seed, kind), 0).map(({ taskId }) => ({ taskId, kind })),
+    drawDistinct(train.filter((t) => t.kind === kind), dev.tasksPerKind, hashSeed('dev', seed, kind), 0).map(({ taskId }) => ({ taskId, kind })),
   );
 }

@@ -14,13 +14,14 @@
 import type { GroupSummary, TrainingGroup } from './groups';
 import { computeGrpoAdvantages } from './grpo';
 
-/** A group is dead when no rollout succeeded: all rewards equal, zero advantage. */
-export function isDeadGroup(successes: readonly boolean[]): boolean {
+/** Whether no rollout of a group succeeded (and it has rollouts). */
+export function allFailed(successes: readonly boolean[]): boolean {
   return successes.length > 0 && successes.every((s) => !s);
 }
 
-export function groupIsDead(group: GroupSummary): boolean {
-  return isDeadGroup(group.rollouts.map((r) => r.success));
+/** A group is dead when no rollout succeeded: all rewards equal, zero advantage. */
+export function isDeadGroup(group: GroupSummary): boolean {
+  return allFailed(group.rollouts.map((r) => r.success));
 }
 
 /** A dead group's failures by type: what the router matches against the profiles. */
@@ -53,7 +54,7 @@ export function assembleTrainingGroups(
 ): TrainingGroup[] {
   const rescueByTask = new Map(rescueGroups.map((g) => [g.taskId, g]));
   return baseGroups.map((base) => {
-    const group = groupIsDead(base) ? (rescueByTask.get(base.taskId) ?? base) : base;
+    const group = isDeadGroup(base) ? (rescueByTask.get(base.taskId) ?? base) : base;
     const advantages = computeGrpoAdvantages(group.rollouts.map((r) => r.reward), normalizeByStd);
     return {
       taskId: group.taskId,

@@ -3,7 +3,7 @@
  * base success, dead and rescued groups, and each sibling's rescue record.
  */
 import type { GroupSummary, TrainingGroup } from './groups';
-import { groupIsDead } from './rescue';
+import { isDeadGroup } from './rescue';
 import type { EvaluationSummary } from './evaluation';
 import type { LogprobMismatch } from './logprob-mismatch';
 import { meanAndStdErr } from '../stats';
@@ -117,9 +117,9 @@ export function summarizeStep(args: {
     baseSuccessRate: baseRollouts.length ? baseRollouts.filter((r) => r.success).length / baseRollouts.length : 0,
     baseMeanReward: reward.mean,
     baseRewardStdErr: reward.stdErr,
-    deadGroups: args.baseGroups.filter(groupIsDead).length,
-    deadTaskIds: args.baseGroups.filter(groupIsDead).map((g) => g.taskId),
-    rescuedGroups: args.rescueGroups.filter((g) => !groupIsDead(g)).length,
+    deadGroups: args.baseGroups.filter(isDeadGroup).length,
+    deadTaskIds: args.baseGroups.filter(isDeadGroup).map((g) => g.taskId),
+    rescuedGroups: args.rescueGroups.filter((g) => !isDeadGroup(g)).length,
     liveGroupFraction: args.trainingGroups.length ? live / args.trainingGroups.length : 0,
     siblings,
     datums: args.datums,

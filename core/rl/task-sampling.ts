@@ -8,7 +8,7 @@ import { hashSeed, mulberry32 } from '../random';
  * Draws `count` distinct items (fewer if the pool is smaller) by a partial
  * Fisher-Yates shuffle seeded from (seed, step).
  */
-export function sampleTasks<T>(pool: readonly T[], count: number, seed: number, step: number): T[] {
+export function drawDistinct<T>(pool: readonly T[], count: number, seed: number, step: number): T[] {
   const random = mulberry32(hashSeed('tasks', seed, step));
   const items = pool.slice();
   const n = Math.min(count, items.length);
@@ -32,7 +32,7 @@ export function splitTasks<T extends { taskId: string; kind: string }>(tasks: re
   for (const kind of new Set(tasks.map((t) => t.kind))) {
     const ofKind = tasks.filter((t) => t.kind === kind);
     const count = Math.min(ofKind.length - 1, Math.max(1, Math.round(ofKind.length * heldOut)));
-    for (const task of sampleTasks(ofKind, count, hashSeed('eval-split', kind), 0)) held.add(task.taskId);
+    for (const task of drawDistinct(ofKind, count, hashSeed('eval-split', kind), 0)) held.add(task.taskId);
   }
   return { train: tasks.filter((t) => !held.has(t.taskId)), eval: tasks.filter((t) => held.has(t.taskId)) };
 }
@@ -57,11 +57,11 @@ export interface TaskSamplingConfig {
  */
 export function tasksFor<T extends { taskId: string; kind: string }>(tasks: readonly T[], purpose: TaskPurpose, config: TaskSamplingConfig, step: number): T[] {
   const split = splitTasks(tasks, config.heldOut);
-  if (purpose === 'train') return sampleTasks(split.train, config.tasksPerStep, config.seed, step);
+  if (purpose === 'train') return drawDistinct(split.train, config.tasksPerStep, config.seed, step);
   const [pool, perKind, seedOf] =
     purpose === 'probe'
       ? [split.train, config.probeTasksPerKind, (kind: string) => hashSeed('probe', config.seed, kind)]
       : [split.eval, config.evalTasksPerKind, (kind: string) => hashSeed('eval', kind)];
   const kinds = [...new Set(pool.map((t) => t.kind))];
-  return kinds.flatMap((kind) => sampleTasks(pool.filter((t) => t.kind === kind), perKind, seedOf(kind), step));
+  return kinds.flatMap((kind) => drawDistinct(pool.filter((t) => t.kind === kind), perKind, seedOf(kind), step));
 }

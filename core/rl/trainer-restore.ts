@@ -22,6 +22,7 @@
 import type { Logger } from 'pino';
 import type { RunConfig } from '../config';
 import { UserError } from '../errors';
+import { FAILURE_TYPES } from '../failure-types';
 import { policyVersionName } from '../policy/publisher';
 import type { CheckpointRecord, RestoreKind, RestoreRecord, RunStore } from '../store/run-store';
 import { type TinkerClient, TrainerError } from './tinker/client';
@@ -58,7 +59,7 @@ export interface RestoreDeps {
 }
 
 export class NoCheckpointError extends UserError {
-  override name = 'NoCheckpointError';
+  override name = FAILURE_TYPES.NoCheckpointError;
 }
 
 export async function restoreTrainerModel(deps: RestoreDeps, input: RestoreInput, config: RunConfig): Promise<RestoreOutcome> {

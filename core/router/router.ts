@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { RouterStrategy, VoterConfig } from '../config';
 import { hashSeed } from '../random';
-import { sampleTasks } from '../rl/task-sampling';
+import { drawDistinct } from '../rl/task-sampling';
 import type { BehaviorProfiles } from './profiles';
 import { rankByValidation, type DeadGroup } from './validation';
 import { bordaCount, collectVotes, failureSummary, type VoteContext, type VoteOutcome } from './vote';
@@ -75,7 +75,7 @@ export async function routeDeadGroup(request: RouteRequest): Promise<RoutingDeci
     case 'validation':
       return decided(validation.ranked.slice(0, k), { scores: validation.scores });
     case 'random':
-      return decided(sampleTasks(ids, k, hashSeed('router-random', request.seed, group.taskId), request.step));
+      return decided(drawDistinct(ids, k, hashSeed('router-random', request.seed, group.taskId), request.step));
     case 'all':
       // More siblings than rollouts: the G best by the validation rule, so every chosen sibling runs.
       return decided(ids.length <= request.groupSize ? [...ids] : validation.ranked.slice(0, request.groupSize));

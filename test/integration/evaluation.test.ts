@@ -10,7 +10,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities';
 import { parseRunConfig, type RunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
-import { sampleTasks, splitTasks } from '../../core/rl/task-sampling';
+import { drawDistinct, splitTasks } from '../../core/rl/task-sampling';
 import { startTestStack, silentLogger, uniqueRunId, type TestStack } from './stack';
 import { TrainerSessions } from '../../core/rl/tinker/sessions';
 
@@ -86,7 +86,7 @@ test('a run begun before evaluation existed keeps training on every task, also o
   const env = new MockActivityEnvironment();
   const all = createEnvironment({ kind: 'sim' }).listTasks();
   for (const step of [0, 1, 2]) {
-    expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })).toEqual(sampleTasks(all, 40, older.seed, step));
+    expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })).toEqual(drawDistinct(all, 40, older.seed, step));
   }
   const newer = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
   const heldOut = new Set(splitTasks(all, newer.eval.heldOut).eval.map((t) => t.taskId));
@@ -97,5 +97,5 @@ test('a run begun before evaluation existed keeps training on every task, also o
   const prepared = await env.run(activities.prepareRun, { runId, config: older, incarnation: 'test', continuing: true });
   expect((prepared as { config: RunConfig }).config.eval).toMatchObject({ enabled: false, heldOut: 0 });
   expect(((await stack.store.getRun(runId))!.config as { eval: { heldOut: number } }).eval.heldOut).toBe(0);
-  expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step: 1 })).toEqual(sampleTasks(all, 40, older.seed, 1));
+  expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step: 1 })).toEqual(drawDistinct(all, 40, older.seed, 1));
 });

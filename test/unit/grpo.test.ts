@@ -1,5 +1,5 @@
 import { computeGrpoAdvantages, GRPO_EPSILON } from '../../core/rl/grpo';
-import { isDeadGroup } from '../../core/rl/rescue';
+import { allFailed } from '../../core/rl/rescue';
 
 describe('computeGrpoAdvantages (as verl computes GRPO)', () => {
   test('a group whose rewards are all equal has zero advantage', () => {
@@ -34,8 +34,8 @@ describe('computeGrpoAdvantages (as verl computes GRPO)', () => {
   });
 
   test('a group is dead only when no rollout succeeded', () => {
-    expect(isDeadGroup([false, false])).toBe(true);
-    expect(isDeadGroup([false, true])).toBe(false);
-    expect(isDeadGroup([])).toBe(false);
+    expect(allFailed([false, false])).toBe(true);
+    expect(allFailed([false, true])).toBe(false);
+    expect(allFailed([])).toBe(false);
   });
 });
