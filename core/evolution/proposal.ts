@@ -148,51 +148,71 @@ function valueAt(root: unknown, dotted: string): unknown {
   return dotted.split('.').reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), root);
 }
 
-/**
- * Judges an answer: the candidate spec it yields (with the id and parent the
- * workflow gives it), or why it is refused.
- */
-export function judgeAnswer(args: {
-  answer: string;
+type Refusal = Exclude<ProposalVerdict, { verdict: 'accepted' }>;
+
+interface JudgedArgs {
   space: HarnessSpace;
   direction: SiblingDirection;
   parent: Record<string, unknown>;
   candidateId: string;
   parentId: string;
-}): ProposalVerdict {
-  const json = answerJson(args.answer);
-  if (!json.ok) return { verdict: 'invalid', reason: json.reason };
-  if (!isObject(json.value)) return { verdict: 'invalid', reason: 'the JSON answer must be an object: {"spec": ...} or {"patch": ...}' };
+}
+
+/**
+ * Judges an answer: the candidate spec it yields (with the id and parent the
+ * workflow gives it), or why it is refused.
+ */
+export function judgeAnswer(args: JudgedArgs & { answer: string }): ProposalVerdict {
+  const proposed = proposedSpec(args.answer, args.parent, args.direction);
+  if (!proposed.ok) return proposed.refusal;
+  const checked = args.space.check({ ...proposed.spec, id: args.candidateId, parent: args.parentId });
+  if (!checked.ok) return { verdict: 'invalid', reason: `the spec is invalid:\n${checked.error}` };
+  return directionRefusal(args, checked.spec) ?? { verdict: 'accepted', spec: checked.spec };
+}
+
+/** Reads the spec an answer proposes: its whole spec, or its merge patch applied to the parent; a refusal when the answer has neither shape. */
+function proposedSpec(answer: string, parent: Record<string, unknown>, direction: SiblingDirection): { ok: true; spec: Record<string, unknown> } | { ok: false; refusal: Refusal } {
+  const refuse = (reason: string) => ({ ok: false as const, refusal: { verdict: 'invalid' as const, reason } });
+  const json = answerJson(answer);
+  if (!json.ok) return refuse(json.reason);
+  if (!isObject(json.value)) return refuse('the JSON answer must be an object: {"spec": ...} or {"patch": ...}');
   const value = json.value;
   if ('patch' in value && !isObject(value.patch)) {
-    return { verdict: 'invalid', reason: 'patch must be a JSON object: a JSON merge patch of the parent (RFC 7386), not a list of operations or a string' };
+    return refuse('patch must be a JSON object: a JSON merge patch of the parent (RFC 7386), not a list of operations or a string');
   }
-  if ('spec' in value && !isObject(value.spec)) return { verdict: 'invalid', reason: 'spec must be a JSON object: the whole harness spec' };
+  if ('spec' in value && !isObject(value.spec)) return refuse('spec must be a JSON object: the whole harness spec');
   // A patch starts from the parent in the asked direction (a patch of the base would otherwise keep 'base').
-  const proposed = isObject(value.patch) ? mergePatch({ ...args.parent, direction: args.direction }, value.patch) : isObject(value.spec) ? value.spec : value;
-  if (!isObject(proposed)) return { verdict: 'invalid', reason: 'the spec must be a JSON object' };
-  const withIds = { ...proposed, id: args.candidateId, parent: args.parentId };
-  const checked = args.space.check(withIds);
-  if (!checked.ok) return { verdict: 'invalid', reason: `the spec is invalid:\n${checked.error}` };
-  const spec = checked.spec;
-  if (spec.direction !== args.direction) {
-    return { verdict: 'off_direction', reason: `direction is '${String(spec.direction)}', but this candidate must be '${args.direction}'` };
+  const proposed = isObject(value.patch) ? mergePatch({ ...parent, direction }, value.patch) : isObject(value.spec) ? value.spec : value;
+  if (!isObject(proposed)) return refuse('the spec must be a JSON object');
+  return { ok: true, spec: proposed };
+}
+
+/** Checks a valid spec against its direction: the direction asked for, only fields it owns, its own rules, and some change; null when it passes. */
+function directionRefusal(args: JudgedArgs, spec: Record<string, unknown>): Refusal | null {
+  const { space, direction } = args;
+  if (spec.direction !== direction) {
+    return { verdict: 'off_direction', reason: `direction is '${String(spec.direction)}', but this candidate must be '${direction}'` };
   }
-  const parsedParent = args.space.check({ ...args.parent, id: args.candidateId, parent: args.parentId, direction: args.direction });
-  const parent = parsedParent.ok ? parsedParent.spec : args.parent;
-  const changed = args.space.fields.filter((f) => JSON.stringify(valueAt(spec, f)) !== JSON.stringify(valueAt(parent, f)));
-  const allowed = new Set([...args.space.mayChange[args.direction], 'description', 'targets']);
+  const parent = checkedParent(args);
+  const changed = space.fields.filter((f) => JSON.stringify(valueAt(spec, f)) !== JSON.stringify(valueAt(parent, f)));
+  const allowed = new Set([...space.mayChange[direction], 'description', 'targets']);
   const outside = changed.filter((f) => !allowed.has(f));
   if (outside.length > 0) {
     return {
       verdict: 'off_direction',
-      reason: `it changes ${outside.join(', ')}, which ${args.direction} may not change (it may change: ${args.space.mayChange[args.direction].join(', ')})`,
+      reason: `it changes ${outside.join(', ')}, which ${direction} may not change (it may change: ${space.mayChange[direction].join(', ')})`,
     };
   }
-  const problem = args.space.directionProblem(args.direction, spec, parent);
+  const problem = space.directionProblem(direction, spec, parent);
   if (problem) return { verdict: 'off_direction', reason: problem };
   if (changed.every((f) => f === 'description' || f === 'targets')) {
-    return { verdict: 'invalid', reason: `it changes nothing of its parent besides description and targets (change some of: ${args.space.mayChange[args.direction].join(', ')})` };
+    return { verdict: 'invalid', reason: `it changes nothing of its parent besides description and targets (change some of: ${space.mayChange[direction].join(', ')})` };
   }
-  return { verdict: 'accepted', spec };
+  return null;
+}
+
+/** The parent as the candidate's check would read it (its defaults filled in, so they do not count as changes); as given when it does not check. */
+function checkedParent(args: JudgedArgs): Record<string, unknown> {
+  const parsed = args.space.check({ ...args.parent, id: args.candidateId, parent: args.parentId, direction: args.direction });
+  return parsed.ok ? parsed.spec : args.parent;
 }

@@ -2,8 +2,8 @@
  * The harness runtime: one agent loop for every environment and harness.
  * It records each assistant turn's exact tokens so training never re-tokenizes.
  */
-import type { Environment } from '../envs/environment';
-import type { Policy } from '../policy/client';
+import type { Environment, Episode, StepOutcome } from '../envs/environment';
+import type { Policy, PolicyReply } from '../policy/client';
 import { assembleTokenSamples, type ChatMessage, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens } from '../policy/trajectory';
 import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
@@ -41,108 +41,166 @@ export function toolCallAction(call: ToolCall): string {
   return JSON.stringify({ tool: call.function.name, arguments: args });
 }
 
+/** How an episode ended: its reward, whether it succeeded, and why not. */
+type EpisodeOutcome = Pick<Trajectory, 'reward' | 'success' | 'failureType'>;
+
+/** The outcome of an env step that ended the episode. */
+function endedBy(result: StepOutcome): EpisodeOutcome {
+  return { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
+}
+
+const ONE_CALL_PER_TURN = 'Not run: one tool call per turn; only the first call of a turn runs.';
+
+/**
+ * Runs one episode of `request.taskId` under `request.harness`: the opening
+ * turns, then policy turns until the env ends the episode or the turn budget
+ * is spent, then the ending. The episode is closed whatever happens.
+ */
 export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
-  const { env, harness, policy } = request;
+  const { env, harness } = request;
   const started = Date.now();
-  const episode = await env.startEpisode(request.taskId, { maxTurns: harness.turnBudget(request.maxTurns), signal: request.signal });
-  const turns: TurnTokens[] = [];
-  const messages: ChatMessage[] = [];
   const budget = harness.turnBudget(request.maxTurns);
-  const actions: string[] = [];
-  let lastObservationKind: TurnContext['lastObservationKind'] = null;
-  const context = (): TurnContext => ({ turn: turns.length, budget, previousActions: actions, lastObservationKind });
-  let outcome: { reward: number; success: boolean; failureType: Trajectory['failureType'] } | undefined;
-  let tools: ToolDefinition[] | undefined;
-  /** The env's answer to a turn: a tool message for the turn's first call, a user message for a text turn. */
-  let answering: ToolCall | undefined;
-  const observe = (content: string) => {
-    messages.push(answering ? { role: 'tool', tool_call_id: answering.id, content } : { role: 'user', content });
-    answering = undefined;
-  };
+  const episode = await env.startEpisode(request.taskId, { maxTurns: budget, signal: request.signal });
+  const loop = new EpisodeLoop(request, episode, budget);
+  let outcome: EpisodeOutcome | undefined;
   // From here on the episode is closed whatever happens (its workspace, its server).
   try {
-    const systemPrompt = harness.systemPrompt(episode.task);
-    if (systemPrompt) messages.push({ role: 'system', content: systemPrompt });
-    messages.push(...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]));
-    tools = episode.tools?.();
-    for (const action of harness.scaffoldActions(episode.task)) {
-      const result = await episode.step(action, { byHarness: true });
-      messages.push({ role: 'user', content: result.observation });
-      if (result.done) {
-        outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
-        break;
-      }
-    }
-    while (!outcome && turns.length < budget) {
-      request.signal?.throwIfAborted();
-      const reply = await policy.complete({
-        model: request.model,
-        messages,
-        temperature: request.temperature,
-        seed: hashSeed(request.seed, turns.length),
-        maxTokens: request.maxTokens,
-        tools,
-      });
-      turns.push(reply);
-      const calls = tools ? (reply.toolCalls ?? []) : [];
-      messages.push(calls.length ? { role: 'assistant', content: reply.content, tool_calls: calls } : { role: 'assistant', content: reply.content });
-      // One action per turn: the first call runs; the API wants every call answered, so the others are told so.
-      answering = calls[0];
-      const unanswered = calls.slice(1);
-      const text = answering ? toolCallAction(answering) : reply.content;
-      const realized = harness.realizeAction(text, context());
-      const answerRest = () => {
-        for (const call of unanswered) messages.push({ role: 'tool', tool_call_id: call.id, content: 'Not run: one tool call per turn; only the first call of a turn runs.' });
-      };
-      if (!realized.ok && realized.retry) {
-        // Refused with feedback: the turn is spent, the episode goes on.
-        lastObservationKind = 'error';
-        observe(harness.shapeObservation(realized.error, context()));
-        answerRest();
-        continue;
-      }
-      if (!realized.ok) {
-        observe(`Observation: format error (${realized.error})`);
-        answerRest();
-        outcome = { reward: 0, success: false, failureType: 'format_error' };
-        break;
-      }
-      const result = await episode.step(realized.action);
-      // An episode cancelled while its action ran ends here, not with what the cut-short action returned.
-      request.signal?.throwIfAborted();
-      actions.push(realized.action);
-      lastObservationKind = result.kind ?? 'ok';
-      observe(harness.shapeObservation(result.observation, context()));
-      answerRest();
-      if (result.done) {
-        outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.failureType ?? null };
-      }
-    }
-    if (!outcome && episode.outOfTurns) {
-      request.signal?.throwIfAborted();
-      const result = await episode.outOfTurns();
-      request.signal?.throwIfAborted();
-      // Kept with the trajectory (what the scorer found); no policy turn follows it.
-      messages.push({ role: 'user', content: result.observation });
-      outcome = { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };
-    }
+    outcome = await loop.play();
   } finally {
     await episode.close();
   }
   // Out of turns without an ending from the env (e.g. the last turns were refused by the harness).
   outcome ??= { reward: 0, success: false, failureType: 'turn_limit' };
-  // An endpoint without token ids (evaluation only) leaves nothing to train on.
-  const samples = assembleTokenSamples(turns.filter((t) => t.tokenIds.length > 0));
+  return trajectoryOf(request, episode, loop, outcome, started);
+}
+
+/** The conversation, the policy's turns and the env actions of one episode, played turn by turn. */
+class EpisodeLoop {
+  readonly turns: TurnTokens[] = [];
+  readonly messages: ChatMessage[] = [];
+  private readonly actions: string[] = [];
+  private lastObservationKind: TurnContext['lastObservationKind'] = null;
+  private tools: ToolDefinition[] | undefined;
+  /** The env's answer to a turn: a tool message for the turn's first call, a user message for a text turn. */
+  private answering: ToolCall | undefined;
+
+  constructor(
+    private readonly request: EpisodeRequest,
+    private readonly episode: Episode,
+    private readonly budget: number,
+  ) {}
+
+  /** The whole loop: the outcome, or none when the turns ran out and the env has no ending of its own. */
+  async play(): Promise<EpisodeOutcome | undefined> {
+    let outcome = await this.open();
+    while (!outcome && this.turns.length < this.budget) outcome = await this.playTurn();
+    return outcome ?? this.endOutOfTurns();
+  }
+
+  /** The opening turns: the harness's system prompt, the env's opening, the harness's scaffold actions (which may end the episode). */
+  private async open(): Promise<EpisodeOutcome | undefined> {
+    const { harness } = this.request;
+    const { episode, messages } = this;
+    const systemPrompt = harness.systemPrompt(episode.task);
+    if (systemPrompt) messages.push({ role: 'system', content: systemPrompt });
+    messages.push(...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]));
+    this.tools = episode.tools?.();
+    for (const action of harness.scaffoldActions(episode.task)) {
+      const result = await episode.step(action, { byHarness: true });
+      messages.push({ role: 'user', content: result.observation });
+      if (result.done) return endedBy(result);
+    }
+    return undefined;
+  }
+
+  /** One policy turn: ask the policy, realize its action through the harness, step the env, record the answer. */
+  private async playTurn(): Promise<EpisodeOutcome | undefined> {
+    this.request.signal?.throwIfAborted();
+    const reply = await this.askPolicy();
+    const calls = this.tools ? (reply.toolCalls ?? []) : [];
+    this.messages.push(calls.length ? { role: 'assistant', content: reply.content, tool_calls: calls } : { role: 'assistant', content: reply.content });
+    // One action per turn: the first call runs; the API wants every call answered, so the others are told so.
+    this.answering = calls[0];
+    const text = this.answering ? toolCallAction(this.answering) : reply.content;
+    const realized = this.request.harness.realizeAction(text, this.context());
+    const outcome = realized.ok ? await this.act(realized.action) : this.refuse(realized);
+    for (const call of calls.slice(1)) this.messages.push({ role: 'tool', tool_call_id: call.id, content: ONE_CALL_PER_TURN });
+    return outcome;
+  }
+
+  /** Samples the policy's next turn (seeded by the episode's seed and the turn) and keeps its tokens. */
+  private async askPolicy(): Promise<PolicyReply> {
+    const { request } = this;
+    const reply = await request.policy.complete({
+      model: request.model,
+      messages: this.messages,
+      temperature: request.temperature,
+      seed: hashSeed(request.seed, this.turns.length),
+      maxTokens: request.maxTokens,
+      tools: this.tools,
+    });
+    this.turns.push(reply);
+    return reply;
+  }
+
+  /** Steps the env with the realized action and shows the policy the shaped observation; the outcome when the env ends the episode. */
+  private async act(action: string): Promise<EpisodeOutcome | undefined> {
+    const result = await this.episode.step(action);
+    // An episode cancelled while its action ran ends here, not with what the cut-short action returned.
+    this.request.signal?.throwIfAborted();
+    this.actions.push(action);
+    this.lastObservationKind = result.kind ?? 'ok';
+    this.observe(this.request.harness.shapeObservation(result.observation, this.context()));
+    return result.done ? endedBy(result) : undefined;
+  }
+
+  /** An action the harness refused: with feedback the turn is spent and the episode goes on; otherwise it ends as a format error. */
+  private refuse(refused: { error: string; retry: boolean }): EpisodeOutcome | undefined {
+    if (refused.retry) {
+      this.lastObservationKind = 'error';
+      this.observe(this.request.harness.shapeObservation(refused.error, this.context()));
+      return undefined;
+    }
+    this.observe(`Observation: format error (${refused.error})`);
+    return { reward: 0, success: false, failureType: 'format_error' };
+  }
+
+  /** The env's scoring of what was done when the turns ran out, for envs that score it; kept with the trajectory (no policy turn follows it). */
+  private async endOutOfTurns(): Promise<EpisodeOutcome | undefined> {
+    const { episode } = this;
+    if (!episode.outOfTurns) return undefined;
+    this.request.signal?.throwIfAborted();
+    const result = await episode.outOfTurns();
+    this.request.signal?.throwIfAborted();
+    this.messages.push({ role: 'user', content: result.observation });
+    return { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };
+  }
+
+  /** Records the env's answer to the turn: a tool message for the turn's call, a user message for a text turn. */
+  private observe(content: string): void {
+    this.messages.push(this.answering ? { role: 'tool', tool_call_id: this.answering.id, content } : { role: 'user', content });
+    this.answering = undefined;
+  }
+
+  /** What the harness sees of the turn being handled. */
+  private context(): TurnContext {
+    return { turn: this.turns.length, budget: this.budget, previousActions: this.actions, lastObservationKind: this.lastObservationKind };
+  }
+}
+
+/** The trajectory of a played episode; an endpoint without token ids (evaluation only) leaves no samples to train on. */
+function trajectoryOf(request: EpisodeRequest, episode: Episode, loop: EpisodeLoop, outcome: EpisodeOutcome, started: number): Trajectory {
+  const samples = assembleTokenSamples(loop.turns.filter((t) => t.tokenIds.length > 0));
   return {
     taskId: episode.task.taskId,
     taskKind: episode.task.kind,
-    harnessId: harness.id,
+    harnessId: request.harness.id,
     sample: request.sample,
     policyVersion: request.model,
-    messages,
+    messages: loop.messages,
     samples,
     ...outcome,
-    turns: turns.length,
+    turns: loop.turns.length,
     tokens: samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0),
     latencyMs: Date.now() - started,
   };
