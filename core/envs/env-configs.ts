@@ -12,8 +12,9 @@ import { CharsetEnvConfig } from './charset/config';
 import { SweEnvConfig } from './swe/config';
 import { AppWorldEnvConfig } from './appworld/config';
 import { ModuleEnvConfig, isModulePath, MODULE_KIND } from './module/config';
+import { OpenEnvEnvConfig } from './openenv/config';
 
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig, AppWorldEnvConfig, ModuleEnvConfig]);
+export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig, AppWorldEnvConfig, OpenEnvEnvConfig, ModuleEnvConfig]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
 /** Every env kind a config may name. */

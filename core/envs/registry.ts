@@ -16,6 +16,7 @@ import { charsetRegistration } from './charset/registration';
 import { dbBenchRegistration } from './dbbench/registration';
 import { sweRegistration } from './swe/registration';
 import { appWorldRegistration } from './appworld/registration';
+import { openEnvRegistration } from './openenv/registration';
 import { moduleRegistration } from './module/registration';
 import { specHarness } from '../harness/spec-harness';
 import { loadHarnessPool, loadHarnessSpec, specFiles, type LoadedSpec } from '../harness/spec';
@@ -29,7 +30,7 @@ export { specFiles };
 
 /** Every registered env, by kind. */
 export const ENV_REGISTRATIONS: ReadonlyMap<string, AnyEnvRegistration> = new Map(
-  [simRegistration, charsetRegistration, dbBenchRegistration, sweRegistration, appWorldRegistration, moduleRegistration].map((r) => [r.kind, r]),
+  [simRegistration, charsetRegistration, dbBenchRegistration, sweRegistration, appWorldRegistration, openEnvRegistration, moduleRegistration].map((r) => [r.kind, r]),
 );
 
 /** The registration of an env kind; a module env's is the module's own, loaded (once) by the worker. */
