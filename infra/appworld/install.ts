@@ -10,10 +10,10 @@
  * install: it is removed and made again. One setup at a time per cache (a lock
  * file); the fixture is also built into a temporary folder and renamed into place.
  */
-import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { acquireLock, findPython } from '../engines/install';
+import { runLogged } from '../logged-command';
 import {
   APPWORLD_PYTHON, APPWORLD_VERSION, appworldHome, appWorldInstall, COMPLETE_MARKER, FIXTURE_BUILDER, FIXTURE_TASKS_FILE, fixtureDir,
   installAt, loadFixtureTasks, venvDir, type AppWorldInstall,
@@ -69,14 +69,14 @@ async function installVenv(home: string, log: (line: string) => void): Promise<v
   const logFile = path.join(home, 'logs', `appworld-${APPWORLD_VERSION}.install.log`);
   let started = Date.now();
   log(`appworld ${APPWORLD_VERSION}: creating a Python ${APPWORLD_PYTHON} venv in ${dir} (log: ${logFile})`);
-  await logged(python, ['-m', 'venv', dir], logFile);
+  await runLogged(python, ['-m', 'venv', dir], { logFile, error: setupError });
   log(`appworld ${APPWORLD_VERSION}: pip install appworld==${APPWORLD_VERSION}`);
-  await logged(venvPython, ['-m', 'pip', '--disable-pip-version-check', 'install', `appworld==${APPWORLD_VERSION}`], logFile);
+  await runLogged(venvPython, ['-m', 'pip', '--disable-pip-version-check', 'install', `appworld==${APPWORLD_VERSION}`], { logFile, error: setupError });
   log(`appworld ${APPWORLD_VERSION}: venv and pip took ${seconds(started)}`);
   started = Date.now();
   log(`appworld ${APPWORLD_VERSION}: appworld install (unpacks the apps; APPWORLD_CACHE=${cache})`);
   await fs.mkdir(cache, { recursive: true });
-  await logged(appworld, ['install'], logFile, { ...process.env, APPWORLD_CACHE: cache });
+  await runLogged(appworld, ['install'], { logFile, env: { ...process.env, APPWORLD_CACHE: cache }, error: setupError });
   await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ appworld: APPWORLD_VERSION, python: APPWORLD_PYTHON, at: new Date().toISOString() })}\n`);
   log(`appworld ${APPWORLD_VERSION}: appworld install took ${seconds(started)}; installed`);
 }
@@ -94,33 +94,10 @@ async function buildFixture(home: string, log: (line: string) => void): Promise<
   const { python, cache } = installAt(home);
   const env: NodeJS.ProcessEnv = { ...process.env, APPWORLD_CACHE: cache };
   delete env.APPWORLD_ROOT; // the builder sets it to the folder it builds in
-  await logged(python, [FIXTURE_BUILDER, '--root', dir, '--tasks', FIXTURE_TASKS_FILE], logFile, env, home);
+  await runLogged(python, [FIXTURE_BUILDER, '--root', dir, '--tasks', FIXTURE_TASKS_FILE], { logFile, env, cwd: home, error: setupError });
   log(`fixture world: built and checked in ${seconds(started)} (every solution passes, every no-op fails)`);
 }
 
+const setupError = (message: string) => new AppWorldSetupError(message);
+
 const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
-
-/** Runs a command with its output appended to `logFile`; fails with the command, its exit code and its last output lines. */
-async function logged(command: string, args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env, cwd?: string): Promise<void> {
-  const out = createWriteStream(logFile, { flags: 'a' });
-  const shown = `${command} ${args.join(' ')}`;
-  out.write(`\n$ ${shown}\n`);
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    out.write(chunk);
-    tail = (tail + chunk.toString('utf8')).slice(-16_000);
-  };
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(command, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    child.on('error', (err) => reject(new AppWorldSetupError(`\`${shown}\` could not start: ${err.message}`, shown, null, '')));
-    child.on('close', resolve);
-  }).finally(() => new Promise((resolve) => out.end(resolve)));
-  if (code !== 0) {
-    const lines = tail.trimEnd().split('\n').slice(-25).join('\n');
-    throw new AppWorldSetupError(`\`${shown}\` failed (exit ${code}); its last output (full log: ${logFile}):\n${lines}`, shown, code, lines);
-  }
-}
-
-

@@ -5,10 +5,11 @@
  * removed and made again. The two venvs install in parallel; the model is
  * built with the vLLM venv's torch and transformers.
  */
-import { execFile, spawn } from 'node:child_process';
-import { createWriteStream, existsSync, promises as fs } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { runLogged } from '../logged-command';
 import { COMPLETE_MARKER, enginesHome, MODEL_BUILDER, modelDir, modelKey, type VenvSpec, VENVS, venvDir, venvPython, VLLM } from './catalog';
 
 const run = promisify(execFile);
@@ -67,23 +68,7 @@ export async function findPython(version: string): Promise<string> {
   );
 }
 
-/** Runs a command with its output appended to `logFile`; fails with the log's tail. */
-async function logged(command: string, args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const out = createWriteStream(logFile, { flags: 'a' });
-  out.write(`\n$ ${command} ${args.join(' ')}\n`);
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.pipe(out, { end: false });
-    child.stderr.pipe(out, { end: false });
-    child.on('error', reject);
-    child.on('close', resolve);
-  });
-  await new Promise((resolve) => out.end(resolve));
-  if (code !== 0) {
-    const tail = (await fs.readFile(logFile, 'utf8')).split('\n').slice(-25).join('\n');
-    throw new EngineSetupError(`\`${command} ${args.join(' ')}\` failed (exit ${code}); the end of ${logFile}:\n${tail}`);
-  }
-}
+const setupError = (message: string) => new EngineSetupError(message);
 
 async function installVenv(spec: VenvSpec, home: string, log: (line: string) => void): Promise<void> {
   const dir = venvDir(spec, home);
@@ -96,10 +81,10 @@ async function installVenv(spec: VenvSpec, home: string, log: (line: string) => 
   const logFile = path.join(home, 'logs', `${spec.key}.install.log`);
   await fs.mkdir(path.dirname(logFile), { recursive: true });
   log(`${spec.title}: creating a Python ${spec.python} venv in ${dir} (log: ${logFile})`);
-  await logged(python, ['-m', 'venv', dir], logFile);
+  await runLogged(python, ['-m', 'venv', dir], { logFile, error: setupError });
   for (const args of spec.pip) {
     log(`${spec.title}: pip ${args.join(' ')}`);
-    await logged(venvPython(spec, home), ['-m', 'pip', '--disable-pip-version-check', ...args], logFile);
+    await runLogged(venvPython(spec, home), ['-m', 'pip', '--disable-pip-version-check', ...args], { logFile, error: setupError });
   }
   await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: spec.key, pip: spec.pip, at: new Date().toISOString() })}\n`);
   log(`${spec.title}: installed`);
@@ -114,7 +99,7 @@ async function buildModel(home: string, log: (line: string) => void): Promise<vo
   await fs.rm(dir, { recursive: true, force: true });
   const logFile = path.join(home, 'logs', `${modelKey()}.build.log`);
   log(`tiny Qwen3: building it locally in ${dir} (log: ${logFile})`);
-  await logged(venvPython(VLLM, home), [MODEL_BUILDER, dir], logFile, { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' });
+  await runLogged(venvPython(VLLM, home), [MODEL_BUILDER, dir], { logFile, env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' }, error: setupError });
   await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: modelKey(), at: new Date().toISOString() })}\n`);
 }
 
