@@ -8,7 +8,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { mkdtempSync, existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,8 +16,10 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { WebSocketServer } from 'ws';
 import { parseRunConfig, type RunConfigInput } from '../../core/config';
+import { UserError } from '../../core/errors';
 import type { Environment } from '../../core/envs/environment';
 import { createEnvironment, harnessById } from '../../core/envs/registry';
+import { openEnvHealthy } from '../../core/envs/openenv/client';
 import { KEYPAD_DIR } from '../../core/envs/openenv/install-location';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
@@ -29,14 +31,15 @@ import { harnessSRun } from '../../workflows/run';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 import { startRecordingTrainer, type RecordingTrainer } from './recording-trainer';
-import { startScriptedPolicyServer, type ScriptedMessage, type ScriptedPolicyServer } from './scripted-policy-server';
+import { startScriptedPolicyServer, type ScriptedMessage, type ScriptedPolicyServer, type ScriptedReply } from './scripted-policy-server';
 import { silentLogger, uniqueRunId } from './stack';
 
 const PROBE_DIR = path.join(__dirname, 'fixtures', 'openenv-probe');
+const TOOLS_DIR = path.join(__dirname, 'fixtures', 'openenv-tools');
 
 let python: string;
 let policy: ScriptedPolicyServer;
-let reply: (messages: ScriptedMessage[]) => string;
+let reply: (messages: ScriptedMessage[]) => ScriptedReply;
 /** The scripted policy types digits only when its prompt says the keypad reads digits (the contract sibling). */
 const keypadPolicy = (messages: ScriptedMessage[]) => (messages.some((m) => m.role === 'system' && /reads digits only/.test(m.content)) ? '4821' : 'the usual code');
 
@@ -47,11 +50,11 @@ const episode = (env: Environment, harnessId: string, taskId: string, options: {
     model: 'scripted-model', taskId, sample: 0, maxTurns: options.maxTurns ?? 3, temperature: 0, seed: 1, signal: options.signal,
   });
 
-/** The keypad app served by hand on a TCP port (no sandbox), as a user would run an OpenEnv server. */
-async function serveByHand(maxSessions: number): Promise<{ url: string; child: ChildProcess }> {
+/** An app (the keypad env by default) served by hand on a TCP port (no sandbox), as a user would run an OpenEnv server. */
+async function serveByHand(maxSessions: number, app = { dir: KEYPAD_DIR, name: 'keypad_env:app' }): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(python, ['-m', 'uvicorn', 'keypad_env:app', '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warning'], {
-    cwd: KEYPAD_DIR, env: { ...process.env, OPENENV_MAX_SESSIONS: String(maxSessions) }, stdio: 'ignore',
+  const child = spawn(python, ['-m', 'uvicorn', app.name, '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warning'], {
+    cwd: app.dir, env: { ...process.env, OPENENV_MAX_SESSIONS: String(maxSessions) }, stdio: 'ignore',
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
@@ -99,6 +102,21 @@ describe('the shipped keypad env, served in the sandbox', () => {
     expect(sibling.messages.at(-1)?.content).toContain("100% of the reply's characters are digits");
   });
 
+  test('a server starts on the first episode, and stops when the env is closed', async () => {
+    const serverDirs = () => readdirSync(os.tmpdir()).filter((name) => name.startsWith('harness-s-openenv-')).sort();
+    const before = serverDirs();
+    const own = envOf({ local: { instances: 1, sessions: 1 } });
+    expect(serverDirs()).toEqual(before);
+    await expect(episode(own, 'ec-digits', 'pin-003')).resolves.toMatchObject({ success: true });
+    const started = serverDirs().filter((name) => !before.includes(name));
+    expect(started).toHaveLength(1);
+    const socket = { socket: path.join(os.tmpdir(), started[0], 'server.sock') };
+    expect(await openEnvHealthy(socket)).toBe(true);
+    await own.close?.();
+    expect(await openEnvHealthy(socket)).toBe(false);
+    expect(serverDirs()).toEqual(before);
+  });
+
   test('episodes at once share the server up to its sessions, and all end', async () => {
     const tasks = env.listTasks().slice(0, 6);
     const results = await Promise.all(tasks.map((t) => episode(env, 'ec-digits', t.taskId)));
@@ -134,6 +152,56 @@ describe('an OpenEnv server started by hand, by its URL', () => {
     reply = keypadPolicy;
     await new Promise((resolve) => setTimeout(resolve, 300));
     await expect(episode(env, 'ec-digits', 'pin-002')).resolves.toMatchObject({ success: true });
+  });
+});
+
+describe('an MCP env: its tools offered to the policy as function calls', () => {
+  let server: { url: string; child: ChildProcess };
+  const toolsEnv = (url: string) => envOf({ servers: [{ url, sessions: 1 }], actions: 'tools', tasks: path.join(TOOLS_DIR, 'tasks.json'), harnessDir: path.join(TOOLS_DIR, 'harnesses') });
+  beforeAll(async () => {
+    server = await serveByHand(2, { dir: TOOLS_DIR, name: 'tools_env:app' });
+  });
+  afterAll(() => {
+    server?.child.kill();
+  });
+
+  test('the policy reads the note with one tool and opens the lock with the other; the server rewards it', async () => {
+    reply = (messages) => {
+      const note = messages.find((m) => m.role === 'tool' && /the code is (\d+)/.test(m.content));
+      return { calls: [note ? { name: 'enter', arguments: { code: /the code is (\d+)/.exec(note.content)![1] } } : { name: 'look', arguments: {} }] };
+    };
+    const asked = policy.requests.length;
+    const result = await episode(toolsEnv(server.url), 'base', 'lock-0', { maxTurns: 4 });
+    expect(result).toMatchObject({ success: true, reward: 1, turns: 2 });
+    expect(result.messages.find((m) => m.role === 'user')?.content).toBe('Open the lock.');
+    const offered = policy.requests[asked].tools as Array<{ function: { name: string; parameters: unknown } }>;
+    expect(offered.map((t) => t.function.name)).toEqual(['look', 'enter']);
+    expect(offered[1].function.parameters).toMatchObject({ properties: { code: { type: 'string' } }, required: ['code'] });
+  });
+
+  test('a wrong code ends the episode as a wrong answer; a reply in text or an unknown tool is told to the policy', async () => {
+    let turn = 0;
+    reply = () => {
+      turn += 1;
+      if (turn === 1) return 'I would type 1234';
+      if (turn === 2) return { calls: [{ name: 'force', arguments: {} }] };
+      return { calls: [{ name: 'enter', arguments: { code: '1234' } }] };
+    };
+    const result = await episode(toolsEnv(server.url), 'base', 'lock-0', { maxTurns: 4 });
+    expect(result).toMatchObject({ success: false, reward: 0, failureType: 'wrong_answer', turns: 3 });
+    const said = result.messages.filter((m) => m.role === 'user' || m.role === 'tool').map((m) => m.content);
+    expect(said[1]).toMatch(/Act by calling one of the tools \(look, enter\)/);
+    expect(said[2]).toMatch(/There is no tool 'force'/);
+  });
+
+  test("a server whose env takes text, not tools: a clear error", async () => {
+    const keypad = await serveByHand(1);
+    try {
+      const env = envOf({ servers: [{ url: keypad.url, sessions: 1 }], actions: 'tools' });
+      await expect(episode(env, 'base', 'pin-000')).rejects.toThrow(/env.actions is 'tools', but the OpenEnv server http:\/\/127.0.0.1:\d+ refused to list its tools/);
+    } finally {
+      keypad.child.kill();
+    }
   });
 });
 
@@ -198,9 +266,20 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
   const observation = (data: unknown) => JSON.stringify({ type: 'observation', data });
   const remote = (url: string, extra: Record<string, unknown> = {}) => envOf({ servers: [{ url, sessions: 1 }], stepSeconds: 1, ...extra });
 
-  test('an unreachable server: its URL', async () => {
+  test('an unreachable server: its URL, as an outage (retried, then the run pauses), not a user error', async () => {
     const port = await freePort();
-    await expect(episode(remote(`http://127.0.0.1:${port}`), 'base', 'pin-000')).rejects.toThrow(`OpenEnv server http://127.0.0.1:${port}/ws is unreachable`);
+    const failed = episode(remote(`http://127.0.0.1:${port}`), 'base', 'pin-000');
+    await expect(failed).rejects.toThrow(`OpenEnv server http://127.0.0.1:${port}/ws is unreachable`);
+    await expect(failed).rejects.not.toBeInstanceOf(UserError);
+  });
+
+  test('an HTTP server that is not an OpenEnv server: what it answered', async () => {
+    const http = await import('node:http');
+    const garbage = http.createServer((_req, res) => res.end('<html>welcome</html>'));
+    await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve));
+    const { port } = garbage.address() as AddressInfo;
+    await expect(episode(remote(`http://127.0.0.1:${port}`), 'base', 'pin-000')).rejects.toThrow(`OpenEnv server http://127.0.0.1:${port}/ws: HTTP 200 instead of a WebSocket session`);
+    await new Promise((resolve) => garbage.close(resolve));
   });
 
   test('a server that answers with something else than the protocol', async () => {
@@ -291,6 +370,10 @@ describe('a training run on the shipped keypad env, through Temporal', () => {
     const runId = uniqueRunId('openenv');
     const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(2);
+    // What `harness-s watch` shows a user: every base group died, and siblings rescued them.
+    const steps = await store.steps(runId);
+    expect(steps.reduce((n, s) => n + s.summary.deadGroups, 0)).toBeGreaterThan(0);
+    expect(steps.reduce((n, s) => n + s.summary.rescuedGroups, 0)).toBeGreaterThan(0);
     const { rows } = await store.pool.query(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescue = rows.filter((r) => r.role === 'rescue');

@@ -22,6 +22,15 @@ export class OpenEnvError extends UserError {
   override name = 'OpenEnvError';
 }
 
+/**
+ * The server cannot be reached (refused, reset, timed out while connecting).
+ * Not a user error: a server that is down for a while is an outage, which
+ * the activity's retries ride out and, past them, pauses the run.
+ */
+export class OpenEnvUnavailableError extends Error {
+  override name = 'OpenEnvUnavailableError';
+}
+
 /** The server answered, but not in the protocol (or with an error message of its own). */
 export class OpenEnvProtocolError extends OpenEnvError {
   override name = 'OpenEnvProtocolError';
@@ -35,7 +44,7 @@ export class OpenEnvProtocolError extends OpenEnvError {
 }
 
 /** A reset or step took longer than allowed. */
-export class OpenEnvTimeoutError extends OpenEnvError {
+export class OpenEnvTimeoutError extends OpenEnvUnavailableError {
   override name = 'OpenEnvTimeoutError';
 }
 
@@ -46,6 +55,14 @@ const StepResult = z.object({
   metadata: z.record(z.string(), z.unknown()).nullable().optional(),
 });
 export type OpenEnvStepResult = z.infer<typeof StepResult>;
+
+/** A tool as an MCP env lists it (`list_tools` action: openenv's ListToolsObservation). */
+const OpenEnvTool = z.object({
+  name: z.string().min(1),
+  description: z.string().default(''),
+  input_schema: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
+});
+export type OpenEnvTool = z.infer<typeof OpenEnvTool>;
 
 const ServerMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('observation'), data: z.unknown() }),
@@ -80,7 +97,7 @@ export async function openEnvRequest(address: OpenEnvAddress, method: 'GET' | 'P
       },
     );
     request.on('timeout', () => request.destroy(new OpenEnvTimeoutError(`OpenEnv server ${where}: no answer within ${timeoutMs / 1000} s`)));
-    request.on('error', (err) => reject(err instanceof OpenEnvError ? err : new OpenEnvError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
+    request.on('error', (err) => reject(err instanceof OpenEnvError ? err : new OpenEnvUnavailableError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
     request.end(payload);
   });
   if (status < 200 || status >= 300) throw new OpenEnvProtocolError(`OpenEnv server ${where}: HTTP ${status}: ${short(text)}`);
@@ -128,8 +145,8 @@ export class OpenEnvSession {
     private readonly timeoutMs: number,
   ) {
     socket.on('message', (data) => this.received(data.toString()));
-    socket.on('close', () => this.fail(new OpenEnvProtocolError(`OpenEnv session at ${this.where} was closed by the server`)));
-    socket.on('error', (err) => this.fail(new OpenEnvError(`OpenEnv session at ${this.where}: ${err.message}`)));
+    socket.on('close', () => this.fail(new OpenEnvUnavailableError(`OpenEnv session at ${this.where} was closed by the server`)));
+    socket.on('error', (err) => this.fail(new OpenEnvUnavailableError(`OpenEnv session at ${this.where}: ${err.message}`)));
   }
 
   static async open(address: OpenEnvAddress, options: { timeoutMs: number; signal?: AbortSignal }): Promise<OpenEnvSession> {
@@ -138,7 +155,7 @@ export class OpenEnvSession {
     const socket = new WebSocket(url, { handshakeTimeout: options.timeoutMs });
     await new Promise<void>((resolve, reject) => {
       socket.once('open', () => resolve());
-      socket.once('error', (err) => reject(new OpenEnvError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
+      socket.once('error', (err) => reject(new OpenEnvUnavailableError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
       socket.once('unexpected-response', (_req, res) => reject(new OpenEnvProtocolError(`OpenEnv server ${where}: HTTP ${res.statusCode} instead of a WebSocket session`)));
     });
     const session = new OpenEnvSession(socket, where, options.timeoutMs);
@@ -153,6 +170,17 @@ export class OpenEnvSession {
 
   async step(action: Record<string, unknown>): Promise<OpenEnvStepResult> {
     return this.result('step', await this.request({ type: 'step', data: action }));
+  }
+
+  /** The tools of an MCP env: the `list_tools` action, answered with the tools and their input schemas. */
+  async listTools(): Promise<OpenEnvTool[]> {
+    const result = await this.step({ type: 'list_tools' });
+    const tools = z.array(OpenEnvTool).safeParse(result.observation.tools);
+    if (!tools.success) {
+      const issue = tools.error.issues[0];
+      throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: malformed tool list after list_tools: tools.${issue.path.join('.')}: ${issue.message} (got ${short(JSON.stringify(result.observation))})`);
+    }
+    return tools.data;
   }
 
   async state(): Promise<Record<string, unknown>> {

@@ -33,7 +33,13 @@ export const OpenEnvEnvConfig = z
     local: LocalServers.prefault({}),
     /** A task file: {"tasks": [{"id", "kind", "prompt"?, "reset": {...}}]}; the shipped keypad tasks when absent. */
     tasks: z.string().min(1).optional(),
-    /** The action's field the policy's reply goes into (`{"message": reply}`). */
+    /**
+     * How the policy acts. `text`: its reply goes into the action's `actionField`.
+     * `tools`: the env is an MCP env (openenv's MCPEnvironment); its tools are
+     * offered as function calls, and each call is sent as a `call_tool` action.
+     */
+    actions: z.enum(['text', 'tools']).default('text'),
+    /** The action's field the policy's reply goes into (`{"message": reply}`), when `actions` is text. */
     actionField: z.string().min(1).default('message'),
     /** The observation's field shown to the policy; when absent: `text`, `prompt` or `message` if it is a string, else the observation as JSON. */
     observationField: z.string().min(1).optional(),
