@@ -4,7 +4,9 @@
  * the module themselves, with dead groups rescued by its siblings; modules
  * that are not env modules get errors that name what is missing.
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -130,5 +132,15 @@ describe('the example module env trains through Temporal', () => {
     expect(rescued.filter((r) => r.harness_id === 'ps-example').every((r) => !r.success)).toBe(true);
     expect(trainer.optimSteps).toBe(2);
     expect(trainer.datums.length).toBeGreaterThan(0);
+  });
+
+  test('harness-s eval --config takes the module env from the run config', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'cli/main.ts', 'eval', '--config', 'examples/module-env.json', '--harness', 'ec-capitals',
+        '--base-url', `${server.url}/v1`, '--model', 'scripted-model', '--max-turns', '1', '--json'],
+      { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
+    );
+    expect(JSON.parse(stdout)).toMatchObject({ harness: 'ec-capitals', total: 8, passed: 8 });
   });
 });

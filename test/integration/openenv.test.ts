@@ -6,7 +6,8 @@
  * rescued, sessions closed on cancel, no network from the sandbox, and clear
  * errors from servers that are not (or not quite) OpenEnv servers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { existsSync, readdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -384,5 +385,33 @@ describe('a training run on the shipped keypad env, through Temporal', () => {
     expect(rescue.filter((r) => r.harness_id !== 'ec-digits').every((r) => !r.success)).toBe(true);
     expect(trainer.optimSteps).toBe(2);
     expect(trainer.datums.length).toBeGreaterThan(0);
+  });
+});
+
+describe('harness-s eval --env openenv', () => {
+  const evalCli = async (...args: string[]) => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'openenv', '--base-url', `${policy.url}/v1`, '--model', 'scripted-model', '--max-turns', '1', '--json', ...args],
+      { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
+    );
+    return JSON.parse(stdout) as { total: number; passed: number; harness: string; evalId: string };
+  };
+  beforeAll(() => {
+    reply = keypadPolicy;
+  });
+
+  test('on a server the project starts (in its sandbox): the contract sibling passes every task, the base none', async () => {
+    expect(await evalCli('--harness', 'ec-digits', '--concurrency', '3')).toMatchObject({ harness: 'ec-digits', total: 15, passed: 15 });
+    expect(await evalCli('--harness', 'base', '--limit', '4')).toMatchObject({ harness: 'base', total: 4, passed: 0 });
+  });
+
+  test('on a server started by hand, from its URL', async () => {
+    const server = await serveByHand(2);
+    try {
+      expect(await evalCli('--url', server.url, '--harness', 'ec-digits', '--limit', '5', '--concurrency', '2')).toMatchObject({ total: 5, passed: 5 });
+    } finally {
+      server.child.kill();
+    }
   });
 });

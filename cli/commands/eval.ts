@@ -1,0 +1,99 @@
+/** `harness-s` eval: an endpoint under one harness, on an env's tasks. */
+import type { Command } from 'commander';
+import { NO_API_KEY } from '../../core/secrets';
+import { evaluate } from '../eval';
+import { evalTable, evalTableText } from '../eval-report';
+import { createEnvironment, resolveHarness } from '../../core/envs/registry';
+import { newRunId, readConfigFile, UserError, validateConfig } from '../runs';
+import { EnvConfig, ENV_KINDS } from '../../core/envs/env-configs';
+import { print, printJson, action, withStore, positiveInt } from './shared';
+
+export function registerEvalCommand(program: Command): void {
+  program
+    .command('eval')
+    .description('evaluate an OpenAI-compatible endpoint under one harness; results stored in PostgreSQL')
+    .option('--env <kind>', `the env: ${ENV_KINDS.join(' | ')} (or the env of --config)`)
+    .option('--config <file>', "take the env from a run config (any kind: a module env, an OpenEnv env's servers, ...)")
+    .option('--env-config <json>', 'more env fields, as JSON, e.g. \'{"observationField": "text"}\'')
+    .option('--data <file>', 'the env\'s task file (dbbench, swe: data; charset, openenv: tasks; appworld: APPWORLD_ROOT, default the fixture world)')
+    .option('--dataset <name>', 'appworld: the dataset (data/datasets/<name>.txt; default fixture)')
+    .option('--url <urls>', 'openenv: servers already running, comma-separated (default: the workers start the shipped keypad env)')
+    .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
+    .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
+    .requiredOption('--model <name>', 'model name at that endpoint')
+    .option('--api-key-env <name>', 'the environment variable that holds the endpoint\'s API key (none sent when unset)', 'OPENAI_API_KEY')
+    .option('--limit <n>', 'first N tasks only', positiveInt('--limit'))
+    .option('--tasks <ids>', 'only these task ids, comma-separated')
+    .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
+    .option('--max-turns <n>', 'rounds per episode', positiveInt('--max-turns'), 15)
+    .option('--scoring <mode>', 'dbbench: exact | normalized (default exact)')
+    .option('--json', 'machine-readable')
+    .action(action(async (opts: {
+      harness: string; baseUrl: string; model: string; apiKeyEnv: string;
+      limit?: number; tasks?: string; concurrency: number; maxTurns: number; json?: boolean;
+    } & EvalEnvOptions) => {
+      const envConfig = evalEnvConfig(opts);
+      const env = createEnvironment(envConfig);
+      const harness = resolveHarness(envConfig, env, opts.harness);
+      await withStore(async (store) => {
+        const result = await evaluate({
+          evalId: newRunId(`eval-${env.id}-${harness.id}`), env, envConfig, harness,
+          baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
+          taskIds: opts.tasks?.split(',').map((t) => t.trim()).filter(Boolean),
+          concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
+        });
+        const table = evalTable(env, result);
+        if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
+        print(evalTableText(result, table));
+      }).finally(() => env.close?.());
+    }));
+}
+
+export interface EvalEnvOptions {
+  env?: string;
+  config?: string;
+  envConfig?: string;
+  data?: string;
+  dataset?: string;
+  url?: string;
+  scoring?: string;
+  concurrency: number;
+}
+
+/** The fields of an env config that take a task file, in the order --data looks for them. */
+const DATA_FIELDS = ['data', 'tasks', 'root', 'world'];
+
+/**
+ * The env an eval runs on: the env of --config, or --env, with the options
+ * that env's config has (--data goes to its task-file field; --url to its
+ * servers), then --env-config on top, validated like a run config's env.
+ */
+export function evalEnvConfig(opts: EvalEnvOptions): EnvConfig {
+  const base: Record<string, unknown> = opts.config ? { ...readConfigFile(opts.config).config.env } : {};
+  const kind = opts.env ?? (base.kind as string | undefined);
+  if (kind === undefined) throw new UserError('eval: give --env <kind> or --config <run config>');
+  const schema = EnvConfig.options.find((option) => option.shape.kind.value === kind);
+  if (!schema) throw new UserError(`eval --env: no env kind '${kind}' (the kinds: ${ENV_KINDS.join(', ')})`);
+  const fields = Object.keys(schema.shape);
+  const env: Record<string, unknown> = { ...base, kind };
+  const set = (option: string, field: string | undefined, value: unknown) => {
+    if (value === undefined) return;
+    if (field === undefined || !fields.includes(field)) throw new UserError(`eval ${option}: env ${kind} has no such setting`);
+    env[field] = value;
+  };
+  set('--data', DATA_FIELDS.find((f) => fields.includes(f)), opts.data);
+  set('--dataset', 'dataset', opts.dataset);
+  set('--scoring', 'scoring', opts.scoring);
+  set('--url', 'servers', opts.url?.split(',').map((url) => ({ url: url.trim(), sessions: opts.concurrency })));
+  if (opts.envConfig !== undefined) {
+    let extra: unknown;
+    try {
+      extra = JSON.parse(opts.envConfig);
+    } catch (err) {
+      throw new UserError(`eval --env-config: not JSON: ${(err as Error).message}`);
+    }
+    if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) throw new UserError('eval --env-config: must be a JSON object of env fields');
+    Object.assign(env, extra);
+  }
+  return validateConfig({ env }, 'eval options').env;
+}

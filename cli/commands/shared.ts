@@ -1,0 +1,62 @@
+/** What every `harness-s` command shares: output, exit codes, the run store, option parsers. */
+import { InvalidArgumentError } from 'commander';
+import { existsSync } from 'node:fs';
+import { WorkflowFailedError } from '@temporalio/client';
+import { filesNamedBy, type RunConfig } from '../../core/config';
+import { databaseUrlFromEnv, migrate, RunStore } from '../../core/store/run-store';
+import { rootCauseMessage, UserError } from '../runs';
+export function progress(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+export function print(text: string): void {
+  process.stdout.write(`${text}\n`);
+}
+export function printJson(value: unknown): void {
+  print(JSON.stringify(value, null, 2));
+}
+
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+      process.exit(process.exitCode ?? 0);
+    } catch (err) {
+      progress(`harness-s: ${err instanceof WorkflowFailedError ? `run failed: ${rootCauseMessage(err)}` : err instanceof Error ? err.message : String(err)}`);
+      process.exit(err instanceof UserError ? 2 : 1);
+    }
+  };
+}
+
+/** Runs `fn` with the run store ($DATABASE_URL), migrated, and closes it after. */
+export async function withStore<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
+  const databaseUrl = databaseUrlFromEnv();
+  await migrate(databaseUrl);
+  const store = RunStore.connect(databaseUrl);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+export function positiveInt(name: string) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a whole number of at least 1 (got '${value}')`);
+    return n;
+  };
+}
+
+export function nonNegativeInt(name: string) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a whole number of at least 0 (got '${value}')`);
+    return n;
+  };
+}
+
+
+/** The files a config names that this machine does not have. */
+export function missingFiles(config: RunConfig): Array<{ path: string; file: string }> {
+  return filesNamedBy(config).filter(({ file }) => !existsSync(file));
+}

@@ -1,0 +1,46 @@
+/** `harness-s` dev, demo and bench: the embedded stack. */
+import type { Command } from 'commander';
+import path from 'node:path';
+import { startEmbeddedStack } from '../../infra/embedded-stack';
+import { PROJECT_ROOT } from '../../infra/temporal-cli';
+import { createLogger } from '../../workers/logger';
+import { metricsPortFromEnv } from '../../workers/metrics-server';
+import { runDemo } from '../demo';
+import { benchCommand } from '../bench';
+import { summaryText } from '../report';
+import { progress, print, printJson, action, positiveInt } from './shared';
+
+export function registerStackCommands(program: Command): void {
+  program
+    .command('dev')
+    .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none)')
+    .action(action(async () => {
+      const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
+      progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}. Ctrl-C stops.`);
+      let stopping = false;
+      // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
+      const stop = () => {
+        if (stopping) return;
+        stopping = true;
+        progress('stopping (workers finish their current tasks)...');
+        void stack.stop().then(() => process.exit(0));
+      };
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+      await stack.workersDone;
+    }));
+
+  program
+    .command('demo')
+    .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
+    .option('--config <file>', 'run config (default: the shipped examples/sim-quickstart.json)', path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'))
+    .option('--steps <n>', 'override the number of steps', positiveInt('--steps'))
+    .option('--json', 'print the summary as JSON')
+    .action(action(async (opts: { config: string; steps?: number; json?: boolean }) => {
+      const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
+      if (opts.json) printJson(summary);
+      else print(summaryText(summary));
+    }));
+
+  program.addCommand(benchCommand());
+}
