@@ -17,6 +17,7 @@ import { DATA_DIR } from '../infra/temporal-dev-server';
 import { PROJECT_ROOT } from '../infra/temporal-cli';
 import { createLogger } from '../workers/logger';
 import { readConfigFile, rootCauseMessage, UserError } from './runs';
+import { processSettings } from '../core/settings';
 
 /** The runs of (b) are shaped like this example (rescue on). */
 const ROW_CONFIG_FILE = path.join(PROJECT_ROOT, 'examples', 'sim-transfer.json');
@@ -61,7 +62,7 @@ async function bench(opts: BenchCliOptions): Promise<void> {
   const started = Date.now();
   progress(`bench: (a) ${plan.sizes.map((s) => s.tasks * s.groupSize).join(' and ')} rollouts per step; (b) profiles ${plan.profiles.join(', ')} x k = ${plan.staleness.join(', ')}, ${plan.steps} steps each, speedup ${plan.speedup}x`);
   // Quiet: the bench says what it does; errors still show (LOG_LEVEL for more).
-  const logger = createLogger('harness-s', process.env.LOG_LEVEL ?? 'error');
+  const logger = createLogger('harness-s', processSettings().logLevel ?? 'error');
   const stack = await startBenchStack({ logger, log: progress });
   progress(`Temporal Web UI while the bench runs: ${stack.uiUrl}`);
   try {

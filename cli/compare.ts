@@ -11,6 +11,7 @@ import { mapWithConcurrency } from '../core/concurrency';
 import { CI_METHOD, pairedDifference, rateStdErr, type PairedDifference } from '../core/stats';
 import type { RunSummary } from '../workflows/definitions';
 import { newRunId, rootCauseMessage, startRun, UserError } from './runs';
+import { isSimulatedEnv, SIM_KIND } from '../core/envs/sim/config';
 
 type RawConfig = Record<string, unknown>;
 const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});
@@ -86,8 +87,8 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
   if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
   if (world !== undefined) {
     const env = section(raw as RawConfig, 'env');
-    if ((env.kind ?? 'sim') !== 'sim') throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
-    raw = { ...(raw as RawConfig), env: { ...env, kind: 'sim', world } };
+    if ((env.kind ?? SIM_KIND) !== SIM_KIND) throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
+    raw = { ...(raw as RawConfig), env: { ...env, kind: SIM_KIND, world } };
   }
   if (arms.includes('harness-s-pool') && pool === undefined) throw new UserError('compare: the harness-s-pool arm needs --pool HASH (a frozen pool, see `harness-s pool list`)');
   const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
@@ -100,7 +101,7 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
   return arms.flatMap((arm) =>
     seeds.map((seed) => {
       const armed = COMPARE_ARMS[arm](base);
-      const pooled = arm === 'harness-s-pool' ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? 'sim', pool } } : armed;
+      const pooled = arm === 'harness-s-pool' ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? SIM_KIND, pool } } : armed;
       const armRaw = { ...pooled, name: `${name}-${arm}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true } };
       let config: RunConfig;
       try {
@@ -178,7 +179,7 @@ export async function runCompare(options: {
   });
   const arms = [...new Set(plan.map((p) => p.arm))].filter((arm) => runs[arm]);
   return {
-    simulated: plan.every((p) => p.config.env.kind === 'sim'),
+    simulated: plan.every((p) => isSimulatedEnv(p.config.env.kind)),
     seeds: [...new Set(plan.map((p) => p.seed))],
     arms: Object.fromEntries(arms.map((arm) => [arm, meanFigures(Object.values(runs[arm]))])),
     diffs: armDiffs(arms, runs),

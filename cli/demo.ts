@@ -10,6 +10,7 @@ import type { RunSummary } from '../workflows/definitions';
 import { connectClient, newRunId, readConfigFile, startRun, validateConfig } from './runs';
 import { watchRun } from './watch';
 import { defaultReportDir, writeRunReport } from './report/run-report';
+import { processSettings } from '../core/settings';
 
 export async function runDemo(options: { configFile: string; steps?: number; log: (line: string) => void }): Promise<RunSummary> {
   const { log } = options;
@@ -17,7 +18,7 @@ export async function runDemo(options: { configFile: string; steps?: number; log
   const { raw } = readConfigFile(options.configFile);
   const input = options.steps ? { ...(raw as object), steps: options.steps } : raw;
   const config = validateConfig(input, options.configFile);
-  const stack = await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log });
+  const stack = await startEmbeddedStack({ logger: createLogger('harness-s', processSettings().logLevel ?? 'warn'), log });
   try {
     const client = await connectClient();
     const runId = newRunId(config.name);

@@ -15,6 +15,7 @@ import { evolveHarnessPool } from '../workflows';
 import { readJsonFile } from './runs';
 import { TASK_QUEUES } from '../workflows/definitions';
 import type { EvolutionResult } from '../workflows/evolve-harness-pool';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 /** Reads an evolution config file: an EvolutionConfig, or a workflow input {"config": {...}}. */
 export function readEvolutionConfigFile(file: string): { raw: unknown; config: EvolutionConfig } {
@@ -38,7 +39,7 @@ export async function startEvolution(client: Client, raw: unknown, config: Evolu
       taskQueue: TASK_QUEUES.control,
       args: [{ config: raw as EvolutionConfig }],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      staticSummary: `Harness-S pool evolution ${config.name} (${config.env.kind}${config.env.kind === 'sim' ? ', SIMULATED' : ''})`,
+      staticSummary: `Harness-S pool evolution ${config.name} (${config.env.kind}${isSimulatedEnv(config.env.kind) ? ', SIMULATED' : ''})`,
     });
     return { handle, attached: false };
   } catch (err) {
@@ -145,7 +146,7 @@ export async function findPool(store: EvolutionStore, ref: string) {
 export async function poolShowText(store: EvolutionStore, ref: string): Promise<string> {
   const pool = await findPool(store, ref);
   const manifest = pool.manifest as PoolManifest;
-  const lines = [`pool ${pool.poolHash} (${pool.env}${pool.env === 'sim' ? ', SIMULATED' : ''}), frozen ${pool.createdAt.toISOString()}${pool.evolutionId ? ` by evolution ${pool.evolutionId}` : ''}`];
+  const lines = [`pool ${pool.poolHash} (${pool.env}${isSimulatedEnv(pool.env) ? ', SIMULATED' : ''}), frozen ${pool.createdAt.toISOString()}${pool.evolutionId ? ` by evolution ${pool.evolutionId}` : ''}`];
   lines.push('members:');
   for (const m of manifest.members) {
     const measured = m.measured as {

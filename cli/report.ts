@@ -1,6 +1,7 @@
 /** Human-readable views of runs and steps. */
 import type { StepSummary } from '../core/rl/step-summary';
 import type { EvaluationSummary, InFlightStep, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 
@@ -29,7 +30,7 @@ export function evaluationLine(e: EvaluationSummary): string {
 
 export function statusText(status: RunStatus): string {
   const lines = [
-    `run ${status.runId} (${status.name}, env ${status.env}${status.env === 'sim' ? ', SIMULATED' : ''})`,
+    `run ${status.runId} (${status.name}, env ${status.env}${isSimulatedEnv(status.env) ? ', SIMULATED' : ''})`,
     `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}` +
       (status.profileShift === null ? '' : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,

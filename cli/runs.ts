@@ -26,6 +26,7 @@ import {
   type RunSummary,
 } from '../workflows/definitions';
 import { UserError } from '../core/errors';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 /** The CLI's user errors are core's: any of them exits 2 with its message alone. */
 export { UserError };
@@ -99,7 +100,7 @@ export async function startRun(client: Client, raw: unknown, config: RunConfig, 
       { key: SEARCH_ATTRIBUTES.env, value: config.env.kind },
       ...(recovery?.fork ? [{ key: SEARCH_ATTRIBUTES.parentRun, value: recovery.fork.runId }] : []),
     ],
-    staticSummary: `Harness-S run ${config.name} (${config.env.kind}${config.env.kind === 'sim' ? ', SIMULATED' : ''})`,
+    staticSummary: `Harness-S run ${config.name} (${config.env.kind}${isSimulatedEnv(config.env.kind) ? ', SIMULATED' : ''})`,
   });
 }
 

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import { stepLine, summaryText } from './report';
 import { runView } from './runs';
 import { statusQuery } from '../workflows/definitions';
+import { isSimulatedEnv } from '../core/envs/sim/config';
 
 export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<void> {
   let lastStep = -1;
@@ -12,7 +13,7 @@ export async function watchRun(client: Client, runId: string, print: (line: stri
     const view = await runView(client, runId);
     if (view.live) {
       const { live } = view;
-      if (live.phase !== lastPhase) print(`[${runId}] ${live.phase}${live.env === 'sim' ? ' (SIMULATED)' : ''}`);
+      if (live.phase !== lastPhase) print(`[${runId}] ${live.phase}${isSimulatedEnv(live.env) ? ' (SIMULATED)' : ''}`);
       if (live.paused !== lastPaused) print(live.paused ? `[${runId}] paused: ${live.pauseReason}` : `[${runId}] resumed`);
       for (const step of live.recentSteps.filter((s) => s.step > lastStep)) {
         print(stepLine(step));

@@ -7,6 +7,8 @@ import { connectClient, readConfigFile, UserError } from '../runs';
 import { COMPARE_ARMS, compareText, planCompare, runCompare } from '../compare';
 import { writeCompareReport } from '../report/compare-report';
 import { progress, print, printJson, action, withStore, positiveInt } from './shared';
+import { SIM_KIND } from '../../core/envs/sim/config';
+import { processSettings } from '../../core/settings';
 
 export function registerCompareCommand(program: Command): void {
   program
@@ -33,8 +35,8 @@ export function registerCompareCommand(program: Command): void {
       const world = opts.world === undefined ? undefined : path.resolve(opts.world);
       const plan = planCompare(opts.steps ? { ...(raw as object), steps: opts.steps } : raw, arms, seeds, new Date(), world, opts.pool);
       progress(`compare: ${arms.length} arms x ${seeds.length} seeds = ${plan.length} runs, ${opts.parallel} at a time`);
-      const simWorld = plan[0].config.env.kind === 'sim' ? plan[0].config.env.world : undefined;
-      const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', process.env.LOG_LEVEL ?? 'warn'), log: progress, world: simWorld });
+      const simWorld = plan[0].config.env.kind === SIM_KIND ? plan[0].config.env.world : undefined;
+      const stack = opts.attach ? null : await startEmbeddedStack({ logger: createLogger('harness-s', processSettings().logLevel ?? 'warn'), log: progress, world: simWorld });
       try {
         const result = await runCompare({ client: await connectClient(), plan, parallel: opts.parallel, progress });
         if (opts.json) printJson(result);

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { replayDbBench } from '../../core/envs/dbbench/replay';
 import { print, action, positiveInt } from './shared';
+import { processSettings } from '../../core/settings';
 
 export function registerDbBenchCommands(program: Command): void {
   const dbbench = program.command('dbbench').description('AgentBench DBBench on a MySQL-compatible server');
@@ -13,7 +14,7 @@ export function registerDbBenchCommands(program: Command): void {
     .option('--mysql-url <url>', 'admin connection (default $DBBENCH_MYSQL_URL or the local server)')
     .option('--json', 'print {"total":N,"passed":N,"byType":{...}}')
     .action(action(async (opts: { data: string; concurrency: number; mysqlUrl?: string; json?: boolean }) => {
-      const result = await replayDbBench({ file: opts.data, concurrency: opts.concurrency, adminUrl: opts.mysqlUrl });
+      const result = await replayDbBench({ file: opts.data, concurrency: opts.concurrency, adminUrl: opts.mysqlUrl ?? processSettings().dbBenchMysqlUrl });
       if (opts.json) return print(JSON.stringify({ total: result.total, passed: result.passed, byType: result.byType }));
       print(`replay: ${result.passed}/${result.total} passed (${result.episodesPerSecond.toFixed(1)} episodes/s at concurrency ${opts.concurrency})`);
       for (const [type, cell] of Object.entries(result.byType)) print(`  ${type.padEnd(24)} ${cell.passed}/${cell.total}`);

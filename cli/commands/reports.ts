@@ -4,6 +4,7 @@ import { profilesText, profilesView } from '../profiles';
 import { defaultReportDir, writeRunReport } from '../report/run-report';
 import { exportRun, exportText } from '../export';
 import { progress, print, printJson, action, withStore, positiveInt, nonNegativeInt } from './shared';
+import { isSimulatedEnv } from '../../core/envs/sim/config';
 
 export function registerReportCommands(program: Command): void {
   const profiles = program.command('profiles').description("the router's behaviour profiles");
@@ -16,7 +17,7 @@ export function registerReportCommands(program: Command): void {
       await withStore(async (store) => {
         const view = await profilesView(store, runId, opts.version);
         if (opts.json) return printJson(view);
-        print(profilesText(view, (await store.getRun(runId))?.env === 'sim'));
+        print(profilesText(view, isSimulatedEnv((await store.getRun(runId))?.env)));
       });
     }));
 

@@ -19,6 +19,7 @@ import {
   deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart, type Chart,
 } from './charts';
 import { chartSections, renderPage, type Table } from './html';
+import { isSimulatedEnv } from '../../core/envs/sim/config';
 
 export interface RunReportData {
   runId: string;
@@ -47,7 +48,7 @@ export async function loadRunReport(store: RunStore, runId: string): Promise<Run
   const run = await store.getRun(runId);
   if (!run) throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
   const config = parseStoredRunConfig(run.config, `stored config of run ${runId}`);
-  const simulated = config.env.kind === 'sim';
+  const simulated = isSimulatedEnv(config.env.kind);
   const steps = (await store.steps(runId)).map((s) => s.summary);
   const evaluations = await store.evaluations(runId);
   const profiles: BehaviorProfiles[] = [];
