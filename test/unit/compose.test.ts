@@ -42,6 +42,7 @@ const WORKER_ENV = [
   'HARNESS_S_SWE_WORK',
   'HARNESS_S_PIP_PYTHON',
   'HARNESS_S_APPWORLD_HOME',
+  'HARNESS_S_OPENENV_HOME',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
