@@ -9,19 +9,14 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { parseRunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
-import { RunStore } from '../../core/store/run-store';
-import { installQuietTemporalRuntime } from '../../workers/runtime';
-import { createWorkers } from '../../workers/worker';
 import { harnessSRun } from '../../workflows/run';
 import { TASK_QUEUES } from '../../workflows/definitions';
-import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { TEST_DATABASE_URL } from './env';
 import { startRecordingTrainer, type RecordingTrainer } from './recording-trainer';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from './scripted-policy-server';
-import { silentLogger, uniqueRunId } from './stack';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
 const EXAMPLE = path.resolve(__dirname, '../../examples/module-env.json');
 const exampleConfig = () => JSON.parse(readFileSync(EXAMPLE, 'utf8')).config;
@@ -69,13 +64,9 @@ describe('a module env that is not one', () => {
 describe('the example module env trains through Temporal', () => {
   let server: ScriptedPolicyServer;
   let trainer: RecordingTrainer;
-  let store: RunStore;
-  let client: Client;
-  let connection: Connection;
-  let stopWorkers: () => Promise<void>;
+  let stack: TestStack;
 
   beforeAll(async () => {
-    installQuietTemporalRuntime();
     // The policy answers in capitals only when its prompt says it is scored on them (the contract sibling), not from the worked example.
     server = await startScriptedPolicyServer((messages) => {
       const phrase = /Say this phrase: (.*)$/m.exec(messages.map((m) => m.content).join('\n'))?.[1] ?? '';
@@ -83,23 +74,10 @@ describe('the example module env trains through Temporal', () => {
       return told ? phrase.toUpperCase() : phrase;
     });
     trainer = await startRecordingTrainer();
-    store = RunStore.connect(TEST_DATABASE_URL);
-    connection = await Connection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    client = new Client({ connection });
-    const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
-    const abort = new AbortController();
-    const done = group.run(abort.signal);
-    stopWorkers = async () => {
-      abort.abort();
-      await done;
-      await native.close();
-    };
+    stack = await startTestStack();
   });
   afterAll(async () => {
-    await stopWorkers?.();
-    await connection?.close();
-    await store?.close();
+    await stack?.close();
     await trainer?.close();
     await server?.close();
   });
@@ -115,12 +93,12 @@ describe('the example module env trains through Temporal', () => {
       eval: { ...example.eval, enabled: false },
     });
     const runId = uniqueRunId('module-env');
-    const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(2);
 
-    const run = await store.getRun(runId);
+    const run = await stack.store.getRun(runId);
     expect(run?.env).toBe('shout');
-    const { rows } = await store.pool.query(
+    const { rows } = await stack.store.pool.query(
       `SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');

@@ -13,8 +13,6 @@ import { existsSync, readdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { WebSocketServer } from 'ws';
 import { parseRunConfig, type RunConfigInput } from '../../core/config';
 import { UserError } from '../../core/errors';
@@ -24,16 +22,13 @@ import { openEnvHealthy } from '../../core/envs/openenv/client';
 import { KEYPAD_DIR } from '../../core/envs/openenv/install-location';
 import { runEpisode } from '../../core/harness/runtime';
 import { PolicyClient } from '../../core/policy/client';
-import { RunStore } from '../../core/store/run-store';
 import { setupOpenEnv } from '../../infra/openenv/install';
-import { installQuietTemporalRuntime } from '../../workers/runtime';
-import { createWorkers } from '../../workers/worker';
 import { harnessSRun } from '../../workflows/run';
 import { TASK_QUEUES } from '../../workflows/definitions';
-import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { TEST_DATABASE_URL } from './env';
 import { startRecordingTrainer, type RecordingTrainer } from './recording-trainer';
 import { startScriptedPolicyServer, type ScriptedMessage, type ScriptedPolicyServer, type ScriptedReply } from './scripted-policy-server';
-import { silentLogger, uniqueRunId } from './stack';
+import { startTestStack, uniqueRunId, type TestStack } from './stack';
 
 const PROBE_DIR = path.join(__dirname, 'fixtures', 'openenv-probe');
 const TOOLS_DIR = path.join(__dirname, 'fixtures', 'openenv-tools');
@@ -326,32 +321,15 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
 
 describe('a training run on the shipped keypad env, through Temporal', () => {
   let trainer: RecordingTrainer;
-  let store: RunStore;
-  let client: Client;
-  let connection: Connection;
-  let stopWorkers: () => Promise<void>;
+  let stack: TestStack;
 
   beforeAll(async () => {
-    installQuietTemporalRuntime();
     reply = keypadPolicy;
     trainer = await startRecordingTrainer();
-    store = RunStore.connect(TEST_DATABASE_URL);
-    connection = await Connection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    client = new Client({ connection });
-    const native = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-    const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger });
-    const abort = new AbortController();
-    const done = group.run(abort.signal);
-    stopWorkers = async () => {
-      abort.abort();
-      await done;
-      await native.close();
-    };
+    stack = await startTestStack();
   });
   afterAll(async () => {
-    await stopWorkers?.();
-    await connection?.close();
-    await store?.close();
+    await stack?.close();
     await trainer?.close();
   });
 
@@ -369,13 +347,13 @@ describe('a training run on the shipped keypad env, through Temporal', () => {
       eval: { enabled: false },
     });
     const runId = uniqueRunId('openenv');
-    const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(2);
     // What `harness-s watch` shows a user: every base group died, and siblings rescued them.
-    const steps = await store.steps(runId);
+    const steps = await stack.store.steps(runId);
     expect(steps.reduce((n, s) => n + s.summary.deadGroups, 0)).toBeGreaterThan(0);
     expect(steps.reduce((n, s) => n + s.summary.rescuedGroups, 0)).toBeGreaterThan(0);
-    const { rows } = await store.pool.query(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+    const { rows } = await stack.store.pool.query(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescue = rows.filter((r) => r.role === 'rescue');
     expect(base).toHaveLength(2 * 3 * 3);
