@@ -1,6 +1,6 @@
 /**
- * What the harness runtime needs of an environment. Each env (sim, DBBench, ...)
- * implements it; the runtime, the router and the workflows see only this.
+ * What the harness runtime needs of an environment. Each env implements it
+ * (core/envs/registration.ts says how an env joins); the runtime, the router and the workflows see only this.
  */
 import type { ChatMessage, FailureType, ToolDefinition } from '../policy/trajectory';
 import type { Harness } from '../harness/harness';

@@ -1,6 +1,6 @@
 /**
- * A bubblewrap sandbox for a Python process (AppWorld's servers, the OpenEnv
- * servers the workers start): its own network namespace (a loopback of its
+ * A bubblewrap sandbox for a Python process (the servers envs start for
+ * their episodes): its own network namespace (a loopback of its
  * own only: the worker speaks to it through a unix socket in a mounted
  * folder), PID, IPC and UTS namespaces, the SWE sandbox's seccomp filter (no
  * mounts, no new namespaces, no ptrace, ...), a read-only root holding only

@@ -5,7 +5,7 @@
  * and an evolution config may override either per failure type
  * (`failureDirections`).
  *
- * The default mapping (DBBench, charset, any spec-driven env):
+ * The default mapping (every env that does not map otherwise):
  * - format_error    -> action_realization    (the intended action was not executed: parsing, format)
  * - execution_error -> environment_contract  (the env refused it: schema, dialect, tool docs)
  * - wrong_answer    -> procedural_skill, environment_contract (domain know-how; what the env's data means)
