@@ -7,12 +7,21 @@ import { Context } from '@temporalio/activity';
 import { poolHashOfHarnesses } from '../core/harness/frozen-pool';
 import { keepPreEvaluationShape, parseRunConfig, parseStoredRunConfig, RunConfigError, type RunConfig } from '../core/config';
 import type { EvaluationSummary } from '../core/rl/evaluation';
-import { recordStepMetrics } from '../core/metrics';
-import { summarizeRunSteps, type RunSummary, type StepSummary } from '../core/rl/step-summary';
+import { recordStepMetrics, setRunStalled } from '../core/metrics';
+import type { RunHealth } from '../core/rl/run-health';
+import type { RunSpent } from '../workflows/definitions';
+import { summarizeRunSteps, totalSpend, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
 import { envIdOf } from '../core/envs/registry';
 import { isSimulatedEnv } from '../core/envs/sim/config';
+import { latencyProfileFromEnv, type LatencyProfile, modelledGpuSeconds } from '../workers/sim-cluster/latency';
+
+/** A sim step's spend with its SIMULATED GPU-seconds under the latency model that runs (none when it is off). */
+function withGpuSeconds(summary: StepSummary, profile: LatencyProfile | null): StepSummary {
+  if (!profile || !summary.spend) return summary;
+  return { ...summary, spend: { ...summary.spend, gpuSeconds: modelledGpuSeconds(profile, summary.spend) } };
+}
 
 /** How long a finished run waits for its trainer model to be unloaded. */
 const UNLOAD_TIMEOUT_MS = 20_000;
@@ -72,11 +81,28 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
     },
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
-      await store.settleRoutingDecisions(input.runId, input.summary.step);
-      const recorded = await store.recordStep(input.runId, input.summary.step, input.summary.policyVersion, input.summary);
+      const { config } = await context.loadRun(input.runId);
+      const summary = withGpuSeconds(input.summary, isSimulatedEnv(config.env.kind) ? latencyProfileFromEnv() : null);
+      await store.settleRoutingDecisions(input.runId, summary.step);
+      const recorded = await store.recordStep(input.runId, summary.step, summary.policyVersion, summary);
       // Counted by the attempt that stored the step, so a retried activity does not count it twice.
-      if (recorded) recordStepMetrics((await store.getRun(input.runId))?.env ?? 'unknown', input.summary);
+      if (recorded) recordStepMetrics((await store.getRun(input.runId))?.env ?? 'unknown', summary);
       logger.info({ runId: input.runId, step: input.summary.step, baseSuccess: input.summary.baseSuccessRate }, 'step recorded');
+    },
+
+    /** A run's health changed: the metric and the log say so. */
+    async reportRunHealth(input: { runId: string; health: RunHealth }): Promise<void> {
+      const { config } = await context.loadRun(input.runId);
+      setRunStalled(input.runId, envIdOf(config.env), input.health.state === 'stalled');
+      if (input.health.state === 'stalled') logger.warn({ runId: input.runId, since: input.health.sinceStep, reasons: input.health.reasons }, 'run stalled: it is not learning');
+      else logger.info({ runId: input.runId }, 'run learning again');
+    },
+
+    /** What a run's steps before `beforeStep` spent, toward its budget (a recovered or forked run starts from it). */
+    async runSpent(input: { runId: string; beforeStep: number }): Promise<RunSpent> {
+      const steps = (await store.steps(input.runId)).filter((s) => s.step < input.beforeStep).map((s) => s.summary);
+      const spend = totalSpend(steps);
+      return { rollouts: spend.rollouts, tokens: spend.policyTokens };
     },
 
     async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {

@@ -10,11 +10,12 @@ export function createTaskActivities(context: RunContext) {
      * (per kind), both from the training split; or the eval tasks (per kind, a
      * fixed draw from the held-out split, the same for every run).
      */
-    async sampleTasks(input: { runId: string; purpose: TaskPurpose; step: number }): Promise<TaskRef[]> {
+    async sampleTasks(input: { runId: string; purpose: TaskPurpose; step: number; count?: number }): Promise<TaskRef[]> {
       const { config, env } = await context.loadRun(input.runId);
       return tasksFor(env.listTasks(), input.purpose, {
         seed: config.seed,
-        tasksPerStep: config.rollout.tasksPerStep,
+        // A training step's stream: its first tasksPerStep tasks, or (with a refill) as many as it may draw, the first ones the same.
+        tasksPerStep: input.purpose === 'train' && input.count !== undefined ? input.count : config.rollout.tasksPerStep,
         heldOut: config.eval.heldOut,
         probeTasksPerKind: config.router.probeTasksPerKind,
         evalTasksPerKind: config.eval.tasksPerKind,

@@ -11,7 +11,7 @@ import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
 import { countTrainerRestore } from '../core/metrics';
 import { type RestoreInput, restoreTrainerModel } from '../core/rl/trainer-restore';
-import { mismatchOf, runTrainerStep, type TrainerStepInput } from '../core/rl/trainer-step';
+import { mismatchOf, runTrainerStep, TRAINER_TOKENS_METRIC, type TrainerStepInput } from '../core/rl/trainer-step';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
@@ -28,6 +28,8 @@ export interface TrainStepResult {
   samplerPath: string;
   datums: number;
   responseTokens: number;
+  /** The model_input tokens of every datum the trainer processed. */
+  trainerTokens: number;
   metrics: Record<string, number>;
   /** Trainer vs sampler log-probs of the trained tokens; null when nothing was trained. */
   logprobMismatch: LogprobMismatch | null;
@@ -60,7 +62,7 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
         ),
     );
     const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
-    return { policyVersion, samplerPath, datums, responseTokens, metrics, logprobMismatch: mismatchOf(record) };
+    return { policyVersion, samplerPath, datums, responseTokens, trainerTokens: metrics[TRAINER_TOKENS_METRIC] ?? 0, metrics, logprobMismatch: mismatchOf(record) };
   };
 }
 

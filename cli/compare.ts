@@ -16,10 +16,21 @@ import { isSimulatedEnv, SIM_KIND } from '../core/envs/sim/config';
 type RawConfig = Record<string, unknown>;
 const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});
 
+/** The config with rescue on or off and a batch refill (core/rl/batch-fill.ts). */
+const arm = (rescue: boolean, refill: 'none' | 'dynamic' | 'matched') => (raw: RawConfig): RawConfig => ({
+  ...raw, rescue: { ...section(raw, 'rescue'), enabled: rescue }, sampling: { ...section(raw, 'sampling'), refill },
+});
+
 /** Each arm's change to the user's config. */
 export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
-  'policy-only': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: false } }),
-  'harness-s': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true } }),
+  'policy-only': arm(false, 'none'),
+  'harness-s': arm(true, 'none'),
+  /** Rescue off; a group whose rewards are all equal is dropped and a fresh task drawn in its place (DAPO's dynamic sampling). */
+  'dynamic-sampling': arm(false, 'dynamic'),
+  /** Rescue off; each dead group draws one fresh task instead (the rollouts harness-s spends on rescue, spent on more tasks). */
+  'policy-only-matched': arm(false, 'matched'),
+  /** Rescue first, then dynamic sampling refills what rescue could not revive. */
+  'harness-s+dynamic-sampling': arm(true, 'dynamic'),
   'random-k': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'random' } }),
   all: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'all' } }),
   vote: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'vote' } }),
@@ -46,6 +57,19 @@ export interface ArmFigures {
   extraRollouts: number;
   /** Wall-clock seconds from the first step's start to the last step's end (on the latency model's clock when it runs, divided by its speedup). */
   trainingSeconds: number;
+  /** Steps the run trained (fewer than `steps` where a budget stopped it). */
+  steps: number;
+  /** What the run's training steps spent. */
+  spend: ArmSpend;
+}
+
+export interface ArmSpend {
+  rollouts: number;
+  /** The policy's prompt + completion tokens, as the inference server processed them. */
+  policyTokens: number;
+  trainerTokens: number;
+  /** SIMULATED GPU-seconds under the sim's latency model; absent where it did not run. */
+  gpuSeconds?: number;
 }
 
 /** The figures compared between arms (the standard error is per run, not compared). */
@@ -54,6 +78,8 @@ export type ComparedFigure = (typeof COMPARED_FIGURES)[number];
 
 export interface CompareResult {
   simulated: boolean;
+  /** The budget every arm ran to (`--budget`), or null: arms ran to equal steps. */
+  budget: Budget | null;
   seeds: number[];
   /** Mean over seeds, per arm. */
   arms: Record<string, ArmFigures>;
@@ -70,6 +96,30 @@ export interface CompareResult {
   failures: Array<{ arm: string; seed: number; runId: string; error: string }>;
 }
 
+/** `--budget rollouts=N` or `tokens=N`: each arm trains until its steps have spent N. */
+export interface Budget {
+  rollouts?: number;
+  tokens?: number;
+}
+
+/** Reads `rollouts=N` or `tokens=N`. */
+export function parseBudget(text: string): Budget {
+  const m = /^(rollouts|tokens)=([1-9][0-9]*)$/.exec(text.trim());
+  if (!m) throw new UserError(`--budget: '${text}' is not rollouts=N or tokens=N (N a whole number >= 1), e.g. --budget rollouts=2000`);
+  return { [m[1]]: Number(m[2]) };
+}
+
+/**
+ * The steps an arm may take to reach `budget` when `--steps` does not say:
+ * for rollouts, the steps the cheapest arm needs (each step runs at least
+ * tasksPerStep x groupSize rollouts); for tokens, 10 x the config's steps.
+ */
+export function budgetStepCap(raw: unknown, budget: Budget): number {
+  const config = parseRunConfig(raw, 'compare config');
+  if (budget.rollouts !== undefined) return Math.ceil(budget.rollouts / (config.rollout.tasksPerStep * config.rollout.groupSize));
+  return 10 * config.steps;
+}
+
 export interface ComparePlan {
   arm: string;
   seed: number;
@@ -83,7 +133,7 @@ export interface ComparePlan {
  * before anything starts. `world`: a sim world file every arm runs on (its
  * env.world).
  */
-export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string, pool?: string): ComparePlan[] {
+export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string, pool?: string, budget?: Budget): ComparePlan[] {
   if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
   if (world !== undefined) {
     const env = section(raw as RawConfig, 'env');
@@ -102,14 +152,17 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
     seeds.map((seed) => {
       const armed = COMPARE_ARMS[arm](base);
       const pooled = arm === 'harness-s-pool' ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? SIM_KIND, pool } } : armed;
-      const armRaw = { ...pooled, name: `${name}-${arm}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true } };
+      const armRaw = {
+        ...pooled, name: `${name}-${arm.replace(/\+/g, '-')}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true },
+        ...(budget ? { budget } : {}),
+      };
       let config: RunConfig;
       try {
         config = parseRunConfig(armRaw, `config of arm ${arm}`);
       } catch (err) {
         throw new UserError((err as Error).message);
       }
-      return { arm, seed, runId: newRunId(`${name}-cmp-${arm}-s${seed}`, stamp), raw: armRaw, config };
+      return { arm, seed, runId: newRunId(`${name}-cmp-${arm.replace(/\+/g, '-')}-s${seed}`, stamp), raw: armRaw, config };
     }),
   );
 }
@@ -127,11 +180,17 @@ export function armFigures(summary: RunSummary): ArmFigures {
     rescueRate: summary.deadGroups ? summary.rescuedGroups / summary.deadGroups : 0,
     extraRollouts: summary.rescueRollouts,
     trainingSeconds: summary.trainingSeconds ?? 0, // absent from runs summarized before it was
+    steps: summary.stepsCompleted,
+    spend: {
+      rollouts: summary.spend?.rollouts ?? 0, policyTokens: summary.spend?.policyTokens ?? 0, trainerTokens: summary.spend?.trainerTokens ?? 0,
+      ...(summary.spend?.gpuSeconds != null ? { gpuSeconds: summary.spend.gpuSeconds } : {}),
+    },
   };
 }
 
 export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
-  const mean = (key: keyof ArmFigures) => runs.reduce((n, r) => n + r[key], 0) / runs.length;
+  const mean = (key: Exclude<keyof ArmFigures, 'spend'>) => runs.reduce((n, r) => n + r[key], 0) / runs.length;
+  const meanSpend = (key: keyof ArmSpend) => runs.reduce((n, r) => n + (r.spend[key] ?? 0), 0) / runs.length;
   return {
     baseSuccessEnd: mean('baseSuccessEnd'),
     baseSuccessEndStdErr: mean('baseSuccessEndStdErr'),
@@ -140,6 +199,11 @@ export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
     rescueRate: mean('rescueRate'),
     extraRollouts: mean('extraRollouts'),
     trainingSeconds: mean('trainingSeconds'),
+    steps: mean('steps'),
+    spend: {
+      rollouts: meanSpend('rollouts'), policyTokens: meanSpend('policyTokens'), trainerTokens: meanSpend('trainerTokens'),
+      ...(runs.every((r) => r.spend.gpuSeconds !== undefined) ? { gpuSeconds: meanSpend('gpuSeconds') } : {}),
+    },
   };
 }
 
@@ -152,6 +216,7 @@ export async function runCompare(options: {
   plan: readonly ComparePlan[];
   parallel: number;
   progress: (line: string) => void;
+  budget?: Budget;
 }): Promise<CompareResult> {
   const { plan, progress } = options;
   const runs: CompareResult['runs'] = {};
@@ -174,12 +239,14 @@ export async function runCompare(options: {
     finished += 1;
     progress(
       `[${finished}/${plan.length}] ${item.arm} seed ${item.seed}: base ${(figures.baseSuccessEnd * 100).toFixed(1)}%, ` +
-        `Rank-1 ${(figures.rank1SuccessEnd * 100).toFixed(1)}%, live groups ${(figures.liveGroupFraction * 100).toFixed(1)}%`,
+        `Rank-1 ${(figures.rank1SuccessEnd * 100).toFixed(1)}%, live groups ${(figures.liveGroupFraction * 100).toFixed(1)}%, ` +
+        `${figures.steps} steps, ${figures.spend.rollouts} rollouts`,
     );
   });
   const arms = [...new Set(plan.map((p) => p.arm))].filter((arm) => runs[arm]);
   return {
     simulated: plan.every((p) => isSimulatedEnv(p.config.env.kind)),
+    budget: options.budget ?? null,
     seeds: [...new Set(plan.map((p) => p.seed))],
     arms: Object.fromEntries(arms.map((arm) => [arm, meanFigures(Object.values(runs[arm]))])),
     diffs: armDiffs(arms, runs),
@@ -205,9 +272,10 @@ export function armDiffs(arms: readonly string[], runs: CompareResult['runs']): 
 
 export function compareText(result: CompareResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s'];
+  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s', 'steps', 'rollouts', 'policy tokens', 'trainer tokens', 'GPU-s (SIM)'];
   const rows = Object.entries(result.arms).map(([arm, f]) => [
     arm, pct(f.baseSuccessEnd), pct(f.rank1SuccessEnd), pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0), (f.trainingSeconds ?? 0).toFixed(1),
+    f.steps.toFixed(1), f.spend.rollouts.toFixed(0), f.spend.policyTokens.toFixed(0), f.spend.trainerTokens.toFixed(0), f.spend.gpuSeconds?.toFixed(1) ?? '-',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
@@ -223,11 +291,16 @@ export function compareText(result: CompareResult): string {
   ]);
   const stdErrs = Object.entries(result.arms).map(([arm, f]) => `${arm} ${(f.baseSuccessEndStdErr * 100).toFixed(1)}`).join(', ');
   return [
-    `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split`,
+    `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split; ` +
+      (result.budget ? `each arm trained until it spent ${budgetText(result.budget)}` : 'each arm trained the same steps'),
     line(header),
     ...rows.map(line),
     `standard error of base success end within one run (points, binomial over its eval rollouts): ${stdErrs}`,
     ...(diffLines.length ? [`differences, paired by seed (${result.ciMethod}):`, ...diffLines] : []),
     ...result.failures.map((f) => `FAILED: ${f.arm} seed ${f.seed} (${f.runId}): ${f.error}`),
   ].join('\n');
+}
+
+export function budgetText(budget: Budget): string {
+  return budget.rollouts !== undefined ? `${budget.rollouts} rollouts` : `${budget.tokens} policy tokens`;
 }

@@ -16,6 +16,7 @@ export function stepLine(s: StepSummary): string {
     (typeof s.baseMeanReward === 'number' ? `reward ${s.baseMeanReward.toFixed(3)}  ` : '') +
     (s.logprobMismatch ? `|Δlogp| ${s.logprobMismatch.meanAbsDiff.toExponential(1)}  ` : '') +
     (s.staleness ? `stale ${s.staleness}  ` : '') +
+    (s.sampling ? `drew ${s.sampling.drawn}, dropped ${s.sampling.dropped.length}  ` : '') +
     `${rate.toFixed(0)} rollouts/s  -> ${s.policyVersion}`
   );
 }
@@ -34,12 +35,19 @@ export function statusText(status: RunStatus): string {
     `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}` +
       (status.profileShift === null ? '' : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
+    ...(status.health ? [`  health: ${status.health.state === 'stalled' ? `STALLED since step ${status.health.sinceStep}: ${status.health.reasons.join('; ')}` : 'learning'}`] : []),
+    ...(status.spent ? [`  spent: ${status.spent.rollouts} rollouts, ${status.spent.tokens} policy tokens${budgetLine(status.budget)}`] : []),
   ];
   for (const s of status.inFlight ?? []) lines.push(`  in flight: ${inFlightText(s)}`);
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
   if (status.lastEvaluation) lines.push(`  last ${evaluationLine(status.lastEvaluation)}`);
   lines.push(...lineageLines(status));
   return lines.join('\n');
+}
+
+function budgetLine(budget: RunStatus['budget']): string {
+  if (!budget) return '';
+  return budget.rollouts !== undefined ? ` (budget ${budget.rollouts} rollouts)` : ` (budget ${budget.tokens} policy tokens)`;
 }
 
 /** A running step and its phase: "step 6 rollouts on v5: 3/16 base groups done, 1 rescue started". */
@@ -78,6 +86,10 @@ export function summaryText(summary: RunSummary): string {
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
+    ...(summary.spend
+      ? [`  spent                      ${summary.spend.rollouts} rollouts, ${summary.spend.policyTokens} policy tokens (${summary.spend.promptTokens} prompt, ${summary.spend.completionTokens} completion), ${summary.spend.trainerTokens} trainer tokens` +
+        (summary.spend.gpuSeconds === null ? '' : `, ${summary.spend.gpuSeconds.toFixed(1)} GPU-seconds (SIMULATED, latency model)`)]
+      : []),
     `  eval split at the end      base harness ${pct(summary.baseEvalEnd)}, Rank-1 routing ${pct(summary.rank1EvalEnd)}`,
     ...(summary.evaluations ?? []).map((e) => `    ${evaluationLine(e)}`), // absent from runs summarized before evaluation existed
     '  rescue rate per sibling (groups rescued / groups chosen): whole run, first half -> second half; by task kind',

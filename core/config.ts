@@ -112,6 +112,60 @@ export const RescueConfig = z.strictObject({
   k: z.number().int().min(1).default(2),
 });
 
+/**
+ * How a step fills its batch beyond the first `rollout.tasksPerStep` tasks of
+ * its task stream (core/rl/task-sampling.ts: every arm of a seed draws the
+ * same tasks in the same order, so an extra task is the stream's next one).
+ * - `none`: the first tasksPerStep tasks, no more.
+ * - `dynamic` (dynamic sampling, as DAPO): a group whose rollouts all got the
+ *   same reward (after rescue, when rescue is on) is dropped and a fresh task's
+ *   group drawn in its place, until the step has tasksPerStep groups with
+ *   signal or has drawn `maxDraws` tasks.
+ * - `matched`: each dead base group (no rollout succeeded) draws one fresh task
+ *   and keeps both groups: a dead group costs G more rollouts, as under rescue,
+ *   spent on a new task instead of on siblings (the `policy-only-matched` arm).
+ */
+export const SAMPLING_REFILLS = ['none', 'dynamic', 'matched'] as const;
+export const SamplingConfig = z.strictObject({
+  refill: z.enum(SAMPLING_REFILLS).default('none'),
+  /** The most tasks a step draws in all, its first tasksPerStep included; 3 x tasksPerStep when absent (and never more than the training split). */
+  maxDraws: z.number().int().min(1).optional(),
+});
+export type SamplingConfig = z.infer<typeof SamplingConfig>;
+
+/**
+ * A spend at which the run stops training and evaluates, like at its last
+ * step: the first step whose running total reaches it is the last (`steps`
+ * stays the cap). Rollouts count every rollout a training step ran (base,
+ * rescue, refills); tokens count the policy's prompt and completion tokens of
+ * those rollouts, as the inference server processed them.
+ */
+export const BudgetConfig = z
+  .strictObject({
+    rollouts: z.number().int().min(1).optional(),
+    tokens: z.number().int().min(1).optional(),
+  })
+  .refine((b) => (b.rollouts === undefined) !== (b.tokens === undefined), { message: 'give exactly one of rollouts or tokens' });
+export type BudgetConfig = z.infer<typeof BudgetConfig>;
+
+/**
+ * When a run says it stopped learning (core/rl/run-health.ts): too few groups
+ * with signal for a while, or no gain in base success over recent
+ * evaluations. The run's status, its current details in the Web UI and the
+ * harness_s_run_stalled metric show it; with `pause`, the run pauses with the reason.
+ */
+export const HealthConfig = z.strictObject({
+  /** Stalled when the share of groups with a non-zero advantage stays below this for `steps` steps in a row (0: never). */
+  minLiveShare: z.number().min(0).max(1).default(0.1),
+  steps: z.number().int().min(1).default(5),
+  /** Stalled when base success on the eval split has not risen by `minGain` over the last `evaluations` evaluations (0: never). */
+  evaluations: z.number().int().min(0).default(3),
+  minGain: z.number().min(0).max(1).default(0),
+  /** Pause the run when it is stalled (a resume clears it until the rule trips again). */
+  pause: z.boolean().default(false),
+});
+export type HealthConfig = z.infer<typeof HealthConfig>;
+
 /** A voter of the `vote` strategy: any OpenAI-compatible endpoint and model. */
 export const VoterConfig = z.strictObject({
   baseUrl: Url,
@@ -228,12 +282,19 @@ export const RunConfig = z
     retry: RetryConfig.prefault({}),
     checkpoint: CheckpointConfig.prefault({}),
     pipeline: PipelineConfig.prefault({}),
+    sampling: SamplingConfig.prefault({}),
+    budget: BudgetConfig.optional(),
+    health: HealthConfig.prefault({}),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })
   .superRefine((config, ctx) => {
     const { groupSize } = config.rollout;
     const { k, enabled } = config.rescue;
+    const { maxDraws } = config.sampling;
+    if (maxDraws !== undefined && maxDraws < config.rollout.tasksPerStep) {
+      ctx.addIssue({ code: 'custom', path: ['sampling', 'maxDraws'], message: `counts the step's first rollout.tasksPerStep (${config.rollout.tasksPerStep}) tasks too: give at least that many` });
+    }
     if (config.router.strategy === 'vote' && config.router.voters.length === 0) {
       ctx.addIssue({ code: 'custom', path: ['router', 'voters'], message: "the 'vote' strategy needs at least one voter {baseUrl, model}" });
     }

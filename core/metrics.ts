@@ -9,7 +9,7 @@
  * describe the process, and a call site deep in a client (a re-poll of a
  * trainer future) should count with one line, not thread a registry through.
  */
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export const metricsRegistry = new Registry();
 
@@ -167,6 +167,18 @@ export function recordStepMetrics(env: string, step: RecordedStep): void {
   if (step.phaseSeconds) {
     for (const phase of ['rollout', 'train', 'publish'] as const) stepPhaseSeconds.observe({ env, phase }, step.phaseSeconds[phase]);
   }
+}
+
+const runStalled = new Gauge({
+  name: 'harness_s_run_stalled',
+  help: "1 while a run's health rule finds it stalled (no learning signal, or no gain in eval success), 0 once it learns again; set by the process that reported the run's last change (read with max by (run_id))",
+  labelNames: ['run_id', 'env'] as const,
+  registers: [metricsRegistry],
+});
+
+/** A run's health changed (core/rl/run-health.ts). */
+export function setRunStalled(runId: string, env: string, stalled: boolean): void {
+  runStalled.set({ run_id: runId, env }, stalled ? 1 : 0);
 }
 
 export function observeRescueLatency(env: string, seconds: number | null): void {

@@ -8,6 +8,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import type { RunConfig, RunConfigInput } from '../core/config';
 import type { StepSummary } from '../core/rl/step-summary';
 import type { EvaluationSummary } from '../core/rl/evaluation';
+import type { HealthWindow, RunHealth } from '../core/rl/run-health';
 export type { EvaluationSummary } from '../core/rl/evaluation';
 export type { RunSummary, SiblingRescueStats } from '../core/rl/step-summary';
 
@@ -63,6 +64,17 @@ export interface ResumePoint {
   restores?: RestoreEvent[];
   /** A fork's parent, so status keeps showing it. */
   parent?: ParentRun | null;
+  /** What the steps so far spent, toward `budget`. */
+  spent?: RunSpent;
+  /** The health rule's window and verdict, so it goes on where it was. */
+  health?: { window: HealthWindow; health: RunHealth };
+}
+
+/** A run's spend so far, as `budget` counts it. */
+export interface RunSpent {
+  rollouts: number;
+  /** The policy's prompt and completion tokens. */
+  tokens: number;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
@@ -109,6 +121,12 @@ export interface RunStatus {
   parent: ParentRun | null;
   /** The steps running now, oldest first, each in its phase: one unless steps are pipelined (absent before pipelining). */
   inFlight?: InFlightStep[];
+  /** What the completed steps spent (absent before spend was counted). */
+  spent?: RunSpent;
+  /** The run's `budget`, when it has one: training stops at the first step that reaches it. */
+  budget?: { rollouts?: number; tokens?: number } | null;
+  /** Whether the run is still learning, by its `health` rule (absent from runs started before the rule). */
+  health?: RunHealth;
 }
 
 /**

@@ -33,7 +33,8 @@ import type { RunConfig } from '../core/config';
 import { applyConfigChange, parseConfigChange } from '../core/config-change';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { runInputProblem } from '../core/run-input';
-import type { StepSummary } from '../core/rl/step-summary';
+import { stepSpend, type StepSummary } from '../core/rl/step-summary';
+import { afterEvaluation, afterStep, assessHealth, type HealthWindow, LEARNING } from '../core/rl/run-health';
 import {
   pauseSignal,
   resumeSignal,
@@ -95,6 +96,10 @@ class HarnessSRun {
   private readonly deadSinceReanchor: string[];
   private prepared: Prepared | null = null;
   private readonly pipeline: StepPipeline;
+  /** What the health rule looks at (core/rl/run-health.ts). */
+  private healthWindow: HealthWindow;
+  /** The run paused itself because it stalled: a resume starts the rule's window over. */
+  private pausedForStall = false;
 
   constructor(private readonly input: RunInput) {
     this.status = {
@@ -102,14 +107,17 @@ class HarnessSRun {
       policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
       paused: false, pauseReason: null, stepProgress: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
       restores: [...(input.resume?.restores ?? [])], parent: input.fork ?? input.resume?.parent ?? null,
+      spent: input.resume?.spent ?? { rollouts: 0, tokens: 0 },
+      ...(input.resume?.health ? { health: input.resume.health.health } : {}),
     };
+    this.healthWindow = input.resume?.health?.window ?? { liveShares: [], evalSuccess: [] };
     this.deadSinceReanchor = [...(input.resume?.deadSinceReanchor ?? [])];
     this.pipeline = new StepPipeline({
       runId: this.runId,
       status: this.status,
       config: () => this.config,
       baseHarnessId: () => this.prepared!.baseHarnessId,
-      holds: () => this.status.paused || workflowInfo().continueAsNewSuggested,
+      holds: () => this.status.paused || workflowInfo().continueAsNewSuggested || this.budgetReached(),
       segmentEnd: () => this.segmentEnd(),
       persistConfig: (fromStep) => this.persistConfig(fromStep),
       untilDone: (what, child) => this.untilDone(what, child),
@@ -136,6 +144,13 @@ class HarnessSRun {
   resume(): void {
     this.status.paused = false;
     this.status.pauseReason = null;
+    if (this.pausedForStall) {
+      // The user saw why and chose to go on: the rule starts over.
+      this.pausedForStall = false;
+      this.healthWindow = { liveShares: [], evalSuccess: this.healthWindow.evalSuccess.slice(-1) };
+      this.status.health = LEARNING;
+      void control.reportRunHealth({ runId: this.runId, health: LEARNING }).catch(() => undefined);
+    }
     this.pipeline.poke();
   }
 
@@ -200,13 +215,17 @@ class HarnessSRun {
     } else if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
       await publish.republishPolicy({ runId: this.runId, step: this.input.resume.nextStep - 1 });
     }
+    if (this.config.budget && this.input.resume && this.input.resume.nextStep > 0 && this.input.resume.spent === undefined) {
+      // A recovered or forked run: its budget counts the steps before it too.
+      status.spent = await control.runSpent({ runId: this.runId, beforeStep: this.input.resume.nextStep });
+    }
     if (status.profileVersion === null) {
       status.phase = 'profiling';
       await this.measureProfiles(prepared, 1, []);
     }
 
     status.phase = 'training';
-    while (status.step < this.config.steps) {
+    while (status.step < this.config.steps && !this.budgetReached()) {
       if (status.paused) {
         this.details(`paused before step ${status.step}: ${status.pauseReason}`);
         await condition(() => !status.paused);
@@ -220,7 +239,8 @@ class HarnessSRun {
         continue;
       }
       const { reanchorEvery } = this.config.router;
-      if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && status.step < this.config.steps) {
+      const goesOn = status.step < this.config.steps && !this.budgetReached();
+      if (reanchorEvery > 0 && status.step % reanchorEvery === 0 && goesOn) {
         // Policy-aware re-anchoring: a harness's usefulness moves as the policy learns.
         await this.persistConfig();
         await this.measureProfiles(prepared, status.profileVersion! + 1, [...new Set(this.deadSinceReanchor)]);
@@ -230,7 +250,7 @@ class HarnessSRun {
         { key: SEARCH_ATTRIBUTES.step, value: status.step },
         { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
       ]);
-      if (this.evaluates() && this.config.eval.every > 0 && status.step % this.config.eval.every === 0 && status.step < this.config.steps) {
+      if (this.evaluates() && this.config.eval.every > 0 && status.step % this.config.eval.every === 0 && goesOn) {
         await this.persistConfig();
         await this.evaluate(prepared, status.step);
       }
@@ -239,7 +259,8 @@ class HarnessSRun {
 
     this.trainingOver = true;
     await this.persistConfig();
-    if (this.evaluates()) await this.evaluate(prepared, this.config.steps);
+    // A run its budget stopped evaluates after the steps it ran (before budgets: always after `steps`).
+    if (this.evaluates()) await this.evaluate(prepared, Math.min(status.step, this.config.steps));
     status.phase = 'summarizing';
     const result = await control.summarizeRun({ runId: this.runId });
     await condition(allHandlersFinished);
@@ -272,6 +293,9 @@ class HarnessSRun {
     status.env = this.config.env.kind;
     status.steps = this.config.steps;
     status.policyVersion ||= this.config.policy.model;
+    // Configs recorded before budgets and the health rule have neither.
+    status.budget = this.config.budget ?? null;
+    if (this.config.health) status.health ??= LEARNING;
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.runName, value: this.config.name },
       { key: SEARCH_ATTRIBUTES.env, value: this.config.env.kind },
@@ -333,6 +357,43 @@ class HarnessSRun {
     status.policyVersion = summary.policyVersion;
     status.step += 1;
     this.deadSinceReanchor.push(...summary.deadTaskIds);
+    const spend = stepSpend(summary);
+    const spent = status.spent ?? { rollouts: 0, tokens: 0 };
+    status.spent = { rollouts: spent.rollouts + spend.rollouts, tokens: spent.tokens + spend.promptTokens + spend.completionTokens };
+    const { health } = this.config;
+    if (health) this.checkHealth(afterStep(this.healthWindow, health, summary.liveDrawnFraction ?? summary.liveGroupFraction), summary.step);
+  }
+
+  /** Whether the run's budget is spent: no new step starts. */
+  private budgetReached(): boolean {
+    const { budget } = this.config;
+    const spent = this.status.spent;
+    if (!budget || !spent) return false;
+    return (budget.rollouts !== undefined && spent.rollouts >= budget.rollouts) || (budget.tokens !== undefined && spent.tokens >= budget.tokens);
+  }
+
+  /**
+   * The health rule over the new window: a change of verdict is shown in the
+   * status and the Web UI, reported to the metric, and, with `health.pause`,
+   * a newly stalled run pauses with the reason.
+   */
+  private checkHealth(window: HealthWindow, step: number): void {
+    const rule = this.config.health;
+    this.healthWindow = window;
+    const previous = this.status.health ?? LEARNING;
+    const health = assessHealth(rule, window, previous, step);
+    this.status.health = health;
+    if (health.state === previous.state) return;
+    void control.reportRunHealth({ runId: this.runId, health }).catch(() => undefined);
+    if (health.state === 'stalled') {
+      this.details(`step ${this.status.step}/${this.config.steps}`);
+      // Only while steps remain to hold back: a run at its end finishes, marked.
+      const stepsLeft = !this.trainingOver && this.status.step < this.config.steps && !this.budgetReached();
+      if (rule.pause && !this.status.paused && stepsLeft) {
+        this.pausedForStall = true;
+        this.pause(`stalled after step ${step}: ${health.reasons.join('; ')}. Change the config or resume to go on: harness-s run resume ${this.runId}`);
+      }
+    }
   }
 
   /** Whether steps overlap (pipeline.maxStaleness ≥ 1; a config from before pipelining has no section). */
@@ -399,6 +460,8 @@ class HarnessSRun {
       args: [{ runId: this.runId, config: this.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
     }));
     status.phase = phase;
+    const { health } = this.config;
+    if (health) this.checkHealth(afterEvaluation(this.healthWindow, health, status.lastEvaluation.base.successRate), afterSteps - 1);
   }
 
   /**
@@ -419,6 +482,8 @@ class HarnessSRun {
         ...(status.paused ? { pauseReason: status.pauseReason ?? '' } : {}),
         ...(status.restores.length > 0 ? { restores: status.restores } : {}),
         ...(status.parent ? { parent: status.parent } : {}),
+        ...(status.spent ? { spent: status.spent } : {}),
+        ...(status.health ? { health: { window: this.healthWindow, health: status.health } } : {}),
       },
     });
   }
@@ -446,7 +511,9 @@ class HarnessSRun {
   private details(now: string): void {
     const { name, env, restores, parent } = this.status;
     const what = name ? `Harness-S run ${name} (${env}${isSimulatedEnv(env) ? ', SIMULATED' : ''})` : 'Harness-S run';
+    const { health } = this.status;
     const lineage = [
+      ...(health?.state === 'stalled' ? [`STALLED since step ${health.sinceStep}: ${health.reasons.join('; ')}`] : []),
       ...(parent ? [`forked from run ${parent.runId} at its checkpoint of step ${parent.step}`] : []),
       ...restores.map((r) =>
         `restore ${r.restore} at ${r.at}: trainer lost the model at step ${r.atStep}; restored from ${r.fromStep === null ? 'the base' : `the checkpoint of step ${r.fromStep}`}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`,

@@ -15,6 +15,7 @@ import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/st
 import { publishGateSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
 import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
 import { groupOrFailure } from './failures';
+import { type DrawnGroup, keepGroupsWithSignal, maxDraws, wantsFreshTask } from '../core/rl/batch-fill';
 
 /** A step tells its run how far it is at most this often (and at each change of phase). */
 const PROGRESS_EVERY_MS = 5_000;
@@ -35,15 +36,21 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const sendsPhases = patched('step-phases');
   const started = Date.now(); // deterministic inside a workflow
   const G = config.rollout.groupSize;
-  const tasks = await control.sampleTasks({ runId, purpose: 'train', step });
+  const refill = config.sampling?.refill ?? 'none'; // absent from configs recorded before refills
+  const B = config.rollout.tasksPerStep;
+  // The step's task stream: its first B tasks, then (with a refill) the fresh tasks in the order they are drawn.
+  const stream = await control.sampleTasks({ runId, purpose: 'train', step, ...(refill !== 'none' ? { count: maxDraws(config.sampling, B) } : {}) });
+  const tasks = stream.slice(0, B);
   const failedGroups: FailedGroup[] = [];
   let groupsDone = 0;
+  let drawn = tasks.length;
   let rescuesStarted = 0;
   let phase: StepPhase = 'rollouts';
   let lastSent = -Infinity;
   const progress = (newPhase?: StepPhase) => {
     const failed = failedGroups.length ? `, ${failedGroups.length} failed` : '';
-    if (newPhase === undefined) setCurrentDetails(`step ${step}: ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`);
+    const fresh = drawn > tasks.length ? `, ${drawn - tasks.length} fresh tasks drawn` : '';
+    if (newPhase === undefined) setCurrentDetails(`step ${step}: ${groupsDone}/${drawn} base groups done, ${rescuesStarted} rescues started${fresh}${failed}`);
     // The run's own page shows it too. A run that has ended meanwhile is no reason to fail the step.
     if (!reportsToRun) return;
     if (sendsPhases && newPhase === undefined && Date.now() - lastSent < PROGRESS_EVERY_MS) return;
@@ -51,7 +58,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     lastSent = Date.now();
     void getExternalWorkflowHandle(runId)
       .signal(stepProgressSignal, {
-        step, groupsDone, groups: tasks.length, rescuesStarted, failedGroups: failedGroups.length, ...(sendsPhases ? { phase } : {}),
+        step, groupsDone, groups: drawn, rescuesStarted, failedGroups: failedGroups.length, ...(sendsPhases ? { phase } : {}),
       })
       .catch(() => undefined);
   };
@@ -66,33 +73,46 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     return null;
   };
 
-  const outcomes = await Promise.all(
-    tasks.map(async (task) => {
-      const base = await group(task.taskId, 'base', () =>
-        rollout.runRolloutGroup({
-          runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
-          plan: [{ harnessId: baseHarnessId, samples: G }],
-        }),
-      );
-      groupsDone += 1;
+  /** A task's base group and, when it is dead, its rescue group. */
+  const playTask = async (task: (typeof stream)[number]) => {
+    const base = await group(task.taskId, 'base', () =>
+      rollout.runRolloutGroup({
+        runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
+        plan: [{ harnessId: baseHarnessId, samples: G }],
+      }),
+    );
+    groupsDone += 1;
+    progress();
+    if (!base || !config.rescue.enabled || !isDeadGroup(base)) return { base, rescue: null };
+    const decision = await control.chooseRescueHarnesses({
+      runId, step, profileVersion,
+      group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
+    });
+    if (decision.chosen.length === 0) return { base, rescue: null };
+    rescuesStarted += 1;
+    progress();
+    const rescue = await group(task.taskId, 'rescue', () =>
+      rollout.runRolloutGroup({
+        runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
+        plan: planRescueGroup(decision.chosen, G),
+      }),
+    );
+    return { base, rescue };
+  };
+
+  /** Plays the stream's task at `index`, then, if the refill asks for it and the stream has one, the next fresh task. */
+  const outcomes: DrawnGroup[] = [];
+  const play = async (index: number): Promise<void> => {
+    const outcome = { index, ...(await playTask(stream[index])) };
+    outcomes.push(outcome);
+    if (wantsFreshTask(outcome, refill, B) && drawn < stream.length) {
+      const next = drawn++;
       progress();
-      if (!base || !config.rescue.enabled || !isDeadGroup(base)) return { base, rescue: null };
-      const decision = await control.chooseRescueHarnesses({
-        runId, step, profileVersion,
-        group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
-      });
-      if (decision.chosen.length === 0) return { base, rescue: null };
-      rescuesStarted += 1;
-      progress();
-      const rescue = await group(task.taskId, 'rescue', () =>
-        rollout.runRolloutGroup({
-          runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
-          plan: planRescueGroup(decision.chosen, G),
-        }),
-      );
-      return { base, rescue };
-    }),
-  );
+      await play(next);
+    }
+  };
+  await Promise.all(tasks.map((_, index) => play(index)));
+  outcomes.sort((a, b) => a.index - b.index); // in stream order, whatever order they ended in
   const rolloutsDone = Date.now();
   if (input.gated) {
     setCurrentDetails(`step ${step}: rollouts done, waiting for the previous step's training`);
@@ -107,7 +127,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     throw ApplicationFailure.create({ type: FAILURE_TYPES.AllGroupsFailed, message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}` });
   }
   const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : []));
-  const trainingGroups = assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd);
+  const { kept: trainingGroups, dropped } = keepGroupsWithSignal(assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd), refill);
   setCurrentDetails(`step ${step}: training on ${trainingGroups.length} groups (${TASK_QUEUES.trainer})`);
   if (sendsPhases) progress('training');
   const trained = await trainer.trainStep({
@@ -143,6 +163,8 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     },
     failedGroups,
     ...(input.samplerSteps !== undefined ? { staleness: step - input.samplerSteps } : {}),
+    trainerTokens: trained.trainerTokens ?? 0, // absent from histories recorded before it was counted
+    ...(refill !== 'none' ? { sampling: { refill, drawn, dropped } } : {}),
   });
   await control.recordStep({ runId, summary });
   setCurrentDetails(`step ${step}: done, base success ${(summary.baseSuccessRate * 100).toFixed(1)}%`);

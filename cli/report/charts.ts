@@ -363,6 +363,41 @@ export function seedBandChart(args: { id: string; title: string; measure: string
   );
 }
 
+/** One run's value at a cumulative spend: a point of `spendCurveChart`. */
+export interface SpendPoint {
+  arm: string;
+  seed: string;
+  spent: number;
+  value: number;
+}
+
+/**
+ * A figure against what was spent to reach it (cumulative rollouts or tokens):
+ * one line per run, coloured by arm, so arms that spend at different rates
+ * compare at equal cost.
+ */
+export function spendCurveChart(args: { id: string; title: string; measure: string; spentTitle: string; points: readonly SpendPoint[]; arms: readonly string[]; simulated: boolean }): Chart {
+  return chart(
+    args.id,
+    args.title,
+    args.points.length === 0
+      ? 'No step of any arm recorded what it spent.'
+      : `${args.measure} at each step, against ${args.spentTitle} up to and including that step: one line per run (arm and seed).`,
+    args.simulated,
+    args.points.length === 0 ? null : {
+      width: WIDTH, height: HEIGHT,
+      data: { values: [...args.points] },
+      mark: { type: 'line', point: true, opacity: 0.8 },
+      encoding: {
+        x: { field: 'spent', type: 'quantitative', title: args.spentTitle },
+        y: { field: 'value', type: 'quantitative', scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: null },
+        color: { field: 'arm', type: 'nominal', sort: [...args.arms], legend: LEGEND_BELOW },
+        detail: { field: 'seed', type: 'nominal' },
+      },
+    },
+  );
+}
+
 /** The final eval-split success of every run of a compare: one point per seed, ±1 standard error within the run, and the arm's mean. */
 export function evalEndChart(runs: ReadonlyArray<{ arm: string; seed: string; success: number; stdErr: number }>, arms: readonly string[], simulated: boolean): Chart {
   const values = runs.map((r) => ({ ...r, lo: Math.max(0, r.success - r.stdErr), hi: Math.min(1, r.success + r.stdErr) }));

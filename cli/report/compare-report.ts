@@ -7,8 +7,9 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunStore } from '../../core/store/run-store';
-import type { CompareResult } from '../compare';
-import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, type ArmDifference, type Chart } from './charts';
+import { budgetText, type CompareResult } from '../compare';
+import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, spendCurveChart, type ArmDifference, type Chart, type SpendPoint } from './charts';
+import { stepSpend, type StepSpend } from '../../core/rl/step-summary';
 import { chartSections, renderPage, type PageSection, type Table } from './html';
 
 /** Figures that are shares (differences shown in percentage points); the others are counts. */
@@ -56,13 +57,14 @@ function differenceTable(result: CompareResult): Table {
 
 function armTable(result: CompareResult, arms: readonly string[]): Table {
   return {
-    header: ['arm', 'seeds finished', 'base success end', '± SE within a run', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s'],
-    numeric: [1, 2, 3, 4, 5, 6, 7, 8],
+    header: ['arm', 'seeds finished', 'base success end', '± SE within a run', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s', 'steps', 'rollouts', 'policy tokens', 'trainer tokens', 'GPU-s (SIMULATED)'],
+    numeric: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
     rows: arms.filter((arm) => result.arms[arm]).map((arm) => {
       const f = result.arms[arm];
       return [
         arm, String(Object.keys(result.runs[arm] ?? {}).length), pct(f.baseSuccessEnd), pct(f.baseSuccessEndStdErr), pct(f.rank1SuccessEnd),
         pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0), (f.trainingSeconds ?? 0).toFixed(1),
+        f.steps.toFixed(1), f.spend.rollouts.toFixed(0), f.spend.policyTokens.toFixed(0), f.spend.trainerTokens.toFixed(0), f.spend.gpuSeconds?.toFixed(1) ?? '-',
       ];
     }),
   };
@@ -76,14 +78,24 @@ function runTable(result: CompareResult, arms: readonly string[]): Table {
   return { header: ['arm', 'seed', 'run id', 'base success end', 'Rank-1 end', 'live groups', ''], numeric: [3, 4, 5], rows: [...rows, ...failed] };
 }
 
-/** The charts of a compare; `curves` holds each finished run's steps, by arm, one list per seed. */
-export function compareCharts(
-  result: CompareResult,
-  curves: Record<string, Array<Array<{ step: number; baseSuccessRate: number; liveGroupFraction: number }>>>,
-): Chart[] {
+type CurveStep = { step: number; baseSuccessRate: number; liveGroupFraction: number; baseRollouts: number; rescueRollouts: number; spend?: StepSpend };
+
+/** Each run's base success against its cumulative spend (`pick` of each step's). */
+function spendPoints(curves: Record<string, Array<{ seed: string; steps: CurveStep[] }>>, pick: (s: StepSpend) => number): SpendPoint[] {
+  return Object.entries(curves).flatMap(([arm, runs]) =>
+    runs.flatMap(({ seed, steps }) => {
+      let spent = 0;
+      return steps.map((s) => ({ arm, seed, spent: (spent += pick(stepSpend(s))), value: s.baseSuccessRate }));
+    }),
+  );
+}
+
+/** The charts of a compare; `curves` holds each finished run's steps, by arm, one entry per seed. */
+export function compareCharts(result: CompareResult, curves: Record<string, Array<{ seed: string; steps: CurveStep[] }>>): Chart[] {
   const arms = armOrder(result);
   const over = (pick: (s: { baseSuccessRate: number; liveGroupFraction: number }) => number) =>
-    bandOverSeeds(Object.fromEntries(Object.entries(curves).map(([arm, seeds]) => [arm, seeds.map((steps) => steps.map((s) => ({ step: s.step, value: pick(s) })))])));
+    bandOverSeeds(Object.fromEntries(Object.entries(curves).map(([arm, runs]) => [arm, runs.map(({ steps }) => steps.map((s) => ({ step: s.step, value: pick(s) })))])));
+  const tokens = spendPoints(curves, (s) => s.promptTokens + s.completionTokens);
   const endRuns = arms.flatMap((arm) =>
     Object.entries(result.runs[arm] ?? {}).map(([seed, r]) => ({ arm, seed, success: r.baseSuccessEnd, stdErr: r.baseSuccessEndStdErr })),
   );
@@ -95,6 +107,14 @@ export function compareCharts(
     seedBandChart({
       id: 'live-groups', title: 'Live-group fraction per step, per arm', measure: 'Share of the step\'s training groups with a non-zero advantage',
       points: over((s) => s.liveGroupFraction), arms, simulated: result.simulated,
+    }),
+    spendCurveChart({
+      id: 'success-by-rollouts', title: 'Base-harness success per step, against rollouts spent', measure: 'Share of the step\'s base-harness rollouts that succeeded',
+      spentTitle: 'rollouts spent (base, rescue and refills)', points: spendPoints(curves, (s) => s.rollouts), arms, simulated: result.simulated,
+    }),
+    spendCurveChart({
+      id: 'success-by-tokens', title: 'Base-harness success per step, against policy tokens spent', measure: 'Share of the step\'s base-harness rollouts that succeeded',
+      spentTitle: 'policy tokens spent (prompt + completion)', points: tokens.some((p) => p.spent > 0) ? tokens : [], arms, simulated: result.simulated,
     }),
     evalEndChart(endRuns, arms, result.simulated),
     differenceChart(armDifferences(result).filter((d) => RATE_FIGURES.has(d.figure)).map((d) => ({ ...d, figure: figureName(d.figure) })), result.ciMethod, result.simulated),
@@ -124,6 +144,7 @@ export async function compareReportPage(
     facts: [
       ['arms', arms.join(', ')],
       ['seeds', result.seeds.join(', ')],
+      ['spend', result.budget ? `each arm trained until it spent ${budgetText(result.budget)}` : 'each arm trained the same steps'],
       ['runs', `${finished} finished${result.failures.length ? `, ${result.failures.length} failed` : ''}`],
       ['curves over steps', 'mean over seeds, band from the minimum to the maximum over seeds'],
       ['differences', result.ciMethod],
@@ -138,8 +159,8 @@ export async function writeCompareReport(options: { store: RunStore; result: Com
   const { store, result } = options;
   const curves: Parameters<typeof compareCharts>[1] = {};
   for (const arm of armOrder(result)) {
-    for (const run of Object.values(result.runs[arm] ?? {})) {
-      (curves[arm] ??= []).push((await store.steps(run.runId)).map((s) => s.summary));
+    for (const [seed, run] of Object.entries(result.runs[arm] ?? {})) {
+      (curves[arm] ??= []).push({ seed, steps: (await store.steps(run.runId)).map((s) => s.summary) });
     }
   }
   const html = await compareReportPage(result, curves);

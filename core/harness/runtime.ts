@@ -202,6 +202,8 @@ function trajectoryOf(request: EpisodeRequest, episode: Episode, loop: EpisodeLo
     ...outcome,
     turns: loop.turns.length,
     tokens: samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0),
+    promptTokens: loop.turns.reduce((n, t) => n + t.promptTokenIds.length, 0),
+    completionTokens: loop.turns.reduce((n, t) => n + t.tokenIds.length, 0),
     latencyMs: Date.now() - started,
   };
 }

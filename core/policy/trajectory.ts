@@ -55,7 +55,11 @@ export interface Trajectory {
   success: boolean;
   failureType: FailureType | null;
   turns: number;
+  /** Tokens of the training samples (prompt and response, once each). */
   tokens: number;
+  /** What the inference server processed, summed over the turns: each turn's whole prompt, and its completion. */
+  promptTokens: number;
+  completionTokens: number;
   latencyMs: number;
 }
 

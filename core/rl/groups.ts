@@ -12,6 +12,9 @@ export interface RolloutSummary {
   failureType: string | null;
   turns: number;
   tokens: number;
+  /** The inference server's prompt and completion tokens over the episode's turns (absent from rollouts recorded before they were). */
+  promptTokens?: number;
+  completionTokens?: number;
 }
 
 export interface GroupSummary {

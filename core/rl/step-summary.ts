@@ -4,6 +4,7 @@
  */
 import type { GroupSummary, TrainingGroup } from './groups';
 import { isDeadGroup } from './rescue';
+import type { DroppedGroup } from './batch-fill';
 import type { EvaluationSummary } from './evaluation';
 import type { LogprobMismatch } from './logprob-mismatch';
 import { meanAndStdErr } from '../stats';
@@ -53,6 +54,62 @@ export interface StepSummary {
    */
   staleness?: number;
   stalenessHistogram?: Record<string, number>;
+  /** What the step spent (absent from steps recorded before it was counted). */
+  spend?: StepSpend;
+  /** How the batch was filled past its first tasks (`sampling.refill`; absent without a refill). */
+  sampling?: StepSampling;
+  /** Groups with a non-zero advantage over every group the step drew, dropped ones included (absent before refills). */
+  liveDrawnFraction?: number;
+}
+
+/** A step's cost. */
+export interface StepSpend {
+  /** Every rollout the step ran: base, rescue and refill groups. */
+  rollouts: number;
+  /** The inference server's prompt and completion tokens of those rollouts (each turn's whole prompt). */
+  promptTokens: number;
+  completionTokens: number;
+  /** The tokens the trainer's forward_backward processed. */
+  trainerTokens: number;
+  /** SIMULATED: GPU-seconds of the step under the sim cluster's latency model, where it runs (workers/sim-cluster/latency.ts). */
+  gpuSeconds?: number;
+}
+
+/** A step's spend; a step recorded before spend was counted has its rollouts only. */
+export function stepSpend(step: Pick<StepSummary, 'spend' | 'baseRollouts' | 'rescueRollouts'>): StepSpend {
+  return step.spend ?? { rollouts: step.baseRollouts + step.rescueRollouts, promptTokens: 0, completionTokens: 0, trainerTokens: 0 };
+}
+
+/** A run's spend over its steps. */
+export interface RunSpend {
+  rollouts: number;
+  /** The policy's prompt + completion tokens. */
+  policyTokens: number;
+  promptTokens: number;
+  completionTokens: number;
+  trainerTokens: number;
+  /** SIMULATED GPU-seconds under the sim's latency model; null unless every step had them. */
+  gpuSeconds: number | null;
+}
+
+export function totalSpend(steps: ReadonlyArray<Pick<StepSummary, 'spend' | 'baseRollouts' | 'rescueRollouts'>>): RunSpend {
+  const spends = steps.map(stepSpend);
+  const sum = (pick: (s: StepSpend) => number) => spends.reduce((n, s) => n + pick(s), 0);
+  const promptTokens = sum((s) => s.promptTokens);
+  const completionTokens = sum((s) => s.completionTokens);
+  const timed = spends.length > 0 && spends.every((s) => s.gpuSeconds !== undefined);
+  return {
+    rollouts: sum((s) => s.rollouts), policyTokens: promptTokens + completionTokens, promptTokens, completionTokens,
+    trainerTokens: sum((s) => s.trainerTokens), gpuSeconds: timed ? sum((s) => s.gpuSeconds ?? 0) : null,
+  };
+}
+
+export interface StepSampling {
+  refill: 'dynamic' | 'matched';
+  /** Tasks drawn from the stream, the first tasksPerStep included. */
+  drawn: number;
+  /** Groups left out of the batch for want of signal (dynamic sampling). */
+  dropped: DroppedGroup[];
 }
 
 export interface StepPhaseSeconds {
@@ -88,6 +145,8 @@ export function summarizeStep(args: {
   failedGroups?: FailedGroup[];
   /** Policy versions between the sampler's and the trained model's (pipelined steps). */
   staleness?: number;
+  trainerTokens?: number;
+  sampling?: StepSampling;
 }): StepSummary {
   const baseRollouts = args.baseGroups.flatMap((g) => g.rollouts);
   const siblings: StepSummary['siblings'] = {};
@@ -106,6 +165,8 @@ export function summarizeStep(args: {
   }
   const live = args.trainingGroups.filter((g) => g.rollouts.some((r) => r.advantage !== 0)).length;
   const reward = meanAndStdErr(baseRollouts.map((r) => r.reward));
+  const ran = [...args.baseGroups, ...args.rescueGroups].flatMap((g) => g.rollouts);
+  const drawnGroups = args.trainingGroups.length + (args.sampling?.dropped.length ?? 0);
   return {
     step: args.step,
     policyVersionBefore: args.policyVersionBefore,
@@ -133,6 +194,13 @@ export function summarizeStep(args: {
       staleness: args.staleness,
       stalenessHistogram: { [String(args.staleness)]: args.trainingGroups.reduce((n, g) => n + g.rollouts.length, 0) },
     }),
+    spend: {
+      rollouts: ran.length,
+      promptTokens: ran.reduce((n, r) => n + (r.promptTokens ?? 0), 0),
+      completionTokens: ran.reduce((n, r) => n + (r.completionTokens ?? 0), 0),
+      trainerTokens: args.trainerTokens ?? 0,
+    },
+    ...(args.sampling && { sampling: args.sampling, liveDrawnFraction: drawnGroups ? live / drawnGroups : 0 }),
   };
 }
 
@@ -208,6 +276,8 @@ export interface RunSummary {
   siblings: Record<string, SiblingRescueStats>;
   /** Every evaluatePolicy result, in order; the last is the run's end. */
   evaluations: EvaluationSummary[];
+  /** What the run's training steps spent (absent from summaries made before it was counted). */
+  spend?: RunSpend;
   /** Eval-split success at the end under the base harness and under Rank-1 routing (null without evaluation). */
   baseEvalEnd: number | null;
   rank1EvalEnd: number | null;
@@ -265,6 +335,7 @@ export function summarizeRunSteps(
     liveGroupFraction: steps.length ? steps.reduce((n, s) => n + s.liveGroupFraction, 0) / steps.length : null,
     siblings,
     evaluations: [...evaluations],
+    spend: totalSpend(steps),
     baseEvalEnd: evaluations.at(-1)?.base.successRate ?? null,
     rank1EvalEnd: evaluations.at(-1)?.rank1.successRate ?? null,
   };

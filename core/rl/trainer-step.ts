@@ -71,6 +71,9 @@ export function mismatchOf(record: Pick<TrainerStepRecord, 'metrics'>): LogprobM
   };
 }
 
+/** The trainer metric that holds the step's forward_backward tokens. */
+export const TRAINER_TOKENS_METRIC = 'spend/trainer_tokens';
+
 export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepInput): Promise<TrainerStepRecord> {
   const { store, trainer, logger } = deps;
   const { runId, step, config } = input;
@@ -131,6 +134,8 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
     progress('save_weights');
     await saveTrainingCheckpoint({ trainer, store, logger, ledger, keep: config.checkpoint?.keep ?? DEFAULT_KEEP }, policyVersion);
   }
+  // What the trainer was given to process: the model_input tokens of every datum (spend, as compare reports it).
+  metrics[TRAINER_TOKENS_METRIC] = datums.reduce((n, d) => n + d.model_input.chunks.reduce((m, c) => m + c.tokens.length, 0), 0);
   if (mismatch) {
     Object.assign(metrics, {
       'logprob_mismatch/tokens': mismatch.tokens,

@@ -73,6 +73,17 @@ export const StoredStepSummary = z.object({
   /** Absent from steps recorded before pipelining (read as on-policy, staleness 0). */
   staleness: z.number().int().optional(),
   stalenessHistogram: z.record(z.string(), z.number()).optional(),
+  /** Absent from steps recorded before spend was counted. */
+  spend: z.object({
+    rollouts: z.number(), promptTokens: z.number(), completionTokens: z.number(), trainerTokens: z.number(), gpuSeconds: z.number().optional(),
+  }).optional(),
+  /** Present where the step filled its batch past its first tasks (sampling.refill). */
+  sampling: z.object({
+    refill: z.enum(['dynamic', 'matched']),
+    drawn: z.number().int(),
+    dropped: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reward: z.number() })),
+  }).optional(),
+  liveDrawnFraction: z.number().optional(),
 });
 export type StoredStepSummary = z.infer<typeof StoredStepSummary>;
 

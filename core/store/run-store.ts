@@ -427,19 +427,19 @@ export class RunStore {
   /** Stores trajectories not stored yet; returns those it stored (one stored before, by an earlier attempt, is kept as it was). */
   async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<Trajectory[]> {
     if (trajectories.length === 0) return [];
-    const columns = 17;
+    const columns = 19;
     const values: unknown[] = [];
     const tuples = trajectories.map((t, i) => {
       values.push(
         runId, phase, step, t.taskId, t.harnessId, t.sample, role, t.taskKind, t.policyVersion,
         t.reward, t.success, t.failureType, t.turns, t.tokens, t.latencyMs,
-        JSON.stringify(t.messages.map(storableMessage)), JSON.stringify(t.samples),
+        JSON.stringify(t.messages.map(storableMessage)), JSON.stringify(t.samples), t.promptTokens, t.completionTokens,
       );
       return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
     });
     const { rows } = await this.pool.query(
       `INSERT INTO trajectories (run_id, phase, step, task_id, harness_id, sample, role, task_kind, policy_version,
-         reward, success, failure_type, turns, tokens, latency_ms, messages, samples)
+         reward, success, failure_type, turns, tokens, latency_ms, messages, samples, prompt_tokens, completion_tokens)
        VALUES ${tuples.join(', ')}
        ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) WHERE superseded_by IS NULL DO NOTHING
        RETURNING task_id, harness_id, sample`,
@@ -465,7 +465,7 @@ export class RunStore {
   /** Summaries of the stored rollouts of one task at one step, for the given harnesses. */
   async rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]): Promise<RolloutSummary[]> {
     const { rows } = await this.pool.query(
-      `SELECT harness_id, sample, reward, success, failure_type, turns, tokens FROM trajectories
+      `SELECT harness_id, sample, reward, success, failure_type, turns, tokens, prompt_tokens, completion_tokens FROM trajectories
        WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5) AND superseded_by IS NULL
        ORDER BY harness_id, sample`,
       [runId, phase, step, taskId, harnessIds],
@@ -478,6 +478,7 @@ export class RunStore {
       failureType: r.failure_type,
       turns: r.turns,
       tokens: r.tokens,
+      ...(r.prompt_tokens === null ? {} : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens }),
     }));
   }
 

@@ -64,7 +64,9 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
   const output = JSON.parse(stdout);
   expect(Object.keys(output.arms)).toEqual(['policy-only', 'harness-s']);
   for (const figures of Object.values(output.arms)) {
-    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate', 'trainingSeconds']);
+    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate', 'spend', 'steps', 'trainingSeconds']);
+    // No latency model in this stack: no simulated GPU-seconds.
+    expect(Object.keys((figures as { spend: object }).spend).sort()).toEqual(['policyTokens', 'rollouts', 'trainerTokens']);
   }
   expect(output.arms['policy-only'].extraRollouts).toBe(0);
   expect(output.arms['policy-only'].baseSuccessEndStdErr).toEqual(expect.any(Number));
@@ -75,7 +77,9 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
 });
 
 test('an unknown arm is refused before any run starts', () => {
-  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(/unknown arm oracle \(arms: policy-only, harness-s, random-k, all, vote, harness-s-pool, sync, pipelined\)/);
+  expect(() => planCompare(stack.config(), ['policy-only', 'oracle'], [1])).toThrow(
+    /unknown arm oracle \(arms: policy-only, harness-s, dynamic-sampling, policy-only-matched, harness-s\+dynamic-sampling, random-k, all, vote, harness-s-pool, sync, pipelined\)/,
+  );
 });
 
 test('the harness-s-pool arm rescues with the frozen pool --pool names, and needs one', () => {
@@ -85,4 +89,60 @@ test('the harness-s-pool arm rescues with the frozen pool --pool names, and need
     ['harness-s', { kind: 'sim' }],
     ['harness-s-pool', { kind: 'sim', pool: '0123456789abcdef' }],
   ]);
+});
+
+/** Every training rollout of a run as the store holds it: step, task, role, and the tokens the inference server processed. */
+async function trainRollouts(runId: string) {
+  const { rows } = await stack.store.pool.query(
+    `SELECT step, task_id, role, prompt_tokens, completion_tokens FROM trajectories WHERE run_id = $1 AND phase = 'train' AND superseded_by IS NULL ORDER BY step, task_id`,
+    [runId],
+  );
+  return rows as Array<{ step: number; task_id: string; role: string; prompt_tokens: number; completion_tokens: number }>;
+}
+
+test('at an equal rollout budget each arm stops at its budget, its spend is what the store holds, and refills draw the same stream in the same order', async () => {
+  const budget = { rollouts: 40 };
+  const arms = ['policy-only', 'harness-s', 'dynamic-sampling', 'policy-only-matched'];
+  const plan = planCompare(stack.config({ steps: 6 }), arms, [3], new Date(), undefined, undefined, budget);
+  const result = await runCompare({ client: stack.client, plan, parallel: 2, progress: () => undefined, budget });
+  expect(result.budget).toEqual(budget);
+  expect(result.failures).toEqual([]);
+
+  const firstTasks = new Map<number, string[]>();
+  const streams: Record<string, Map<number, string[]>> = {};
+  for (const arm of arms) {
+    const run = result.runs[arm]['3'];
+    const rollouts = await trainRollouts(run.runId);
+    // Spend, read back from the host: every stored training rollout, and their tokens.
+    expect(run.spend.rollouts).toBe(rollouts.length);
+    expect(run.spend.policyTokens).toBe(rollouts.reduce((n, r) => n + r.prompt_tokens + r.completion_tokens, 0));
+    expect(rollouts.every((r) => r.prompt_tokens > 0 && r.completion_tokens > 0)).toBe(true);
+    // It trained until its budget, and not a step past it.
+    const steps = [...new Set(rollouts.map((r) => r.step))];
+    expect(run.steps).toBe(steps.length);
+    expect(rollouts.length).toBeGreaterThanOrEqual(budget.rollouts);
+    expect(rollouts.filter((r) => r.step < steps.length - 1).length).toBeLessThan(budget.rollouts);
+    // The tasks each step drew.
+    streams[arm] = new Map(steps.map((step) => [step, [...new Set(rollouts.filter((r) => r.step === step && r.role === 'base').map((r) => r.task_id))].sort()]));
+    if (arm === 'policy-only') for (const [step, tasks] of streams[arm]) firstTasks.set(step, tasks);
+  }
+  // Every arm's step starts with the same 4 tasks; an arm that drew more drew them from the same stream.
+  for (const arm of arms) {
+    for (const [step, tasks] of streams[arm]) {
+      const first = firstTasks.get(step);
+      if (!first) continue; // policy-only spent its budget in fewer steps
+      expect(tasks.filter((t) => first.includes(t)).sort()).toEqual(first);
+    }
+  }
+  for (const step of streams['dynamic-sampling'].keys()) {
+    const ds = streams['dynamic-sampling'].get(step)!;
+    const matched = streams['policy-only-matched'].get(step);
+    if (!matched) continue;
+    // The fresh tasks of both refills are the stream's next ones: the shorter list of extras is a subset of the longer.
+    const [fewer, more] = [ds, matched].map((t) => t.filter((id) => !firstTasks.get(step)?.includes(id))).sort((a, b) => a.length - b.length);
+    expect(more).toEqual(expect.arrayContaining(fewer));
+  }
+  // Dynamic sampling trains on groups with signal only; policy-only keeps its dead groups.
+  expect(result.runs['dynamic-sampling']['3'].liveGroupFraction).toBe(1);
+  expect(result.runs['policy-only']['3'].rescueRate).toBe(0);
 });

@@ -28,8 +28,8 @@ test('an evaluation whose arms ran unequal rollouts is refused', () => {
 
 test('compare reports each figure as the mean over seeds', () => {
   const mean = meanFigures([
-    { baseSuccessEnd: 0.2, baseSuccessEndStdErr: 0.02, rank1SuccessEnd: 0.4, liveGroupFraction: 0.5, rescueRate: 0.6, extraRollouts: 100, trainingSeconds: 10 },
-    { baseSuccessEnd: 0.4, baseSuccessEndStdErr: 0.04, rank1SuccessEnd: 0.6, liveGroupFraction: 0.7, rescueRate: 0.8, extraRollouts: 200, trainingSeconds: 20 },
+    { baseSuccessEnd: 0.2, baseSuccessEndStdErr: 0.02, rank1SuccessEnd: 0.4, liveGroupFraction: 0.5, rescueRate: 0.6, extraRollouts: 100, trainingSeconds: 10, steps: 20, spend: { rollouts: 1000, policyTokens: 5000, trainerTokens: 800, gpuSeconds: 4 } },
+    { baseSuccessEnd: 0.4, baseSuccessEndStdErr: 0.04, rank1SuccessEnd: 0.6, liveGroupFraction: 0.7, rescueRate: 0.8, extraRollouts: 200, trainingSeconds: 20, steps: 10, spend: { rollouts: 2000, policyTokens: 7000, trainerTokens: 600 } },
   ]);
   expect(mean.baseSuccessEnd).toBeCloseTo(0.3, 12);
   expect(mean.rank1SuccessEnd).toBeCloseTo(0.5, 12);
@@ -37,10 +37,13 @@ test('compare reports each figure as the mean over seeds', () => {
   expect(mean.rescueRate).toBeCloseTo(0.7, 12);
   expect(mean.extraRollouts).toBe(150);
   expect(mean.trainingSeconds).toBe(15);
+  expect(mean.steps).toBe(15);
+  // GPU-seconds only where every seed had them (the latency model ran).
+  expect(mean.spend).toEqual({ rollouts: 1500, policyTokens: 6000, trainerTokens: 700 });
 });
 
 test('compare pairs arms by seed: each later arm minus each earlier one, over the seeds both finished', () => {
-  const run = (baseSuccessEnd: number) => ({ baseSuccessEnd, baseSuccessEndStdErr: 0, rank1SuccessEnd: 0, liveGroupFraction: 0, rescueRate: 0, extraRollouts: 0, trainingSeconds: 0, runId: 'r' });
+  const run = (baseSuccessEnd: number) => ({ baseSuccessEnd, baseSuccessEndStdErr: 0, rank1SuccessEnd: 0, liveGroupFraction: 0, rescueRate: 0, extraRollouts: 0, trainingSeconds: 0, steps: 1, spend: { rollouts: 0, policyTokens: 0, trainerTokens: 0 }, runId: 'r' });
   const diffs = armDiffs(['policy-only', 'harness-s', 'random-k'], {
     'policy-only': { 1: run(0.2), 2: run(0.3), 3: run(0.4) },
     'harness-s': { 1: run(0.3), 2: run(0.45), 3: run(0.5) },

@@ -65,12 +65,14 @@ export function runReportData(overrides: Partial<RunReportData> = {}): RunReport
 
 const figures = (baseSuccessEnd: number, liveGroupFraction: number) => ({
   baseSuccessEnd, baseSuccessEndStdErr: 0.05, rank1SuccessEnd: baseSuccessEnd + 0.1, liveGroupFraction, rescueRate: 0.5, extraRollouts: 16, trainingSeconds: 30,
+  steps: 4, spend: { rollouts: 80 + Math.round(liveGroupFraction * 20), policyTokens: 4000, trainerTokens: 900 },
 });
 
 export function compareResult(): CompareResult {
   const diff = (mean: number) => ({ n: 2, mean, lo: mean - 0.05, hi: mean + 0.05, excludesZero: Math.abs(mean) > 0.05 });
   return {
     simulated: true,
+    budget: null,
     seeds: [1, 2],
     arms: { 'policy-only': figures(0.3, 0.4), 'harness-s': figures(0.45, 0.7) },
     runs: {
@@ -88,7 +90,14 @@ export function compareResult(): CompareResult {
 }
 
 /** Per arm, one list of steps per seed, as the run store would give them. */
-export function compareCurves(): Record<string, StoredStepSummary[][]> {
-  const curve = (offset: number) => [0, 1, 2].map((n) => stepSummary(n, { baseSuccessRate: 0.1 * n + offset, liveGroupFraction: 0.2 + 0.1 * n + offset }));
-  return { 'policy-only': [curve(0), curve(0.05)], 'harness-s': [curve(0.15), curve(0.2)] };
+export function compareCurves(): Record<string, Array<{ seed: string; steps: StoredStepSummary[] }>> {
+  // harness-s spends more per step (rescue rollouts) than policy-only.
+  const curve = (offset: number, rollouts: number) => [0, 1, 2].map((n) => stepSummary(n, {
+    baseSuccessRate: 0.1 * n + offset, liveGroupFraction: 0.2 + 0.1 * n + offset,
+    spend: { rollouts, promptTokens: rollouts * 40, completionTokens: rollouts * 8, trainerTokens: rollouts * 30 },
+  }));
+  return {
+    'policy-only': [{ seed: '1', steps: curve(0, 64) }, { seed: '2', steps: curve(0.05, 64) }],
+    'harness-s': [{ seed: '1', steps: curve(0.15, 80) }, { seed: '2', steps: curve(0.2, 88) }],
+  };
 }

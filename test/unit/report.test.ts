@@ -134,7 +134,14 @@ test('a curve over seeds is their mean at each step with the min–max band, ove
 
 test('the compare report draws each arm\'s curves with a band, the final success per seed, the differences, and says how the band is made', () => {
   const charts = figures(comparePage);
-  expect([...charts.keys()]).toEqual(['base-success', 'live-groups', 'eval-end', 'differences']);
+  expect([...charts.keys()]).toEqual(['base-success', 'live-groups', 'success-by-rollouts', 'success-by-tokens', 'eval-end', 'differences']);
+  for (const id of ['success-by-rollouts', 'success-by-tokens']) {
+    expect(charts.get(id)).toContain('mark-line');
+    expect(charts.get(id)).toContain('harness-s');
+  }
+  // At equal cost: the x axis is what each run spent; harness-s seed 2's three steps end at 264 rollouts.
+  expect(charts.get('success-by-rollouts')).toContain('rollouts spent');
+  expect(charts.get('success-by-rollouts')).toMatch(/aria-label="[^"]*rollouts spent[^"]*: 264;/);
   for (const id of ['base-success', 'live-groups']) {
     expect(charts.get(id)).toContain('mark-area');
     expect(charts.get(id)).toContain('mark-line');

@@ -16,7 +16,7 @@ import { parseRunConfig, RunConfigError, type RunConfig } from '../../core/confi
 import type { TaskRef } from '../../core/envs/task';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
 import type { RolloutSummary } from '../../core/rl/groups';
-import { summarizeRunSteps, type StepSummary } from '../../core/rl/step-summary';
+import { summarizeRunSteps, totalSpend, type StepSummary } from '../../core/rl/step-summary';
 import { checkpointDue } from '../../core/rl/training-checkpoints';
 import type { RestoreTrainerResult } from '../../activities/train-step';
 
@@ -99,7 +99,7 @@ export function createFakeActivities(): FakeActivities {
     plan.flatMap(({ harnessId, samples }) =>
       Array.from({ length: samples }, (_, sample) => {
         const success = !(hard && harnessId === BASE_HARNESS) && sample % 2 === 0;
-        return { harnessId, sample, reward: success ? 1 : 0, success, failureType: success ? null : 'wrong_answer', turns: 2, tokens: 10 };
+        return { harnessId, sample, reward: success ? 1 : 0, success, failureType: success ? null : 'wrong_answer', turns: 2, tokens: 10, promptTokens: 20, completionTokens: 5 };
       }),
     );
 
@@ -122,7 +122,7 @@ export function createFakeActivities(): FakeActivities {
 
     async sampleTasks(input) {
       const { config } = runOf(input.runId);
-      if (input.purpose === 'train') return trainTasks(input.step, config.rollout.tasksPerStep);
+      if (input.purpose === 'train') return trainTasks(input.step, input.count ?? config.rollout.tasksPerStep);
       return KINDS.map((kind) => taskRef(`${kind}-${input.purpose}-fixed`));
     },
 
@@ -156,6 +156,14 @@ export function createFakeActivities(): FakeActivities {
       runOf(input.runId).config = input.config;
     },
 
+    async reportRunHealth() {},
+
+    async runSpent(input) {
+      const steps = runOf(input.runId).steps.filter((s) => s.step < input.beforeStep);
+      const spend = totalSpend(steps);
+      return { rollouts: spend.rollouts, tokens: spend.policyTokens };
+    },
+
     async recordEvaluation(input) {
       runOf(input.runId).evaluations.push(input.summary);
     },
@@ -171,7 +179,7 @@ export function createFakeActivities(): FakeActivities {
       return {
         policyVersion: policyVersionAfter(input.runId, input.step),
         samplerPath: `tinker://fake/${input.runId}/step-${input.step}`,
-        datums, responseTokens: datums * 10, metrics: { loss: 0.5 }, logprobMismatch: null,
+        datums, responseTokens: datums * 10, trainerTokens: datums * 30, metrics: { loss: 0.5 }, logprobMismatch: null,
       };
     },
 

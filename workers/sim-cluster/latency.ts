@@ -111,6 +111,43 @@ export function loadLatencyProfiles(file: string = DEFAULT_LATENCY_FILE): Record
   return parsed.data.profiles;
 }
 
+/**
+ * SIMULATED GPU-seconds a training step costs under a profile, from what it
+ * spent (compare's `gpuSeconds`): the time each piece holds a GPU, summed.
+ * - Inference: each turn's prefill, P*s / prefillTokensPerSecond, and its
+ *   decode at a full batch: a replica holding n = maxSequencesPerServer
+ *   sequences decodes n * peak / (n + h) tokens/s in all, so a completion
+ *   token costs (n + h) / (n * peak) replica-seconds. Rollouts that leave the
+ *   replicas half empty cost more wall time than this; the figure is the cost
+ *   of the work, not of the schedule.
+ * - Trainer: forward_backward on the step's tokens, its optim_step and
+ *   save_weights_for_sampler (the modelled ops of a step).
+ * - Publishing: an adapter load on every replica.
+ */
+export function modelledGpuSeconds(
+  profile: LatencyProfile,
+  spend: { promptTokens: number; completionTokens: number; trainerTokens: number },
+): number {
+  const s = profile.tokenScale;
+  const { inference: inf, trainer, publish } = profile;
+  const n = inf.maxSequencesPerServer;
+  const prefill = (spend.promptTokens * s) / inf.prefillTokensPerSecond;
+  const decode = (spend.completionTokens * s * (n + inf.halfSaturationSequences)) / (n * inf.peakDecodeTokensPerSecond);
+  const train = (spend.trainerTokens * s) / trainer.trainTokensPerSecond + trainer.optimStepSeconds + trainer.saveWeightsForSamplerSeconds;
+  return prefill + decode + train + publish.adapterLoadSeconds * inf.servers;
+}
+
+/**
+ * The profile the sim cluster's latency model runs with in this process's
+ * stack (HARNESS_S_SIM_LATENCY, as the embedded stack reads it; set it on the
+ * workers too when the sim cluster runs apart), or null when it is off.
+ */
+export function latencyProfileFromEnv(env: NodeJS.ProcessEnv = process.env): LatencyProfile | null {
+  const name = env.HARNESS_S_SIM_LATENCY?.trim();
+  if (!name) return null;
+  return LatencyModel.fromOptions({ profile: name }).profile;
+}
+
 /** Simulated time: `now()` in real milliseconds, `sleep` in real milliseconds. */
 export interface LatencyClock {
   now(): number;
