@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseStoredRunConfig } from '../../core/config';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
-import { summarizeRunSteps, type RunSummary } from '../../core/rl/step-summary';
+import { summarizeRunSteps, type RunSpend, type RunSummary } from '../../core/rl/step-summary';
 import type { BehaviorProfiles } from '../../core/router/profiles';
 import type { RunStore, StoredRoutingDecision } from '../../core/store/run-store';
 import type { StoredStepSummary } from '../../core/store/rows';
@@ -82,6 +82,20 @@ export function runReportCharts(data: RunReportData): Chart[] {
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 const reward = (mean: number | null, stdErr: number | null) => (mean === null ? '-' : `${mean.toFixed(3)} ± ${(stdErr ?? 0).toFixed(3)}`);
 
+function spendText(spend: RunSpend): string {
+  const gpu = spend.gpuSeconds === null ? '' : `, ${spend.gpuSeconds.toFixed(1)} GPU-seconds (SIMULATED, latency model)`;
+  return `${spend.rollouts} rollouts, ${spend.policyTokens} policy tokens (${spend.promptTokens} prompt, ${spend.completionTokens} completion), ${spend.trainerTokens} trainer tokens${gpu}`;
+}
+
+/** What the steps' refills drew and dropped (null for a run without refills). */
+function refillText(data: RunReportData): string | null {
+  const filled = data.steps.flatMap((s) => (s.sampling ? [s.sampling] : []));
+  if (filled.length === 0) return null;
+  const drawn = filled.reduce((n, f) => n + f.drawn, 0);
+  const dropped = filled.reduce((n, f) => n + f.dropped.length, 0);
+  return `${filled[0].refill}: ${drawn} tasks drawn over ${filled.length} steps, ${dropped} groups dropped for want of signal`;
+}
+
 function runFacts(data: RunReportData): Array<[string, string]> {
   const s = data.summary;
   return [
@@ -95,6 +109,8 @@ function runFacts(data: RunReportData): Array<[string, string]> {
     ['dead groups', String(s.deadGroups)],
     ['groups rescued', `${s.rescuedGroups} (${s.rescueRollouts} rescue rollouts)`],
     ['live-group fraction', `${pct(s.liveGroupFraction)} (mean over steps)`],
+    ...(s.spend ? [['spent', spendText(s.spend)] as [string, string]] : []),
+    ...(refillText(data) ? [['refills', refillText(data)!] as [string, string]] : []),
     ['eval split at the end', s.baseEvalEnd === null ? 'not evaluated' : `base harness ${pct(s.baseEvalEnd)}, Rank-1 routing ${pct(s.rank1EvalEnd)} (after ${s.evaluations.at(-1)!.afterSteps} steps)`],
     ['trainer/sampler mismatch', s.logprobMismatch === null ? '-' : `mean |Δ log-prob| ${s.logprobMismatch.toExponential(2)} over the trained tokens`],
     ['profile versions', data.profiles.map((p) => `v${p.version}`).join(', ') || '-'],

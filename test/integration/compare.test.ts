@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { planCompare, runCompare } from '../../cli/compare';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
+import { loadLatencyProfiles, modelledGpuSeconds } from '../../workers/sim-cluster/latency';
 import { startTestStack, type TestStack } from './stack';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -145,4 +146,23 @@ test('at an equal rollout budget each arm stops at its budget, its spend is what
   // Dynamic sampling trains on groups with signal only; policy-only keeps its dead groups.
   expect(result.runs['dynamic-sampling']['3'].liveGroupFraction).toBe(1);
   expect(result.runs['policy-only']['3'].rescueRate).toBe(0);
+});
+
+test('with the latency model named in the workers\' environment, a sim run\'s spend carries its SIMULATED GPU-seconds, step by step and in the compare', async () => {
+  const before = process.env.HARNESS_S_SIM_LATENCY;
+  process.env.HARNESS_S_SIM_LATENCY = 'balanced';
+  try {
+    const plan = planCompare(stack.config({ steps: 2 }), ['harness-s'], [4]);
+    const result = await runCompare({ client: stack.client, plan, parallel: 1, progress: () => undefined });
+    const run = result.runs['harness-s']['4'];
+    const profile = loadLatencyProfiles().balanced;
+    const steps = (await stack.store.steps(run.runId)).map((s) => s.summary);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) expect(step.spend!.gpuSeconds).toBeCloseTo(modelledGpuSeconds(profile, step.spend!), 9);
+    expect(run.spend.gpuSeconds).toBeCloseTo(steps.reduce((n, s) => n + s.spend!.gpuSeconds!, 0), 9);
+    expect(result.arms['harness-s'].spend.gpuSeconds).toBe(run.spend.gpuSeconds);
+  } finally {
+    if (before === undefined) delete process.env.HARNESS_S_SIM_LATENCY;
+    else process.env.HARNESS_S_SIM_LATENCY = before;
+  }
 });

@@ -43,12 +43,15 @@ const WORKER_ENV = [
   'HARNESS_S_PIP_PYTHON',
   'HARNESS_S_APPWORLD_HOME',
   'HARNESS_S_OPENENV_HOME',
+  'HARNESS_S_SIM_LATENCY',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
 const LEFT_UNSET: Record<string, string> = {
   // One value would name every replica of a scaled service alike; the default (pid@hostname) differs per container.
   HARNESS_S_WORKER_IDENTITY: 'a worker is named pid@hostname, and each container has its own hostname',
+  // Read for the SIMULATED GPU-seconds of sim runs only; the compose stack trains on real engines.
+  HARNESS_S_SIM_LATENCY: 'the sim cluster latency model, which the compose stack does not run',
 };
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */

@@ -142,8 +142,8 @@ export function modelledGpuSeconds(
  * stack (HARNESS_S_SIM_LATENCY, as the embedded stack reads it; set it on the
  * workers too when the sim cluster runs apart), or null when it is off.
  */
-export function latencyProfileFromEnv(env: NodeJS.ProcessEnv = process.env): LatencyProfile | null {
-  const name = env.HARNESS_S_SIM_LATENCY?.trim();
+export function latencyProfileFromEnv(): LatencyProfile | null {
+  const name = process.env.HARNESS_S_SIM_LATENCY?.trim();
   if (!name) return null;
   return LatencyModel.fromOptions({ profile: name }).profile;
 }
