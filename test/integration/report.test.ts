@@ -21,7 +21,7 @@ import { startTestStack, uniqueRunId, type TestStack } from './stack';
 const ROOT = path.resolve(__dirname, '..', '..');
 const CHROMIUM = '/usr/bin/chromium';
 const RUN_CHARTS = ['step-success', 'evaluation', 'dead-rescued', 'rescue-heatmap', 'router-picks', 'trainer-metrics', 'logprob-mismatch'];
-const COMPARE_CHARTS = ['base-success', 'live-groups', 'eval-end', 'differences'];
+const COMPARE_CHARTS = ['base-success', 'live-groups', 'success-by-rollouts', 'success-by-tokens', 'eval-end', 'differences'];
 
 function harnessS(...args: string[]) {
   return promisify(execFile)(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], {
