@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { metricsRegistry } from '../../core/metrics';
 import { PolicyClient } from '../../core/policy/client';
 import { harnessSRun } from '../../workflows';
-import { TASK_QUEUES } from '../../workflows/definitions';
+import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startFaultProxy, type FaultProxy } from './fault-proxy';
 import { startTestStack, uniqueRunId, type TestStack } from './stack';
 import { startWorkerProcess, stopWorkerProcesses } from './worker-process';
@@ -89,6 +89,8 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
         steps: STEPS,
         rollout: { tasksPerStep: 4, groupSize: 4, maxTurns: 5, concurrency: 2 },
         trainer: { baseUrl: trainerProxy.url, pollSeconds: 0.02 },
+        // A rule any step with a group without signal trips: the run ends stalled.
+        health: { minLiveShare: 1, steps: 1, evaluations: 0 },
       }),
     }],
   });
@@ -154,6 +156,11 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   expect(trainerProxy.faults).toEqual([]);
   expect(total(after, 'harness_s_trainer_retries_total', { reason: 'server_error' })).toBe(1);
   expect(total(after, 'harness_s_trainer_retries_total', { reason: 'future_gone' })).toBe(1);
+
+  // The health rule's verdict, as the run's status has it, is the worker's gauge for the run.
+  const status = await handle.query(statusQuery);
+  expect(status.health?.state).toBe('stalled');
+  expect(total(after, 'harness_s_run_stalled', { run_id: runId, env: 'sim' })).toBe(1);
 }, 180_000);
 
 test('a policy request the endpoint refuses is counted as an error by its HTTP status', async () => {
