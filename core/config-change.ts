@@ -6,7 +6,9 @@
  * in defaults (a replay must rebuild the same config).
  */
 import { z } from 'zod';
-import { RunConfigError, type RunConfig } from './config';
+import { BudgetConfig, HealthConfig, RunConfigError, type RunConfig } from './config';
+
+const HEALTH_DEFAULTS = HealthConfig.parse({});
 import { formatZodError } from './zod-errors';
 
 export const SAFE_CONFIG_FIELDS = [
@@ -20,6 +22,12 @@ export const SAFE_CONFIG_FIELDS = [
   'checkpoint.keep',
   'checkpoint.onLoss',
   'pipeline.maxStaleness',
+  'budget',
+  'health.minLiveShare',
+  'health.steps',
+  'health.evaluations',
+  'health.minGain',
+  'health.pause',
 ] as const;
 
 const notChangeable = (issue: { code: string; keys?: string[] }) =>
@@ -43,6 +51,15 @@ export const RunConfigChange = z.strictObject(
       onLoss: z.enum(['restart', 'pause']).optional(),
     }),
     pipeline: section({ maxStaleness: z.number().int().min(0).max(4).optional() }),
+    /** A new budget replaces the run's (or gives it one): the run stops at the first step that reaches it. */
+    budget: BudgetConfig.optional(),
+    health: section({
+      minLiveShare: z.number().min(0).max(1).optional(),
+      steps: z.number().int().min(1).optional(),
+      evaluations: z.number().int().min(0).optional(),
+      minGain: z.number().min(0).max(1).optional(),
+      pause: z.boolean().optional(),
+    }),
   },
   { error: notChangeable },
 );
@@ -78,5 +95,8 @@ export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: num
     ...(change.checkpoint && { checkpoint: { ...config.checkpoint, ...change.checkpoint } }),
     // A run from before pipelining has no section: the change adds it whole.
     ...(change.pipeline && { pipeline: { ...((config.pipeline as RunConfig['pipeline'] | undefined) ?? { maxStaleness: 0, whenStale: 'wait' as const }), ...change.pipeline } }),
+    ...(change.budget && { budget: change.budget }),
+    // A run from before the health rule has no section: the change adds it with the rule's defaults.
+    ...(change.health && { health: { ...((config.health as RunConfig['health'] | undefined) ?? HEALTH_DEFAULTS), ...change.health } }),
   };
 }

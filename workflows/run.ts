@@ -201,6 +201,7 @@ class HarnessSRun {
     this.config = this.checkChange(change)!;
     this.configDirty = true;
     this.status.steps = this.config.steps;
+    if (this.config.budget || this.status.budget) this.status.budget = this.config.budget ?? null;
     this.pipeline.poke();
     return { config: this.config, fromStep: this.nextChangeStep() };
   }

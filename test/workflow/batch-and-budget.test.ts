@@ -5,7 +5,7 @@
  * other group, and any sibling's, succeeds on its even samples.
  */
 import { harnessSRun } from '../../workflows';
-import { resumeSignal, statusQuery, TASK_QUEUES } from '../../workflows/definitions';
+import { resumeSignal, statusQuery, TASK_QUEUES, updateConfigUpdate } from '../../workflows/definitions';
 import type { RunConfigInput } from '../../core/config';
 import { smallRunConfig, startWorkflowTestEnv, waitFor, type WorkflowTestEnv } from './workflow-env';
 
@@ -85,6 +85,19 @@ describe('budget', () => {
     expect(summary.evaluations.map((e) => e.afterSteps)).toEqual([2, 3]);
     const status = await env.client.workflow.getHandle(runId).query(statusQuery);
     expect(status).toMatchObject({ phase: 'done', step: 3, steps: 10, budget: { rollouts: 30 }, spent: { rollouts: 36, tokens: 36 * 25 } });
+  });
+
+  test('a budget given while the run goes on (run update) stops it once spent', async () => {
+    const runId = 'budget-by-update';
+    const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
+    const handle = await env.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 10 }) }] });
+    await step0.reached;
+    const update = await handle.executeUpdate(updateConfigUpdate, { args: [{ budget: { rollouts: 24 } }] });
+    expect(update.config.budget).toEqual({ rollouts: 24 });
+    step0.release();
+    // 12 rollouts a step: the budget is spent after step 1.
+    expect((await handle.result()).stepsCompleted).toBe(2);
+    expect(await handle.query(statusQuery)).toMatchObject({ budget: { rollouts: 24 }, spent: { rollouts: 24 } });
   });
 });
 
