@@ -1,9 +1,12 @@
 /**
  * `harness-s compare`: the ablation. Each arm is the user's config with one
- * change (policy-only: rescue off; harness-s: as configured; random-k: k
- * random siblings; all: every sibling; vote: voter LLMs), run once per seed.
- * Arms of a seed sample the same tasks at every step (sampling depends on seed
- * and step only) and evaluate on the same eval split. Figures are means over seeds.
+ * change (policy-only: rescue off; harness-s: rescue on; dynamic-sampling,
+ * policy-only-matched, harness-s+dynamic-sampling: a batch refill; random-k:
+ * k random siblings; all: every sibling; vote: voter LLMs; ...), run once per
+ * seed, to equal steps or, with a budget, until each run has spent it.
+ * Arms of a seed draw the same task stream at every step (sampling depends on
+ * seed and step only) and evaluate on the same eval split. Figures, spend
+ * included, are means over seeds.
  */
 import type { Client } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config';
