@@ -4,6 +4,7 @@
  * its harness pool (core/harness/pool.ts).
  */
 import { ApplicationFailure } from '@temporalio/activity';
+import type { LatencyProfile } from '../workers/sim-cluster/latency';
 import type { Logger } from 'pino';
 import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
@@ -25,6 +26,8 @@ export interface ActivityDeps {
   adapterDir?: string;
   /** The policy and trainer clients (default: built from the run's config and this worker's secrets). */
   clients?: ActivityClients;
+  /** The sim cluster's latency profile, to price sim steps in SIMULATED GPU-seconds; none when absent. */
+  simLatency?: LatencyProfile | null;
 }
 
 export interface RunPool {

@@ -15,7 +15,7 @@ import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
 import { envIdOf } from '../core/envs/registry';
 import { isSimulatedEnv } from '../core/envs/sim/config';
-import { latencyProfileFromEnv, type LatencyProfile, modelledGpuSeconds } from '../workers/sim-cluster/latency';
+import { type LatencyProfile, modelledGpuSeconds } from '../workers/sim-cluster/latency';
 
 /** A sim step's spend with its SIMULATED GPU-seconds under the latency model that runs (none when it is off). */
 function withGpuSeconds(summary: StepSummary, profile: LatencyProfile | null): StepSummary {
@@ -82,7 +82,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
 
     async recordStep(input: { runId: string; summary: StepSummary }): Promise<void> {
       const { config } = await context.loadRun(input.runId);
-      const summary = withGpuSeconds(input.summary, isSimulatedEnv(config.env.kind) ? latencyProfileFromEnv() : null);
+      const summary = withGpuSeconds(input.summary, isSimulatedEnv(config.env.kind) ? (deps.simLatency ?? null) : null);
       await store.settleRoutingDecisions(input.runId, summary.step);
       const recorded = await store.recordStep(input.runId, summary.step, summary.policyVersion, summary);
       // Counted by the attempt that stored the step, so a retried activity does not count it twice.

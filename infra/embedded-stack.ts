@@ -83,7 +83,9 @@ export async function startEmbeddedStack(options: {
   if (sim && latency) log(`[SIMULATED] latency model '${latency.profile}' at speedup ${latency.speedup}: SIMULATED GPU time, report at ${sim.url}/sim/latency`);
 
   const connection = await NativeConnection.connect({ address: temporal.address });
-  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger });
+  // Its workers price sim steps with the profile its sim cluster runs.
+  const simLatency = latency ? LatencyModel.fromOptions(latency).profile : null;
+  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, simLatency });
   const abort = new AbortController();
   const workersDone = group.run(abort.signal);
   log('workers running on harness-s-control, harness-s-rollout, harness-s-trainer');

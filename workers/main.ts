@@ -5,6 +5,7 @@
  * metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464; `off` for none).
  */
 import { Command } from 'commander';
+import { latencyProfileFromEnv } from './sim-cluster/latency';
 import { NativeConnection } from '@temporalio/worker';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from './temporal-env';
@@ -33,7 +34,9 @@ async function main(): Promise<void> {
     logger.warn({ err: err.message }, 'run store: the database cut an idle connection; the pool reconnects on the next query'),
   );
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
-  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity });
+  const group = await createWorkers({
+    connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity, simLatency: latencyProfileFromEnv(),
+  });
   const stop = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
   logger.info({ queues, temporal: temporalAddressFromEnv(), metricsPort: metrics?.port ?? null }, 'worker running');

@@ -5,6 +5,7 @@
  * out and runs the trainer queue next to the GPUs.
  */
 import path from 'node:path';
+import type { LatencyProfile } from './sim-cluster/latency';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities';
@@ -56,6 +57,8 @@ export interface WorkerOptions {
   adapterDir?: string;
   /** How this process is named in workflow histories (who ran each activity); Temporal's pid@host when absent. */
   identity?: string;
+  /** The sim cluster's latency profile, to price sim steps in SIMULATED GPU-seconds (latencyProfileFromEnv at process start). */
+  simLatency?: LatencyProfile | null;
 }
 
 export interface WorkerGroup {
@@ -73,6 +76,7 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
     environmentFor: (config) => environments.get(config),
     trainerSessions,
     adapterDir: options.adapterDir,
+    simLatency: options.simLatency ?? null,
   });
   const queues = options.queues ?? ALL_QUEUES;
   const workflowBundle = queues.includes('control') ? await buildWorkflowBundle() : undefined;

@@ -8,9 +8,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { planCompare, runCompare } from '../../cli/compare';
+import { createActivities } from '../../activities';
+import { createEnvironment } from '../../core/envs/registry';
+import { totalSpend, type StepSummary } from '../../core/rl/step-summary';
+import { TrainerSessions } from '../../core/rl/tinker/sessions';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 import { loadLatencyProfiles, modelledGpuSeconds } from '../../workers/sim-cluster/latency';
-import { startTestStack, type TestStack } from './stack';
+import { silentLogger, startTestStack, type TestStack } from './stack';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 let stack: TestStack;
@@ -148,21 +152,25 @@ test('at an equal rollout budget each arm stops at its budget, its spend is what
   expect(result.runs['policy-only']['3'].rescueRate).toBe(0);
 });
 
-test('with the latency model named in the workers\' environment, a sim run\'s spend carries its SIMULATED GPU-seconds, step by step and in the compare', async () => {
-  const before = process.env.HARNESS_S_SIM_LATENCY;
-  process.env.HARNESS_S_SIM_LATENCY = 'balanced';
-  try {
-    const plan = planCompare(stack.config({ steps: 2 }), ['harness-s'], [4]);
-    const result = await runCompare({ client: stack.client, plan, parallel: 1, progress: () => undefined });
-    const run = result.runs['harness-s']['4'];
-    const profile = loadLatencyProfiles().balanced;
-    const steps = (await stack.store.steps(run.runId)).map((s) => s.summary);
-    expect(steps).toHaveLength(2);
-    for (const step of steps) expect(step.spend!.gpuSeconds).toBeCloseTo(modelledGpuSeconds(profile, step.spend!), 9);
-    expect(run.spend.gpuSeconds).toBeCloseTo(steps.reduce((n, s) => n + s.spend!.gpuSeconds!, 0), 9);
-    expect(result.arms['harness-s'].spend.gpuSeconds).toBe(run.spend.gpuSeconds);
-  } finally {
-    if (before === undefined) delete process.env.HARNESS_S_SIM_LATENCY;
-    else process.env.HARNESS_S_SIM_LATENCY = before;
-  }
+test('a worker given the latency profile prices a sim step in SIMULATED GPU-seconds when it records it; a run sums them only where every step has them', async () => {
+  const plan = planCompare(stack.config({ steps: 1 }), ['harness-s'], [4]);
+  const result = await runCompare({ client: stack.client, plan, parallel: 1, progress: () => undefined });
+  const runId = result.runs['harness-s']['4'].runId;
+  // This stack's workers have no profile: no GPU-seconds.
+  const [step0] = (await stack.store.steps(runId)).map((s) => s.summary);
+  expect(step0.spend!.gpuSeconds).toBeUndefined();
+  expect(result.runs['harness-s']['4'].spend.gpuSeconds).toBeUndefined();
+
+  // A worker with the profile records the same step (as step 1) priced.
+  const profile = loadLatencyProfiles().balanced;
+  const activities = createActivities({
+    store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger), simLatency: profile,
+  });
+  await activities.recordStep({ runId, summary: { ...(step0 as StepSummary), step: 1 } });
+  const step1 = (await stack.store.steps(runId)).map((s) => s.summary)[1];
+  expect(step1.spend!.gpuSeconds).toBeGreaterThan(0);
+  expect(step1.spend!.gpuSeconds).toBeCloseTo(modelledGpuSeconds(profile, step0.spend!), 9);
+  // A run's GPU-seconds are summed only where every step has them.
+  expect(totalSpend([step0, step1]).gpuSeconds).toBeNull();
+  expect(totalSpend([step1]).gpuSeconds).toBe(step1.spend!.gpuSeconds);
 });

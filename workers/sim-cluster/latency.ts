@@ -138,9 +138,10 @@ export function modelledGpuSeconds(
 }
 
 /**
- * The profile the sim cluster's latency model runs with in this process's
- * stack (HARNESS_S_SIM_LATENCY, as the embedded stack reads it; set it on the
- * workers too when the sim cluster runs apart), or null when it is off.
+ * The profile a worker process prices sim steps with (HARNESS_S_SIM_LATENCY,
+ * the name the embedded stack's sim cluster runs with; set it on the workers
+ * too when the sim cluster runs apart), or null when it is off. Read once at
+ * process start; an unknown name fails there, listing the known ones.
  */
 export function latencyProfileFromEnv(): LatencyProfile | null {
   const name = process.env.HARNESS_S_SIM_LATENCY?.trim();
