@@ -36,7 +36,7 @@ export function maxDraws(sampling: SamplingConfig | undefined, tasksPerStep: num
 }
 
 /** Whether a group's rewards differ: GRPO gets a non-zero advantage from it. */
-export function hasSignal(group: GroupSummary): boolean {
+export function hasSignal(group: { rollouts: ReadonlyArray<{ reward: number }> }): boolean {
   return group.rollouts.some((r) => r.reward !== group.rollouts[0].reward);
 }
 
@@ -64,7 +64,7 @@ export function keepGroupsWithSignal(groups: readonly TrainingGroup[], refill: S
   const kept: TrainingGroup[] = [];
   const dropped: DroppedGroup[] = [];
   for (const g of groups) {
-    if (g.rollouts.some((r) => r.reward !== g.rollouts[0].reward)) kept.push(g);
+    if (hasSignal(g)) kept.push(g);
     else dropped.push({ taskId: g.taskId, role: g.role, reward: g.rollouts[0]?.reward ?? 0 });
   }
   return { kept, dropped };
