@@ -4,7 +4,9 @@
  */
 import type { Environment, Episode, StepOutcome } from '../envs/environment';
 import type { Policy, PolicyReply } from '../policy/client';
-import { assembleTokenSamples, type ChatMessage, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens } from '../policy/trajectory';
+import {
+  assembleTokenSamples, type ChatMessage, type HarnessIntervention, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens,
+} from '../policy/trajectory';
 import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
 
@@ -78,6 +80,8 @@ export async function runEpisode(request: EpisodeRequest): Promise<Trajectory> {
 class EpisodeLoop {
   readonly turns: TurnTokens[] = [];
   readonly messages: ChatMessage[] = [];
+  /** What the harness did to the conversation, marked on the messages it shaped. */
+  readonly interventions: HarnessIntervention[] = [];
   private readonly actions: string[] = [];
   private lastObservationKind: TurnContext['lastObservationKind'] = null;
   private tools: ToolDefinition[] | undefined;
@@ -102,11 +106,15 @@ class EpisodeLoop {
     const { harness } = this.request;
     const { episode, messages } = this;
     const systemPrompt = harness.systemPrompt(episode.task);
-    if (systemPrompt) messages.push({ role: 'system', content: systemPrompt });
+    if (systemPrompt) {
+      this.intervene('context', `system prompt of harness ${harness.id}`);
+      messages.push({ role: 'system', content: systemPrompt });
+    }
     messages.push(...(episode.opening?.() ?? [{ role: 'user' as const, content: episode.instruction() }]));
     this.tools = episode.tools?.();
     for (const action of harness.scaffoldActions(episode.task)) {
       const result = await episode.step(action, { byHarness: true });
+      this.intervene('scaffold', action);
       messages.push({ role: 'user', content: result.observation });
       if (result.done) return endedBy(result);
     }
@@ -123,6 +131,7 @@ class EpisodeLoop {
     this.answering = calls[0];
     const text = this.answering ? toolCallAction(this.answering) : reply.content;
     const realized = this.request.harness.realizeAction(text, this.context());
+    if (realized.ok && realized.repaired) this.intervene('repair', `${text}\n→ ${realized.action}`, this.messages.length - 1);
     const outcome = realized.ok ? await this.act(realized.action) : this.refuse(realized);
     for (const call of calls.slice(1)) this.messages.push({ role: 'tool', tool_call_id: call.id, content: ONE_CALL_PER_TURN });
     return outcome;
@@ -150,7 +159,7 @@ class EpisodeLoop {
     this.request.signal?.throwIfAborted();
     this.actions.push(action);
     this.lastObservationKind = result.kind ?? 'ok';
-    this.observe(this.request.harness.shapeObservation(result.observation, this.context()));
+    this.observeShaped(result.observation);
     return result.done ? endedBy(result) : undefined;
   }
 
@@ -158,9 +167,11 @@ class EpisodeLoop {
   private refuse(refused: { error: string; retry: boolean }): EpisodeOutcome | undefined {
     if (refused.retry) {
       this.lastObservationKind = 'error';
-      this.observe(this.request.harness.shapeObservation(refused.error, this.context()));
+      this.intervene('refusal', refused.error);
+      this.observeShaped(refused.error);
       return undefined;
     }
+    this.intervene('refusal', refused.error);
     this.observe(`Observation: format error (${refused.error})`);
     return { reward: 0, success: false, failureType: 'format_error' };
   }
@@ -174,6 +185,21 @@ class EpisodeLoop {
     this.request.signal?.throwIfAborted();
     this.messages.push({ role: 'user', content: result.observation });
     return { reward: result.reward ?? 0, success: result.success ?? false, failureType: result.success ? null : 'turn_limit' };
+  }
+
+  /** Shows the policy an observation as the harness shapes it, marking what the harness added or cut. */
+  private observeShaped(observation: string): void {
+    const shaped = this.request.harness.shapeObservation(observation, this.context());
+    if (shaped !== observation) {
+      const added = shaped.startsWith(observation) ? shaped.slice(observation.length).trim() : null;
+      this.intervene('observation', added ?? `cut from ${observation.length} to ${shaped.length} characters`);
+    }
+    this.observe(shaped);
+  }
+
+  /** Marks a message (by default the next one) as shaped by the harness. */
+  private intervene(kind: HarnessIntervention['kind'], detail: string, message = this.messages.length): void {
+    this.interventions.push({ message, kind, detail });
   }
 
   /** Records the env's answer to the turn: a tool message for the turn's call, a user message for a text turn. */
@@ -205,5 +231,6 @@ function trajectoryOf(request: EpisodeRequest, episode: Episode, loop: EpisodeLo
     promptTokens: loop.turns.reduce((n, t) => n + t.promptTokenIds.length, 0),
     completionTokens: loop.turns.reduce((n, t) => n + t.tokenIds.length, 0),
     latencyMs: Date.now() - started,
+    interventions: loop.interventions,
   };
 }

@@ -41,6 +41,19 @@ export interface TokenSample {
   responseLogprobs: number[];
 }
 
+/**
+ * Where the harness, not the policy or the env, shaped the conversation: its
+ * system prompt (context, injected docs), actions it took itself, an action
+ * it repaired or refused, and what it added to or cut from an observation.
+ * `message` is the index, in the trajectory's messages, of the message it marks.
+ */
+export interface HarnessIntervention {
+  message: number;
+  kind: 'context' | 'scaffold' | 'repair' | 'refusal' | 'observation';
+  /** What the harness did: the text it added, the action before and after a repair, the feedback of a refusal. */
+  detail: string;
+}
+
 export type FailureType = 'format_error' | 'execution_error' | 'wrong_answer' | 'turn_limit' | 'policy_error';
 
 export interface Trajectory {
@@ -61,6 +74,8 @@ export interface Trajectory {
   promptTokens: number;
   completionTokens: number;
   latencyMs: number;
+  /** What the harness did to the conversation (absent from trajectories made before it was recorded). */
+  interventions?: HarnessIntervention[];
 }
 
 function startsWith(sequence: readonly number[], prefix: readonly number[]): boolean {
