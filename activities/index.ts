@@ -12,6 +12,7 @@
  *   routing.ts     saveProfiles, chooseRescueHarnesses, rank1Routes
  *   train-step.ts  trainStep, restoreTrainer       (task queue harness-s-trainer)
  *   publish.ts     publishPolicy, republishPolicy
+ *   tracking.ts    trackRun                         (experiment trackers: MLflow)
  *   evolution.ts   prepareEvolution, runEvolutionGroup (harness-s-rollout), proposeCandidate,
  *                  recordSelection, freezePool   (workflow evolveHarnessPool)
  */
@@ -24,6 +25,7 @@ import { type ActivityDeps, createRunContext } from './run-context';
 import { createRunActivities } from './runs';
 import { createTaskActivities } from './tasks';
 import { createRestoreTrainer, createTrainStep } from './train-step';
+import { createTrackingActivities } from './tracking';
 
 export type { ActivityDeps } from './run-context';
 export type { ActivityClients } from './clients';
@@ -39,6 +41,7 @@ export function createActivities(deps: ActivityDeps) {
     trainStep: createTrainStep(deps, context),
     restoreTrainer: createRestoreTrainer(deps, context),
     ...createPublishActivities(deps, context),
+    ...createTrackingActivities(deps),
     ...createEvolutionActivities(deps),
   });
 }

@@ -28,6 +28,12 @@ export interface ActivityDeps {
   clients?: ActivityClients;
   /** The sim cluster's latency profile, to price sim steps in SIMULATED GPU-seconds; none when absent. */
   simLatency?: LatencyProfile | null;
+  /** Where each experiment tracker's server is (trackingEndpointsFromEnv at process start): tracker name -> URL. */
+  trackingEndpoints?: Readonly<Record<string, string>>;
+  /** Where users open the trajectory viewer (viewerUrlFromEnv at process start): a run's Temporal page links there; none when absent. */
+  viewerUrl?: string | null;
+  /** A run's HTML report, which trackRun uploads at the run's end (none when absent). */
+  runReport?: (runId: string) => Promise<string>;
 }
 
 export interface RunPool {

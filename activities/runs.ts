@@ -71,6 +71,8 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
         baseHarnessId: pool.base.id,
         harnessIds: pool.all.map((h) => h.id),
         simulated: isSimulatedEnv(config.env.kind),
+        /** The run's page in the trajectory viewer, for its Temporal page (null: this worker knows no viewer). */
+        viewerRunUrl: deps.viewerUrl ? `${deps.viewerUrl}/runs/${encodeURIComponent(input.runId)}` : null,
       };
     },
 

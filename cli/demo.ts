@@ -11,6 +11,7 @@ import { connectClient, newRunId, readConfigFile, startRun, validateConfig } fro
 import { watchRun } from './watch';
 import { defaultReportDir, writeRunReport } from './report/run-report';
 import { processSettings } from '../core/settings';
+import { viewerUrlFromEnv } from '../core/viewer-address';
 
 export async function runDemo(options: { configFile: string; steps?: number; log: (line: string) => void }): Promise<RunSummary> {
   const { log } = options;
@@ -29,7 +30,7 @@ export async function runDemo(options: { configFile: string; steps?: number; log
     const summary = await handle.result();
     const store = RunStore.connect(stack.databaseUrl);
     try {
-      log(`report: ${await writeRunReport({ store, runId, dir: defaultReportDir(runId) })}`);
+      log(`report: ${await writeRunReport({ store, runId, dir: defaultReportDir(runId), viewerUrl: viewerUrlFromEnv() })}`);
     } finally {
       await store.close();
     }

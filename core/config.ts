@@ -11,6 +11,7 @@ import { NO_API_KEY } from './secrets';
 import { FAILURE_TYPES } from './failure-types';
 import { EnvConfig, envFilesNamed } from './envs/env-configs';
 import { SIM_KIND } from './envs/sim/config';
+import { TrackingConfig } from './tracking/tracker-configs';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
@@ -285,6 +286,8 @@ export const RunConfig = z
     sampling: SamplingConfig.prefault({}),
     budget: BudgetConfig.optional(),
     health: HealthConfig.prefault({}),
+    /** Experiment trackers the run is logged to (core/tracking/): none when absent. */
+    tracking: TrackingConfig.optional(),
     steps: z.number().int().min(1).default(20),
     seed: z.number().int().min(0).default(1),
   })

@@ -8,6 +8,8 @@ import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { loadSimWorld } from '../core/envs/sim/world';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
+import { trackingEndpointsFromEnv } from '../core/tracking/registry';
+import { viewerUrlFromEnv } from '../core/viewer-address';
 import { LatencyModel, LatencyProfileError, type SimLatencyOptions } from '../workers/sim-cluster/latency';
 import { startSimCluster } from '../workers/sim-cluster/server';
 import { createWorkers } from '../workers/worker';
@@ -85,7 +87,9 @@ export async function startEmbeddedStack(options: {
   const connection = await NativeConnection.connect({ address: temporal.address });
   // Its workers price sim steps with the profile its sim cluster runs.
   const simLatency = latency ? LatencyModel.fromOptions(latency).profile : null;
-  const group = await createWorkers({ connection, namespace: namespaceFromEnv(), store, logger, simLatency });
+  const group = await createWorkers({
+    connection, namespace: namespaceFromEnv(), store, logger, simLatency, trackingEndpoints: trackingEndpointsFromEnv(), viewerUrl: viewerUrlFromEnv(),
+  });
   const abort = new AbortController();
   const workersDone = group.run(abort.signal);
   log('workers running on harness-s-control, harness-s-rollout, harness-s-trainer');

@@ -3,9 +3,12 @@
  * Connects to Temporal ($TEMPORAL_ADDRESS) and PostgreSQL ($DATABASE_URL),
  * applies migrations, serves the queues until SIGINT/SIGTERM, and serves its
  * metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464; `off` for none).
+ * Runs with `tracking.mlflow` are logged to $MLFLOW_TRACKING_URI.
  */
 import { Command } from 'commander';
 import { latencyProfileFromEnv } from './sim-cluster/latency';
+import { trackingEndpointsFromEnv } from '../core/tracking/registry';
+import { viewerUrlFromEnv } from '../core/viewer-address';
 import { NativeConnection } from '@temporalio/worker';
 import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from './temporal-env';
@@ -36,6 +39,7 @@ async function main(): Promise<void> {
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
   const group = await createWorkers({
     connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity, simLatency: latencyProfileFromEnv(),
+    trackingEndpoints: trackingEndpointsFromEnv(), viewerUrl: viewerUrlFromEnv(),
   });
   const stop = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());

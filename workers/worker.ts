@@ -59,6 +59,10 @@ export interface WorkerOptions {
   identity?: string;
   /** The sim cluster's latency profile, to price sim steps in SIMULATED GPU-seconds (latencyProfileFromEnv at process start). */
   simLatency?: LatencyProfile | null;
+  /** Where users open the trajectory viewer (viewerUrlFromEnv at process start): a run's Temporal page links there. */
+  viewerUrl?: string | null;
+  /** Where each experiment tracker's server is (trackingEndpointsFromEnv at process start): runs with `tracking` log there. */
+  trackingEndpoints?: Readonly<Record<string, string>>;
 }
 
 export interface WorkerGroup {
@@ -77,6 +81,13 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
     trainerSessions,
     adapterDir: options.adapterDir,
     simLatency: options.simLatency ?? null,
+    trackingEndpoints: options.trackingEndpoints ?? {},
+    viewerUrl: options.viewerUrl ?? null,
+    runReport: async (runId) => {
+      // The page `harness-s report` writes; loaded when a run ends with a tracker, not at worker start.
+      const { loadRunReport, runReportPage } = await import('../cli/report/run-report');
+      return runReportPage(await loadRunReport(options.store, runId));
+    },
   });
   const queues = options.queues ?? ALL_QUEUES;
   const workflowBundle = queues.includes('control') ? await buildWorkflowBundle() : undefined;

@@ -46,3 +46,14 @@ export const publishActivityOptions = (retry?: RetryConfig): ActivityOptions => 
   heartbeatTimeout: '30s',
   retry: retryPolicy(retry),
 });
+
+/**
+ * Logging to an experiment tracker (trackRun): the activity catches every
+ * failure of the tracker, so retries only cover a worker lost mid-call, and
+ * a run's end never waits long for it.
+ */
+export const trackingActivityOptions = (): ActivityOptions => ({
+  taskQueue: TASK_QUEUES.control,
+  startToCloseTimeout: '2m',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3 },
+});

@@ -19,8 +19,10 @@ import {
   allHandlersFinished,
   ApplicationFailure,
   condition,
+  ContinueAsNew,
   continueAsNew,
   executeChild,
+  isCancellation,
   patched,
   proxyActivities,
   setCurrentDetails,
@@ -50,7 +52,7 @@ import {
   type RunStatus,
   type RunSummary,
 } from './definitions';
-import { controlActivityOptions, publishActivityOptions } from './activity-options';
+import { controlActivityOptions, publishActivityOptions, trackingActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
@@ -58,9 +60,11 @@ import { outageOf, runFailure, trainerModelLost } from './failures';
 import { StepPipeline } from './step-pipeline';
 import { loadForkedModel, type RecoveryHost, restoreLostModel } from './trainer-recovery';
 import { isSimulatedEnv } from '../core/envs/sim/config';
+import { trackersOf } from '../core/tracking/tracker-configs';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const publish = proxyActivities<Activities>(publishActivityOptions());
+const tracking = proxyActivities<Activities>(trackingActivityOptions());
 const RECENT_STEPS = 10;
 const STEP_PHASES: readonly StepPhase[] = ['rollouts', 'waiting-for-trainer', 'training', 'waiting-to-publish', 'publishing'];
 
@@ -74,12 +78,19 @@ export async function harnessSRun(input: RunInput): Promise<RunSummary> {
   setHandler(resumeSignal, () => run.resume());
   setHandler(stepProgressSignal, (progress) => run.stepProgressed(progress));
   setHandler(updateConfigUpdate, (change) => run.updateConfig(change), { validator: (change) => void run.checkChange(change) });
-  return run.execute();
+  try {
+    return await run.execute();
+  } catch (err) {
+    await run.trackFailure(err);
+    throw err;
+  }
 }
 
 interface Prepared {
   baseHarnessId: string;
   harnessIds: string[];
+  /** Absent from prepareRun results recorded before the viewer existed. */
+  viewerRunUrl?: string | null;
 }
 
 class HarnessSRun {
@@ -264,6 +275,8 @@ class HarnessSRun {
     if (this.evaluates()) await this.evaluate(prepared, Math.min(status.step, this.config.steps));
     status.phase = 'summarizing';
     const result = await control.summarizeRun({ runId: this.runId });
+    // The tracker's run gets the report and ends; a tracker that is down does not hold the run (trackRun catches).
+    if (this.tracked()) await tracking.trackRun({ runId: this.runId, final: 'FINISHED' }).catch(() => undefined);
     await condition(allHandlersFinished);
     status.phase = 'done';
     this.details(`done: ${result.stepsCompleted} steps, policy ${result.policyVersion}`);
@@ -361,6 +374,7 @@ class HarnessSRun {
     const spend = stepSpend(summary);
     const spent = status.spent ?? { rollouts: 0, tokens: 0 };
     status.spent = { rollouts: spent.rollouts + spend.rollouts, tokens: spent.tokens + spend.promptTokens + spend.completionTokens };
+    if (this.tracked()) void tracking.trackRun({ runId: this.runId }).catch(() => undefined);
     const { health } = this.config;
     if (health) this.checkHealth(afterStep(this.healthWindow, health, summary.liveDrawnFraction ?? summary.liveGroupFraction), summary.step);
   }
@@ -395,6 +409,17 @@ class HarnessSRun {
         this.pause(`stalled after step ${step}: ${health.reasons.join('; ')}. Change the config or resume to go on: harness-s run resume ${this.runId}`);
       }
     }
+  }
+
+  /** Whether the run logs to an experiment tracker (`tracking`; none in configs from before it, so their histories replay unchanged). */
+  private tracked(): boolean {
+    return this.configKnown && trackersOf(this.config.tracking).length > 0;
+  }
+
+  /** A run that fails ends its tracker's run as FAILED, with its report (not a continue-as-new or a cancellation). */
+  async trackFailure(err: unknown): Promise<void> {
+    if (err instanceof ContinueAsNew || isCancellation(err) || !this.tracked()) return;
+    await tracking.trackRun({ runId: this.runId, final: 'FAILED' }).catch(() => undefined);
   }
 
   /** Whether steps overlap (pipeline.maxStaleness ≥ 1; a config from before pipelining has no section). */
@@ -461,6 +486,7 @@ class HarnessSRun {
       args: [{ runId: this.runId, config: this.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
     }));
     status.phase = phase;
+    if (this.tracked()) void tracking.trackRun({ runId: this.runId }).catch(() => undefined);
     const { health } = this.config;
     if (health) this.checkHealth(afterEvaluation(this.healthWindow, health, status.lastEvaluation.base.successRate), afterSteps - 1);
   }
@@ -520,7 +546,8 @@ class HarnessSRun {
         `restore ${r.restore} at ${r.at}: trainer lost the model at step ${r.atStep}; restored from ${r.fromStep === null ? 'the base' : `the checkpoint of step ${r.fromStep}`}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`,
       ),
     ];
-    setCurrentDetails([what, ...lineage, now].join('\n'));
+    const viewer = this.prepared?.viewerRunUrl ? [`steps, groups and rollouts: ${this.prepared.viewerRunUrl}`] : [];
+    setCurrentDetails([what, ...lineage, now, ...viewer].join('\n'));
   }
 
   /**

@@ -5,6 +5,7 @@ import { defaultReportDir, writeRunReport } from '../report/run-report';
 import { exportRun, exportText } from '../export';
 import { progress, print, printJson, action, withStore, positiveInt, nonNegativeInt } from './shared';
 import { isSimulatedEnv } from '../../core/envs/sim/config';
+import { viewerUrlFromEnv } from '../../core/viewer-address';
 
 export function registerReportCommands(program: Command): void {
   const profiles = program.command('profiles').description("the router's behaviour profiles");
@@ -27,7 +28,7 @@ export function registerReportCommands(program: Command): void {
     .option('--out <dir>', 'directory for index.html (default .data/reports/<run>)')
     .action(action(async (runId: string, opts: { out?: string }) => {
       await withStore(async (store) => {
-        print(await writeRunReport({ store, runId, dir: opts.out ?? defaultReportDir(runId) }));
+        print(await writeRunReport({ store, runId, dir: opts.out ?? defaultReportDir(runId), viewerUrl: viewerUrlFromEnv() }));
       });
     }));
 

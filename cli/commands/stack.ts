@@ -5,6 +5,9 @@ import { startEmbeddedStack } from '../../infra/embedded-stack';
 import { PROJECT_ROOT } from '../../infra/temporal-cli';
 import { createLogger } from '../../workers/logger';
 import { metricsPortFromEnv } from '../../workers/metrics-server';
+import { namespaceFromEnv } from '../../workers/temporal-env';
+import { viewerAddressFromEnv } from '../../core/viewer-address';
+import { serveRunStore } from '../viewer/server';
 import { runDemo } from '../demo';
 import { benchCommand } from '../bench';
 import { summaryText } from '../report';
@@ -13,17 +16,26 @@ import { progress, print, printJson, action, positiveInt } from './shared';
 export function registerStackCommands(program: Command): void {
   program
     .command('dev')
-    .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none)')
+    .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none); the trajectory viewer on $HARNESS_S_UI_PORT (default 8240)')
     .action(action(async () => {
+      const viewerAddress = viewerAddressFromEnv(); // a bad port fails before anything starts
       const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
-      progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}. Ctrl-C stops.`);
+      const viewer = await serveRunStore({
+        databaseUrl: stack.databaseUrl, temporalAddress: stack.temporal.address, namespace: namespaceFromEnv(), ...viewerAddress,
+        onError: (err, at) => progress(`viewer: ${at} failed: ${err.message}`),
+      }).catch((err: Error) => {
+        // The stack is up and runs go on; only the viewer is missing.
+        progress(`the trajectory viewer did not start: ${err.message}`);
+        return null;
+      });
+      progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}${viewer ? `, trajectory viewer ${viewer.url}/runs` : ''}. Ctrl-C stops.`);
       let stopping = false;
       // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
       const stop = () => {
         if (stopping) return;
         stopping = true;
         progress('stopping (workers finish their current tasks)...');
-        void stack.stop().then(() => process.exit(0));
+        void Promise.all([viewer?.close(), stack.stop()]).then(() => process.exit(0));
       };
       process.on('SIGINT', stop);
       process.on('SIGTERM', stop);

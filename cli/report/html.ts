@@ -23,6 +23,8 @@ export interface Page {
   simulated: boolean;
   /** The header's facts, label and value. */
   facts: Array<[string, string]>;
+  /** Links under the facts: label and address (none when absent). */
+  links?: Array<[string, string]>;
   sections: PageSection[];
   generatedAt: Date;
 }
@@ -120,6 +122,7 @@ export function renderPage(page: Page): string {
     '<dl class="facts">',
     ...page.facts.map(([label, value]) => `<dt>${escapeHtml(label)}</dt><dd>${escapeHtml(value)}</dd>`),
     '</dl>',
+    ...(page.links ?? []).map(([label, to]) => `<p class="links"><a href="${escapeHtml(to)}">${escapeHtml(label)}</a></p>`),
     `<nav><ul>${page.sections.map(sectionLink).join('')}</ul></nav>`,
     ...page.sections.map(sectionHtml),
     `<footer>Written by harness-s at ${escapeHtml(page.generatedAt.toISOString())}. Charts: Vega-Lite, rendered to SVG when the page was written.</footer>`,

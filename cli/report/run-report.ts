@@ -144,19 +144,24 @@ function siblingTable(summary: RunSummary): Table {
   };
 }
 
-export async function runReportPage(data: RunReportData, generatedAt = new Date()): Promise<string> {
+/**
+ * The report's page; `viewerUrl` is where the trajectory viewer serves
+ * (harness-s ui): the page links the run's steps and rollouts there.
+ */
+export async function runReportPage(data: RunReportData, generatedAt = new Date(), viewerUrl: string | null = null): Promise<string> {
   const sections = await chartSections(runReportCharts(data));
   sections.push({
     kind: 'table', id: 'siblings', title: 'Rescue record per sibling',
     caption: 'Dead groups each sibling was chosen for, and how many of them it rescued (a success among its rescue rollouts), over the whole run and its two halves.',
     table: siblingTable(data.summary),
   });
-  return renderPage({ title: `Harness-S run ${data.runId}`, simulated: data.simulated, facts: runFacts(data), sections, generatedAt });
+  const links: Array<[string, string]> = viewerUrl ? [['Steps, groups and every rollout in the trajectory viewer', `${viewerUrl}/runs/${encodeURIComponent(data.runId)}`]] : [];
+  return renderPage({ title: `Harness-S run ${data.runId}`, simulated: data.simulated, facts: runFacts(data), links, sections, generatedAt });
 }
 
 /** Writes the run's report to `dir/index.html`; returns that path. */
-export async function writeRunReport(options: { store: RunStore; runId: string; dir: string }): Promise<string> {
-  const html = await runReportPage(await loadRunReport(options.store, options.runId));
+export async function writeRunReport(options: { store: RunStore; runId: string; dir: string; viewerUrl?: string | null }): Promise<string> {
+  const html = await runReportPage(await loadRunReport(options.store, options.runId), new Date(), options.viewerUrl ?? null);
   await mkdir(options.dir, { recursive: true });
   const file = path.resolve(options.dir, 'index.html');
   await writeFile(file, html);

@@ -13,6 +13,7 @@ import type { RoutingDecision } from '../router/router';
 import type { EvaluationSummary } from '../rl/evaluation';
 import { UserError } from '../errors';
 import { EvolutionStore } from './evolution-store';
+import { TrackingStore } from './tracking-store';
 import { parseRow, storableMessage, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
@@ -194,9 +195,12 @@ export class RunIdInUseError extends UserError {
 export class RunStore {
   /** The evolution records and frozen pools (evolution-store.ts), on the same connection pool. */
   readonly evolutions: EvolutionStore;
+  /** What each run has logged to experiment trackers (tracking-store.ts). */
+  readonly tracking: TrackingStore;
 
   constructor(readonly pool: Pool) {
     this.evolutions = new EvolutionStore(pool);
+    this.tracking = new TrackingStore(pool);
   }
 
   /**
@@ -427,19 +431,20 @@ export class RunStore {
   /** Stores trajectories not stored yet; returns those it stored (one stored before, by an earlier attempt, is kept as it was). */
   async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<Trajectory[]> {
     if (trajectories.length === 0) return [];
-    const columns = 19;
+    const columns = 20;
     const values: unknown[] = [];
     const tuples = trajectories.map((t, i) => {
       values.push(
         runId, phase, step, t.taskId, t.harnessId, t.sample, role, t.taskKind, t.policyVersion,
         t.reward, t.success, t.failureType, t.turns, t.tokens, t.latencyMs,
         JSON.stringify(t.messages.map(storableMessage)), JSON.stringify(t.samples), t.promptTokens, t.completionTokens,
+        t.interventions === undefined ? null : JSON.stringify(t.interventions),
       );
       return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
     });
     const { rows } = await this.pool.query(
       `INSERT INTO trajectories (run_id, phase, step, task_id, harness_id, sample, role, task_kind, policy_version,
-         reward, success, failure_type, turns, tokens, latency_ms, messages, samples, prompt_tokens, completion_tokens)
+         reward, success, failure_type, turns, tokens, latency_ms, messages, samples, prompt_tokens, completion_tokens, interventions)
        VALUES ${tuples.join(', ')}
        ON CONFLICT (run_id, phase, step, task_id, harness_id, sample) WHERE superseded_by IS NULL DO NOTHING
        RETURNING task_id, harness_id, sample`,
@@ -668,7 +673,7 @@ export class RunStore {
   }
 }
 
-function routingDecisionFromRow(r: QueryResultRow): StoredRoutingDecision {
+export function routingDecisionFromRow(r: QueryResultRow): StoredRoutingDecision {
   const columns = parseRow(
     StoredRoutingColumns,
     { strategy: r.strategy, failureCounts: r.failure_counts, votes: r.votes, scores: r.scores, outcome: r.outcome },
@@ -687,7 +692,7 @@ function routingDecisionFromRow(r: QueryResultRow): StoredRoutingDecision {
   };
 }
 
-function stepRecord(r: QueryResultRow): StepRecord {
+export function stepRecord(r: QueryResultRow): StepRecord {
   return {
     runId: r.run_id, step: r.step, policyVersion: r.policy_version, completedAt: r.completed_at,
     summary: parseRow(StoredStepSummary, r.summary, `steps row (run ${r.run_id}, step ${r.step}): summary`),

@@ -23,14 +23,17 @@ export interface TestStack {
   sim: SimCluster;
   /** A small sim run config against this stack's sim cluster. */
   config(overrides?: Partial<RunConfigInput>): RunConfigInput;
-  startWorkers(): Promise<void>;
+  /** Starts the stack's workers; `trackingEndpoints` (tracker name -> URL) overrides the stack's for these workers. */
+  startWorkers(options?: { trackingEndpoints?: Record<string, string> }): Promise<void>;
   stopWorkers(): Promise<void>;
   close(): Promise<void>;
 }
 
 export const silentLogger = pino({ level: 'silent' });
 
-export async function startTestStack(options: { workers?: boolean; queues?: QueueName[]; trainerOpDelayMs?: number; temporalAddress?: string } = {}): Promise<TestStack> {
+export async function startTestStack(
+  options: { workers?: boolean; queues?: QueueName[]; trainerOpDelayMs?: number; temporalAddress?: string; trackingEndpoints?: Record<string, string> } = {},
+): Promise<TestStack> {
   installQuietTemporalRuntime();
   const store = RunStore.connect(TEST_DATABASE_URL);
   const sim = await startSimCluster({
@@ -61,9 +64,12 @@ export async function startTestStack(options: { workers?: boolean; queues?: Queu
       eval: { tasksPerKind: 1, rollouts: 2 },
       ...overrides,
     }),
-    async startWorkers() {
+    async startWorkers(workerOptions = {}) {
+      // A second group would replace the first in `running` and outlive close(), polling a stopped server.
+      if (running) throw new Error('the test stack\'s workers are running already (startTestStack starts them unless workers: false)');
       const native = await NativeConnection.connect({ address: temporalAddress });
-      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger, queues: options.queues });
+      const trackingEndpoints = workerOptions.trackingEndpoints ?? options.trackingEndpoints;
+      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger, queues: options.queues, ...(trackingEndpoints ? { trackingEndpoints } : {}) });
       const abort = new AbortController();
       running = { abort, connection: native, done: group.run(abort.signal) };
     },

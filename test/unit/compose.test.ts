@@ -44,6 +44,10 @@ const WORKER_ENV = [
   'HARNESS_S_APPWORLD_HOME',
   'HARNESS_S_OPENENV_HOME',
   'HARNESS_S_SIM_LATENCY',
+  'MLFLOW_TRACKING_URI',
+  'HARNESS_S_UI_URL',
+  'HARNESS_S_UI_PORT',
+  'HARNESS_S_UI_HOST',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
@@ -52,6 +56,11 @@ const LEFT_UNSET: Record<string, string> = {
   HARNESS_S_WORKER_IDENTITY: 'a worker is named pid@hostname, and each container has its own hostname',
   // Read for the SIMULATED GPU-seconds of sim runs only; the compose stack trains on real engines.
   HARNESS_S_SIM_LATENCY: 'the sim cluster latency model, which the compose stack does not run',
+  // Where runs with tracking.mlflow are logged; the compose stack runs no MLflow server.
+  MLFLOW_TRACKING_URI: 'the MLflow tracking server, which the compose stack does not run',
+  // Read only to make the viewer link when HARNESS_S_UI_URL is unset; the services set it.
+  HARNESS_S_UI_PORT: "the viewer's local port, for a default link; the services set HARNESS_S_UI_URL",
+  HARNESS_S_UI_HOST: "the viewer's local address, for a default link; the services set HARNESS_S_UI_URL",
 };
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */
@@ -59,6 +68,22 @@ const DYNAMIC_ENV_READS: Record<string, string[]> = {
   // The variable a run config names in apiKeyEnv (provided by deploy/secrets.env, env_file), and the operator's list of further names.
   'core/secrets.ts': ['HARNESS_S_KEY_ENV_ALLOW'],
   'workers/metrics-server.ts': ['HARNESS_S_METRICS_PORT'],
+  // Each tracker's server, by the variable its registration names (core/tracking/<name>/registration.ts).
+  'core/tracking/registry.ts': ['MLFLOW_TRACKING_URI'],
+  // Where the trajectory viewer is, for the link on a run's Temporal page.
+  'core/viewer-address.ts': ['HARNESS_S_UI_URL', 'HARNESS_S_UI_PORT', 'HARNESS_S_UI_HOST'],
+};
+
+/**
+ * Files on the worker path whose environment reads no worker makes: the Temporal
+ * dev server's tooling, which the run report (cli/report/run-report.ts, loaded
+ * by a control worker to upload a run's report to its experiment tracker)
+ * imports for the data folder's path and the CLI's helpers. No worker starts
+ * a dev server or looks for the temporal CLI.
+ */
+const NOT_READ_BY_WORKERS: Record<string, string> = {
+  'infra/temporal-cli.ts': 'finds the temporal CLI ($TEMPORAL_CLI_PATH, $PATH) to start a dev server',
+  'infra/temporal-dev-server.ts': "the dev server's Web UI address ($TEMPORAL_UI_URL)",
 };
 
 const WORKER_SERVICES = ['control-worker', 'rollout-worker', 'trainer-worker'];
@@ -187,7 +212,7 @@ const workerFiles = workerSourceFiles();
 function environmentReads(): { named: Map<string, string[]>; dynamicFiles: string[] } {
   const named = new Map<string, string[]>();
   const dynamicFiles: string[] = [];
-  for (const file of workerFiles) {
+  for (const file of workerFiles.filter((f) => !(f in NOT_READ_BY_WORKERS))) {
     const source = read(file);
     for (const match of source.matchAll(/process\.env(?:\.([A-Z_][A-Z0-9_]*)|\[\s*['"]([A-Z_][A-Z0-9_]*)['"]\s*\])/g)) {
       const name = match[1] ?? match[2];

@@ -124,8 +124,11 @@ test("the running step's groups done and rescues started show on the run's own p
   // The fakes' first task of a step is dead under the base harness and goes to rescue.
   expect(status.stepProgress).toEqual({ step: 0, groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0, phase: 'training' });
   expect(status.inFlight).toEqual([{ step: 0, phase: 'training', policyVersion: 'sim-policy-base', groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0 }]);
-  expect(await currentDetails(runId)).toBe('Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started (training)');
+  const viewerLine = `steps, groups and rollouts: http://127.0.0.1:8240/runs/${runId}`;
+  expect(await currentDetails(runId)).toBe(`Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started (training)\n${viewerLine}`);
   training.release();
   await handle.result();
   expect(await currentDetails(runId)).toMatch(/^Harness-S run ui-launched \(sim, SIMULATED\)\ndone: 1 steps/);
+  // The run's page in the trajectory viewer, where the worker knows one (HARNESS_S_UI_URL).
+  expect((await currentDetails(runId)).split('\n').at(-1)).toBe(viewerLine);
 });

@@ -117,7 +117,10 @@ export function createFakeActivities(): FakeActivities {
       runs.set(input.runId, {
         config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [], checkpoints: kept?.checkpoints ?? [], restores: kept?.restores ?? new Map(),
       });
-      return { config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true };
+      return {
+        config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true,
+        viewerRunUrl: `http://127.0.0.1:8240/runs/${encodeURIComponent(input.runId)}`,
+      };
     },
 
     async sampleTasks(input) {
@@ -157,6 +160,10 @@ export function createFakeActivities(): FakeActivities {
     },
 
     async reportRunHealth() {},
+
+    async trackRun() {
+      return { trackers: [] };
+    },
 
     async runSpent(input) {
       const steps = runOf(input.runId).steps.filter((s) => s.step < input.beforeStep);

@@ -1,0 +1,20 @@
+/**
+ * The `tracking` section of a run config: one optional sub-section per
+ * registered tracker, each tracker's schema in its own folder
+ * (core/tracking/<name>/config.ts); its registration (core/tracking/registry.ts)
+ * holds the same schema object. Workflow code bundles this module, so nothing
+ * here reaches outside.
+ */
+import { z } from 'zod';
+import { MlflowTrackingConfig } from './mlflow/config';
+
+export const TrackingConfig = z.strictObject({
+  /** Log the run to an MLflow tracking server ($MLFLOW_TRACKING_URI on the control workers). */
+  mlflow: MlflowTrackingConfig.optional(),
+});
+export type TrackingConfig = z.infer<typeof TrackingConfig>;
+
+/** The trackers a config turns on, by name. */
+export function trackersOf(tracking: Readonly<Record<string, unknown>> | undefined): string[] {
+  return Object.entries(tracking ?? {}).flatMap(([name, section]) => (section === undefined ? [] : [name]));
+}

@@ -1,0 +1,77 @@
+/**
+ * `harness-s mlflow setup`: MLflow's tracking server (`mlflow` from PyPI) in a
+ * Python 3.11 venv, in a cache outside the clone, keyed by version.
+ * $HARNESS_S_MLFLOW_HOME, default ~/.cache/harness-s/mlflow:
+ *
+ *   mlflow-<version>-py3.11/   the venv (pip install mlflow==<version> psycopg[binary])
+ *   logs/                      install logs
+ *
+ * Idempotent: a complete venv is reused; one without its marker (an
+ * interrupted install) is made again. One setup at a time per cache (a lock).
+ * psycopg (3) is the PostgreSQL driver SQLAlchemy 2.1, under mlflow, loads for
+ * a `postgresql://` backend store URI.
+ */
+import { existsSync, promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { acquireLock, findPython } from '../engines/install';
+import { runLogged } from '../logged-command';
+
+export const MLFLOW_VERSION = '3.17.2';
+export const MLFLOW_PYTHON = '3.11';
+const PACKAGES = [`mlflow==${MLFLOW_VERSION}`, 'psycopg==3.3.9', 'psycopg-binary==3.3.9'];
+/** Written last into a complete venv. */
+const COMPLETE_MARKER = '.harness-s-complete';
+
+export class MlflowSetupError extends Error {
+  override name = 'MlflowSetupError';
+}
+
+export interface MlflowInstall {
+  venv: string;
+  /** The venv's `mlflow` command. */
+  mlflow: string;
+}
+
+export function mlflowHome(): string {
+  return path.resolve(process.env.HARNESS_S_MLFLOW_HOME || path.join(os.homedir(), '.cache', 'harness-s', 'mlflow'));
+}
+
+export const mlflowVenvDir = (home = mlflowHome()) => path.join(home, `mlflow-${MLFLOW_VERSION}-py${MLFLOW_PYTHON}`);
+
+/** The installed venv, or null when `harness-s mlflow setup` has not completed here. */
+export function mlflowInstall(home = mlflowHome()): MlflowInstall | null {
+  const venv = mlflowVenvDir(home);
+  if (!existsSync(path.join(venv, COMPLETE_MARKER))) return null;
+  return { venv, mlflow: path.join(venv, 'bin', 'mlflow') };
+}
+
+export async function setupMlflow(log: (line: string) => void = () => undefined, home = mlflowHome()): Promise<MlflowInstall> {
+  const dir = mlflowVenvDir(home);
+  await fs.mkdir(path.join(home, 'logs'), { recursive: true });
+  const lock = path.join(home, '.setup.lock');
+  await acquireLock(lock, log, 'MLflow setup');
+  try {
+    if (existsSync(path.join(dir, COMPLETE_MARKER))) {
+      log(`mlflow ${MLFLOW_VERSION}: already installed in ${dir}`);
+    } else {
+      await fs.rm(dir, { recursive: true, force: true });
+      const python = await findPython(MLFLOW_PYTHON).catch((err: Error) => {
+        throw new MlflowSetupError(`MLflow needs Python ${MLFLOW_PYTHON}: ${err.message}`);
+      });
+      const logFile = path.join(home, 'logs', `mlflow-${MLFLOW_VERSION}.install.log`);
+      const started = Date.now();
+      log(`mlflow ${MLFLOW_VERSION}: creating a Python ${MLFLOW_PYTHON} venv in ${dir} and pip install ${PACKAGES.join(' ')} (log: ${logFile})`);
+      const options = { logFile, error: (message: string) => new MlflowSetupError(message) };
+      await runLogged(python, ['-m', 'venv', dir], options);
+      await runLogged(path.join(dir, 'bin', 'python'), ['-m', 'pip', '--disable-pip-version-check', 'install', ...PACKAGES], options);
+      await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ mlflow: MLFLOW_VERSION, python: MLFLOW_PYTHON, at: new Date().toISOString() })}\n`);
+      log(`mlflow ${MLFLOW_VERSION}: installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
+  } finally {
+    await fs.rm(lock, { force: true });
+  }
+  const installed = mlflowInstall(home);
+  if (!installed) throw new MlflowSetupError(`MLflow setup finished, but ${dir} has no ${COMPLETE_MARKER}`);
+  return installed;
+}
