@@ -9,7 +9,7 @@ import { createLogger } from '../workers/logger';
 import type { RunSummary } from '../workflows/definitions';
 import { connectClient, newRunId, readConfigFile, startRun, validateConfig } from './runs';
 import { watchRun } from './watch';
-import { defaultReportDir, writeRunReport } from './report/run-report';
+import { defaultReportDir, writeRunReport } from './report/run-report-file';
 import { processSettings } from '../core/settings';
 import { viewerUrlFromEnv } from '../core/viewer-address';
 

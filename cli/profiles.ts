@@ -5,15 +5,10 @@
  * and how often they rescued.
  */
 import { profileMatrix, type BehaviorProfiles, type ProfileMatrix } from '../core/router/profiles';
+import { picksByProfileVersion, type RouterPicks } from '../core/router/picks';
 import { kindSuccessRate, rank1Routes } from '../core/router/rank1';
-import type { RunStore, StoredRoutingDecision } from '../core/store/run-store';
+import type { RunStore } from '../core/store/run-store';
 import { UserError } from './runs';
-
-export interface PickStats {
-  chosen: number;
-  /** Chosen and at least one of its rescue rollouts succeeded. */
-  rescued: number;
-}
 
 export interface ProfilesView {
   runId: string;
@@ -25,21 +20,8 @@ export interface ProfilesView {
   rank1: Record<string, { harnessId: string; successRate: number }>;
   versions: Array<{ version: number; policyVersion: string; createdAt: string }>;
   /** profile version -> task kind -> sibling -> how the router used it while that version was current. */
-  picks: Record<string, Record<string, Record<string, PickStats>>>;
+  picks: RouterPicks;
   decisions: number;
-}
-
-export function picksByProfileVersion(decisions: readonly StoredRoutingDecision[]): ProfilesView['picks'] {
-  const picks: ProfilesView['picks'] = {};
-  for (const decision of decisions) {
-    const byHarness = ((picks[String(decision.profileVersion)] ??= {})[decision.kind] ??= {});
-    for (const harnessId of decision.chosen) {
-      const stats = (byHarness[harnessId] ??= { chosen: 0, rescued: 0 });
-      stats.chosen += 1;
-      stats.rescued += (decision.outcome?.[harnessId]?.successes ?? 0) > 0 ? 1 : 0;
-    }
-  }
-  return picks;
 }
 
 function rank1View(profiles: BehaviorProfiles): ProfilesView['rank1'] {

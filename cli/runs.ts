@@ -8,6 +8,7 @@ import { parseRunConfig, parseStoredRunConfig, type RunConfig } from '../core/co
 import { applyConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
 import { RunStore } from '../core/store/run-store';
+import { runLineage } from '../core/run-lineage';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
 import { harnessSRun } from '../workflows';
 import {
@@ -127,19 +128,6 @@ export interface RunView {
   parent: ParentRun | null;
 }
 
-/** A run's restores and parent as the run store records them (what status shows once the run has ended). */
-export async function runLineage(store: RunStore, runId: string): Promise<Pick<RunView, 'restores' | 'parent'>> {
-  const run = await store.getRun(runId);
-  const restores = (await store.restores(runId))
-    .filter((r) => r.kind !== 'fork' && r.status === 'done')
-    .map((r): RestoreEvent => ({
-      restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep,
-      at: (r.completedAt ?? r.createdAt).toISOString(), reason: r.reason,
-    }));
-  return { restores, parent: run?.parent ?? null };
-}
-
-/** A run as status shows it; with the run store, restores and parent also once the run has ended. */
 export async function runView(client: Client, runId: string, store?: RunStore): Promise<RunView> {
   const description = await describeRun(client, runId);
   const handle = client.workflow.getHandle(runId);

@@ -85,7 +85,7 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
     viewerUrl: options.viewerUrl ?? null,
     runReport: async (runId) => {
       // The page `harness-s report` writes; loaded when a run ends with a tracker, not at worker start.
-      const { loadRunReport, runReportPage } = await import('../cli/report/run-report');
+      const { loadRunReport, runReportPage } = await import('../core/report/run-report');
       return runReportPage(await loadRunReport(options.store, runId));
     },
   });

@@ -27,25 +27,9 @@ export const SEARCH_ATTRIBUTES = {
   parentRun: defineSearchAttributeKey('HarnessParentRun', SearchAttributeType.KEYWORD),
 } as const;
 
-/** A restore of the run's trainer model, as status and reports show it. */
-export interface RestoreEvent {
-  restore: number;
-  /** checkpoint: loaded from the run's latest checkpoint; base: started over from the base model (no checkpoint yet). */
-  kind: 'checkpoint' | 'base';
-  /** The step whose state was loaded (null: the base). */
-  fromStep: number | null;
-  /** The step that found the model gone; the steps from fromStep + 1 up to it were re-run. */
-  atStep: number;
-  /** When the restore completed (ISO 8601). */
-  at: string;
-  reason: string;
-}
+import type { ParentRun, RestoreEvent } from '../core/run-lineage';
 
-/** A fork's parent: the run and the step whose checkpoint it started from. */
-export interface ParentRun {
-  runId: string;
-  step: number;
-}
+export type { ParentRun, RestoreEvent };
 
 /** Where a run continues from: set by continue-as-new and by `harness-s run recover`. */
 export interface ResumePoint {

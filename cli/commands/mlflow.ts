@@ -49,7 +49,7 @@ export function registerMlflowCommands(program: Command): void {
       const { createTrackingActivities } = await import('../../activities/tracking');
       const { trackingEndpointsFromEnv } = await import('../../core/tracking/registry');
       const { createLogger } = await import('../../workers/logger');
-      const { loadRunReport, runReportPage } = await import('../report/run-report');
+      const { loadRunReport, runReportPage } = await import('../../core/report/run-report');
       await withStore(async (store) => {
         if (!(await store.getRun(runId))) throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
         const { trackRun } = createTrackingActivities({

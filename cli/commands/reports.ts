@@ -1,7 +1,7 @@
 /** `harness-s` profiles show, report and export: what a run learned and made. */
 import type { Command } from 'commander';
 import { profilesText, profilesView } from '../profiles';
-import { defaultReportDir, writeRunReport } from '../report/run-report';
+import { defaultReportDir, writeRunReport } from '../report/run-report-file';
 import { exportRun, exportText } from '../export';
 import { progress, print, printJson, action, withStore, positiveInt, nonNegativeInt } from './shared';
 import { isSimulatedEnv } from '../../core/envs/sim/config';

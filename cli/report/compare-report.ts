@@ -8,9 +8,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunStore } from '../../core/store/run-store';
 import { budgetText, type CompareResult } from '../compare';
-import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, spendCurveChart, type ArmDifference, type Chart, type SpendPoint } from './charts';
+import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, spendCurveChart, type ArmDifference, type Chart, type SpendPoint } from '../../core/report/charts';
 import { stepSpend, type StepSpend } from '../../core/rl/step-summary';
-import { chartSections, renderPage, type PageSection, type Table } from './html';
+import { chartSections, renderPage, type PageSection, type Table } from '../../core/report/html';
 
 /** Figures that are shares (differences shown in percentage points); the others are counts. */
 const RATE_FIGURES = new Set(['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction', 'rescueRate']);

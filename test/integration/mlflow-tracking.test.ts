@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
-import { loadRunReport, runReportPage } from '../../cli/report/run-report';
+import { loadRunReport, runReportPage } from '../../core/report/run-report';
 import { createEnvironment } from '../../core/envs/registry';
 import { TrainerSessions } from '../../core/rl/tinker/sessions';
 import { MlflowClient, type MlflowMetric } from '../../core/tracking/mlflow/client';

@@ -74,18 +74,6 @@ const DYNAMIC_ENV_READS: Record<string, string[]> = {
   'core/viewer-address.ts': ['HARNESS_S_UI_URL', 'HARNESS_S_UI_PORT', 'HARNESS_S_UI_HOST'],
 };
 
-/**
- * Files on the worker path whose environment reads no worker makes: the Temporal
- * dev server's tooling, which the run report (cli/report/run-report.ts, loaded
- * by a control worker to upload a run's report to its experiment tracker)
- * imports for the data folder's path and the CLI's helpers. No worker starts
- * a dev server or looks for the temporal CLI.
- */
-const NOT_READ_BY_WORKERS: Record<string, string> = {
-  'infra/temporal-cli.ts': 'finds the temporal CLI ($TEMPORAL_CLI_PATH, $PATH) to start a dev server',
-  'infra/temporal-dev-server.ts': "the dev server's Web UI address ($TEMPORAL_UI_URL)",
-};
-
 const WORKER_SERVICES = ['control-worker', 'rollout-worker', 'trainer-worker'];
 const GPU_SERVICES = ['vllm', 'skyrl'];
 
@@ -212,7 +200,7 @@ const workerFiles = workerSourceFiles();
 function environmentReads(): { named: Map<string, string[]>; dynamicFiles: string[] } {
   const named = new Map<string, string[]>();
   const dynamicFiles: string[] = [];
-  for (const file of workerFiles.filter((f) => !(f in NOT_READ_BY_WORKERS))) {
+  for (const file of workerFiles) {
     const source = read(file);
     for (const match of source.matchAll(/process\.env(?:\.([A-Z_][A-Z0-9_]*)|\[\s*['"]([A-Z_][A-Z0-9_]*)['"]\s*\])/g)) {
       const name = match[1] ?? match[2];

@@ -1,6 +1,6 @@
 import { summarizeEvaluation, type EvaluatedTask } from '../../core/rl/evaluation';
 import { armDiffs, meanFigures, planCompare } from '../../cli/compare';
-import { picksByProfileVersion } from '../../cli/profiles';
+import { picksByProfileVersion } from '../../core/router/picks';
 import type { StoredRoutingDecision } from '../../core/store/run-store';
 
 const rollouts = (harnessId: string, ...success: boolean[]) =>

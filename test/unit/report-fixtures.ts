@@ -5,7 +5,7 @@ import type { StoredStepSummary } from '../../core/store/rows';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
 import { summarizeRunSteps } from '../../core/rl/step-summary';
 import type { CompareResult } from '../../cli/compare';
-import type { RunReportData } from '../../cli/report/run-report';
+import type { RunReportData } from '../../core/report/run-report';
 
 export function stepSummary(n: number, overrides: Partial<StoredStepSummary> = {}): StoredStepSummary {
   return {

@@ -1,8 +1,8 @@
 /** The HTML reports of a run and of a compare: charts from stored data, inline SVG, nothing loaded from outside. */
-import { bandOverSeeds, trainerMetricPanel } from '../../cli/report/charts';
+import { bandOverSeeds, trainerMetricPanel } from '../../core/report/charts';
 import { compareCharts, compareReportPage } from '../../cli/report/compare-report';
-import { runReportCharts, runReportPage } from '../../cli/report/run-report';
-import { renderSvg } from '../../cli/report/vega';
+import { runReportCharts, runReportPage } from '../../core/report/run-report';
+import { renderSvg } from '../../core/report/vega';
 import { compareCurves, compareResult, runReportData } from './report-fixtures';
 
 /** chart id -> the figure's HTML (its SVG and caption). */

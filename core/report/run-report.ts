@@ -4,22 +4,19 @@
  * dead and rescued groups, the profile heatmaps per version, router picks,
  * trainer metrics and the log-prob mismatch.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import { parseStoredRunConfig } from '../../core/config';
-import type { EvaluationSummary } from '../../core/rl/evaluation';
-import { summarizeRunSteps, type RunSpend, type RunSummary } from '../../core/rl/step-summary';
-import type { BehaviorProfiles } from '../../core/router/profiles';
-import type { RunStore, StoredRoutingDecision } from '../../core/store/run-store';
-import type { StoredStepSummary } from '../../core/store/rows';
-import { DATA_DIR } from '../../infra/temporal-dev-server';
-import { runLineage, UserError } from '../runs';
-import type { ParentRun, RestoreEvent } from '../../workflows/definitions';
+import { parseStoredRunConfig } from '../config';
+import type { EvaluationSummary } from '../rl/evaluation';
+import { summarizeRunSteps, type RunSpend, type RunSummary } from '../rl/step-summary';
+import type { BehaviorProfiles } from '../router/profiles';
+import type { RunStore, StoredRoutingDecision } from '../store/run-store';
+import type { StoredStepSummary } from '../store/rows';
+import { UserError } from '../errors';
+import { runLineage, type ParentRun, type RestoreEvent } from '../run-lineage';
 import {
   deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart, type Chart,
 } from './charts';
 import { chartSections, renderPage, type Table } from './html';
-import { isSimulatedEnv } from '../../core/envs/sim/config';
+import { isSimulatedEnv } from '../envs/sim/config';
 
 export interface RunReportData {
   runId: string;
@@ -37,11 +34,6 @@ export interface RunReportData {
   /** Restores of the trainer model, and a fork's parent (absent from report data made before they existed). */
   restores?: RestoreEvent[];
   parent?: ParentRun | null;
-}
-
-/** Where a run's report goes by default: .data/reports/<run id>/. */
-export function defaultReportDir(id: string): string {
-  return path.join(DATA_DIR, 'reports', id.replace(/[^A-Za-z0-9._-]/g, '_'));
 }
 
 export async function loadRunReport(store: RunStore, runId: string): Promise<RunReportData> {
@@ -157,13 +149,4 @@ export async function runReportPage(data: RunReportData, generatedAt = new Date(
   });
   const links: Array<[string, string]> = viewerUrl ? [['Steps, groups and every rollout in the trajectory viewer', `${viewerUrl}/runs/${encodeURIComponent(data.runId)}`]] : [];
   return renderPage({ title: `Harness-S run ${data.runId}`, simulated: data.simulated, facts: runFacts(data), links, sections, generatedAt });
-}
-
-/** Writes the run's report to `dir/index.html`; returns that path. */
-export async function writeRunReport(options: { store: RunStore; runId: string; dir: string; viewerUrl?: string | null }): Promise<string> {
-  const html = await runReportPage(await loadRunReport(options.store, options.runId), new Date(), options.viewerUrl ?? null);
-  await mkdir(options.dir, { recursive: true });
-  const file = path.resolve(options.dir, 'index.html');
-  await writeFile(file, html);
-  return file;
 }

@@ -2,11 +2,11 @@
  * The Vega-Lite specs of the run and compare reports, built from what the run
  * store holds. Pure: data in, spec out; vega.ts renders them.
  */
-import { profileMatrix, type BehaviorProfiles } from '../../core/router/profiles';
-import type { StoredRoutingDecision } from '../../core/store/run-store';
-import type { StoredStepSummary } from '../../core/store/rows';
-import type { EvaluationSummary } from '../../core/rl/evaluation';
-import { picksByProfileVersion } from '../profiles';
+import { profileMatrix, type BehaviorProfiles } from '../router/profiles';
+import type { StoredRoutingDecision } from '../store/run-store';
+import type { StoredStepSummary } from '../store/rows';
+import type { EvaluationSummary } from '../rl/evaluation';
+import { picksByProfileVersion } from '../router/picks';
 import type { TopLevelSpec } from './vega';
 
 export interface Chart {
