@@ -11,11 +11,10 @@
  * psycopg (3) is the PostgreSQL driver SQLAlchemy 2.1, under mlflow, loads for
  * a `postgresql://` backend store URI.
  */
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { acquireLock, findPython } from '../engines/install';
-import { runLogged } from '../logged-command';
+import { installCachedVenv } from '../cached-venv';
 
 export const MLFLOW_VERSION = '3.17.2';
 export const MLFLOW_PYTHON = '3.11';
@@ -48,29 +47,10 @@ export function mlflowInstall(home = mlflowHome()): MlflowInstall | null {
 
 export async function setupMlflow(log: (line: string) => void = () => undefined, home = mlflowHome()): Promise<MlflowInstall> {
   const dir = mlflowVenvDir(home);
-  await fs.mkdir(path.join(home, 'logs'), { recursive: true });
-  const lock = path.join(home, '.setup.lock');
-  await acquireLock(lock, log, 'MLflow setup');
-  try {
-    if (existsSync(path.join(dir, COMPLETE_MARKER))) {
-      log(`mlflow ${MLFLOW_VERSION}: already installed in ${dir}`);
-    } else {
-      await fs.rm(dir, { recursive: true, force: true });
-      const python = await findPython(MLFLOW_PYTHON).catch((err: Error) => {
-        throw new MlflowSetupError(`MLflow needs Python ${MLFLOW_PYTHON}: ${err.message}`);
-      });
-      const logFile = path.join(home, 'logs', `mlflow-${MLFLOW_VERSION}.install.log`);
-      const started = Date.now();
-      log(`mlflow ${MLFLOW_VERSION}: creating a Python ${MLFLOW_PYTHON} venv in ${dir} and pip install ${PACKAGES.join(' ')} (log: ${logFile})`);
-      const options = { logFile, error: (message: string) => new MlflowSetupError(message) };
-      await runLogged(python, ['-m', 'venv', dir], options);
-      await runLogged(path.join(dir, 'bin', 'python'), ['-m', 'pip', '--disable-pip-version-check', 'install', ...PACKAGES], options);
-      await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ mlflow: MLFLOW_VERSION, python: MLFLOW_PYTHON, at: new Date().toISOString() })}\n`);
-      log(`mlflow ${MLFLOW_VERSION}: installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    }
-  } finally {
-    await fs.rm(lock, { force: true });
-  }
+  await installCachedVenv({
+    name: 'mlflow', version: MLFLOW_VERSION, python: MLFLOW_PYTHON, packages: PACKAGES, home, dir,
+    marker: COMPLETE_MARKER, fail: (message) => new MlflowSetupError(message),
+  }, log);
   const installed = mlflowInstall(home);
   if (!installed) throw new MlflowSetupError(`MLflow setup finished, but ${dir} has no ${COMPLETE_MARKER}`);
   return installed;
