@@ -122,6 +122,17 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
   };
 }
 
+/** A database URL without its password, for messages. */
+function redactedUrl(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return 'DATABASE_URL';
+  }
+}
+
 /**
  * The viewer over a run store and the Temporal server the environment names
  * (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE): what `harness-s ui` and
@@ -133,6 +144,7 @@ export async function serveRunStore(options: {
   const store = ViewerStore.connect(options.databaseUrl);
   const links = temporalLinks({ address: options.temporalAddress, namespace: options.namespace });
   try {
+    await store.check(redactedUrl(options.databaseUrl));
     const viewer = await startViewer({ store, links, host: options.host, port: options.port, onError: options.onError });
     return { url: viewer.url, close: async () => { await viewer.close(); await links.close(); await store.close(); } };
   } catch (err) {

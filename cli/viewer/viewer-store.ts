@@ -9,6 +9,7 @@ import { parseRow } from '../../core/store/rows';
 import { RunStore, routingDecisionFromRow, stepRecord, type StepRecord, type StoredRoutingDecision } from '../../core/store/run-store';
 import type { ChatMessage, HarnessIntervention, TokenSample } from '../../core/policy/trajectory';
 import { z } from 'zod';
+import { UserError } from '../../core/errors';
 
 export interface RunRow {
   runId: string;
@@ -106,6 +107,17 @@ export class ViewerStore {
 
   close(): Promise<void> {
     return this.pool.end();
+  }
+
+  /** Fails with what to do when the database is out of reach or holds no run store yet (the viewer reads; it does not migrate). */
+  async check(where: string): Promise<void> {
+    try {
+      await this.pool.query('SELECT 1 FROM runs LIMIT 1');
+    } catch (err) {
+      const e = err as Error & { code?: string };
+      if (e.code === '42P01') throw new UserError(`the database at ${where} holds no run store yet: start a worker or \`harness-s dev\` (they apply the migrations), or set DATABASE_URL to the run store's database`);
+      throw new UserError(`cannot read the run store at ${where}: ${e.message}. Set DATABASE_URL to the run store's database`);
+    }
   }
 
   /** Runs newest first, one page; `more` when there are older ones. */

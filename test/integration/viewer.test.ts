@@ -292,3 +292,11 @@ test('the page-time bench seeds its store and times every page (here at 2,000 ro
   expect(timings.filter((t) => t.run.startsWith('viewer-bench-big (2000 rollouts)'))).toHaveLength(11);
   for (const t of timings) expect(t.medianMs).toBeGreaterThan(0);
 });
+
+test('started against a database with no run store, or none at all, the viewer says so and what to do instead of serving errors', async () => {
+  const empty = new URL(TEST_DATABASE_URL);
+  empty.pathname = '/postgres';
+  const start = (databaseUrl: string) => serveRunStore({ databaseUrl, temporalAddress: TEST_TEMPORAL_ADDRESS, namespace: 'default', host: '127.0.0.1', port: 0 });
+  await expect(start(empty.toString())).rejects.toThrow(/holds no run store yet: start a worker or `harness-s dev`/);
+  await expect(start('postgresql://postgres:secret@127.0.0.1:1/none')).rejects.toThrow(/cannot read the run store at postgresql:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/none: connect ECONNREFUSED/);
+});
