@@ -2,7 +2,7 @@
 import { Connection } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
 import { parseRunConfig } from '../core/config';
-import { databaseUrlFromEnv } from '../core/store/run-store';
+import { databaseUrlFromEnv, redactedDatabaseUrl } from '../core/store/run-store';
 import { findTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { uiUrlFor } from '../infra/temporal-dev-server';
 import { temporalAddressFromEnv } from '../workers/temporal-env';
@@ -25,17 +25,6 @@ export interface DoctorReport {
   /** The real CPU stack (optional: the embedded default needs none of it). */
   engines: EnginesStatus;
   checks: Check[];
-}
-
-/** The password in a database URL is never printed. */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url;
-  }
 }
 
 export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUrl): Promise<DoctorReport> {
@@ -80,11 +69,11 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
   try {
     await pg.connect();
     const { rows } = await pg.query('SHOW server_version');
-    checks.push({ name: 'postgresql', ok: true, detail: `${redact(databaseUrl)} (server ${rows[0].server_version})` });
+    checks.push({ name: 'postgresql', ok: true, detail: `${redactedDatabaseUrl(databaseUrl)} (server ${rows[0].server_version})` });
   } catch (err) {
     const missingDb = (err as { code?: string }).code === '3D000';
     checks.push({
-      name: 'postgresql', ok: missingDb, detail: missingDb ? `${redact(databaseUrl)}: the database does not exist yet; it is created on first start` : `${redact(databaseUrl)}: ${(err as Error).message}`,
+      name: 'postgresql', ok: missingDb, detail: missingDb ? `${redactedDatabaseUrl(databaseUrl)}: the database does not exist yet; it is created on first start` : `${redactedDatabaseUrl(databaseUrl)}: ${(err as Error).message}`,
       fix: missingDb ? undefined : 'start PostgreSQL, or set DATABASE_URL=postgresql://USER@HOST:PORT/DB',
     });
   } finally {
@@ -121,7 +110,7 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
     temporalCli: { path: cliPath, version: cliVersion, source: cliSource },
     temporalAddress,
     uiUrl,
-    databaseUrl: redact(databaseUrl),
+    databaseUrl: redactedDatabaseUrl(databaseUrl),
     policyEndpoint: policyBaseUrl,
     checks,
   };

@@ -14,6 +14,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { redactedDatabaseUrl } from '../../core/store/run-store';
 import { UI_PORT_VARIABLE, ViewerConfigError } from '../../core/viewer-address';
 import { loadRunReport, runReportPage } from '../../core/report/run-report';
 import { html, page } from './layout';
@@ -122,17 +123,6 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
   };
 }
 
-/** A database URL without its password, for messages. */
-function redactedUrl(databaseUrl: string): string {
-  try {
-    const url = new URL(databaseUrl);
-    if (url.password) url.password = '***';
-    return url.toString();
-  } catch {
-    return 'DATABASE_URL';
-  }
-}
-
 /**
  * The viewer over a run store and the Temporal server the environment names
  * (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE): what `harness-s ui` and
@@ -144,7 +134,7 @@ export async function serveRunStore(options: {
   const store = ViewerStore.connect(options.databaseUrl);
   const links = temporalLinks({ address: options.temporalAddress, namespace: options.namespace });
   try {
-    await store.check(redactedUrl(options.databaseUrl));
+    await store.check(redactedDatabaseUrl(options.databaseUrl));
     const viewer = await startViewer({ store, links, host: options.host, port: options.port, onError: options.onError });
     return { url: viewer.url, close: async () => { await viewer.close(); await links.close(); await store.close(); } };
   } catch (err) {

@@ -23,6 +23,17 @@ export function databaseUrlFromEnv(): string {
   return process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 }
 
+/** A database URL for messages: its password is never printed. */
+export function redactedDatabaseUrl(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return databaseUrl;
+  }
+}
+
 /** Creates the URL's database when the server does not have it yet. */
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
   const url = new URL(databaseUrl);
