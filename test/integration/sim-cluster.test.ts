@@ -472,7 +472,7 @@ describe('sim cluster with slow training ops', () => {
 });
 
 describe('sim cluster restarted on the same data directory', () => {
-  it('still serves the loaded adapter, continues the training model, and answers a seq_id sent before the restart with its first future', async () => {
+  it('forgets the loaded adapter as vLLM does (404 until it is loaded again), continues the training model, and answers a seq_id sent before the restart with its first future', async () => {
     const dataDir = tempDir();
     const before = await startSimCluster({ world, dataDir, logger: silent });
     let trainedLogprob: number;
@@ -491,7 +491,12 @@ describe('sim cluster restarted on the same data directory', () => {
     const after = await startSimCluster({ world, dataDir, logger: silent });
     try {
       const client = tinker(after);
-      expect((await openai(after).models.list()).data.map((m) => m.id)).toContain('restart-step-1');
+      expect((await openai(after).models.list()).data.map((m) => m.id)).toEqual([BASE, SIM_PROPOSER_MODEL]);
+      const refused = await complete(after, 'restart-step-1', taskMessages).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(NotFoundError);
+      expect((refused as Error).message).toContain('The model `restart-step-1` does not exist.');
+      // Loaded again from the trainer's sampler checkpoint, it serves the trained policy.
+      expect(await loadAdapter(after, 'restart-step-1', step.samplerPath)).toMatchObject({ status: 200 });
       expect(behaviourLogprob(await complete(after, 'restart-step-1', taskMessages), step.behaviour)).toBe(trainedLogprob);
       expect((await post(after, '/api/v1/get_info', { model_id: step.modelId })).json.optim_steps).toBe(1);
 
@@ -503,6 +508,47 @@ describe('sim cluster restarted on the same data directory', () => {
       expect(next.grad_norm).toBeGreaterThan(0);
     } finally {
       await after.close();
+    }
+  });
+});
+
+describe('sim cluster restarted with keepAdapters', () => {
+  it('still serves the adapter loaded before the restart, with the same policy', async () => {
+    const dataDir = tempDir();
+    const before = await startSimCluster({ world, dataDir, logger: silent });
+    let step: Awaited<ReturnType<typeof trainOneStep>>;
+    let trainedLogprob: number;
+    try {
+      step = await trainOneStep(before, 'kept-step-1');
+      trainedLogprob = behaviourLogprob(await complete(before, 'kept-step-1', taskMessages), step.behaviour);
+    } finally {
+      await before.close();
+    }
+
+    const after = await startSimCluster({ world, dataDir, logger: silent, keepAdapters: true });
+    try {
+      expect((await openai(after).models.list()).data.map((m) => m.id)).toContain('kept-step-1');
+      expect(behaviourLogprob(await complete(after, 'kept-step-1', taskMessages), step.behaviour)).toBe(trainedLogprob);
+    } finally {
+      await after.close();
+    }
+  });
+
+  it('does not bring back an adapter that an earlier restart without it forgot', async () => {
+    const dataDir = tempDir();
+    const first = await startSimCluster({ world, dataDir, logger: silent });
+    try {
+      await trainOneStep(first, 'forgotten-step-1');
+    } finally {
+      await first.close();
+    }
+    await (await startSimCluster({ world, dataDir, logger: silent })).close();
+
+    const kept = await startSimCluster({ world, dataDir, logger: silent, keepAdapters: true });
+    try {
+      expect((await openai(kept).models.list()).data.map((m) => m.id)).not.toContain('forgotten-step-1');
+    } finally {
+      await kept.close();
     }
   });
 });

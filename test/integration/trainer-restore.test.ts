@@ -52,7 +52,7 @@ async function restartSimWithoutModels(): Promise<void> {
   await current.close();
   if (current === stack.sim) (stack.sim as { close: () => Promise<void> }).close = async () => undefined;
   rmSync(path.join(dataDir, 'trainer', 'models'), { recursive: true, force: true });
-  restarted = await startSimCluster({ world: loadSimWorld(), dataDir, port, logger: silentLogger });
+  restarted = await startSimCluster({ world: loadSimWorld(), dataDir, port, logger: silentLogger, keepAdapters: true });
 }
 
 async function trainerPost(route: string, body: unknown): Promise<unknown> {

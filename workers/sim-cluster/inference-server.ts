@@ -9,8 +9,10 @@
  *
  * A "LoRA adapter" here is a local directory, as vLLM wants: the sim
  * trainer's sampler checkpoint unpacked (adapter_config.json and the sim
- * policy's parameters). Loaded adapters are recorded in the data directory
- * and loaded again when the cluster restarts.
+ * policy's parameters). Loaded adapters are recorded in the data directory.
+ * A restart forgets them, as vLLM forgets adapters loaded at runtime (it
+ * keeps them in memory only), so clients must load them again; with
+ * `keepAdapters` the recorded ones are loaded again at start instead.
  */
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -102,6 +104,8 @@ export interface SimInferenceServerDeps {
   logger: Logger;
   /** SIMULATED GPU time for completions and adapter loads; none (answers at CPU speed) when absent. */
   latency?: LatencyModel;
+  /** Load again the adapters recorded before a restart; false forgets them, as vLLM does. */
+  keepAdapters: boolean;
 }
 
 export class SimInferenceServer implements SimApi {
@@ -117,10 +121,25 @@ export class SimInferenceServer implements SimApi {
     this.baseParams = this.model.initialParams();
   }
 
-  /** Builds the server and loads again the adapters that were loaded before a restart. */
+  /**
+   * Builds the server. The adapters loaded before a restart are forgotten (the
+   * record is cleared, so a later start with keepAdapters does not bring them
+   * back), or, with keepAdapters, loaded again.
+   */
   static async open(deps: SimInferenceServerDeps): Promise<SimInferenceServer> {
     const server = new SimInferenceServer(deps);
-    for (const [name, path] of Object.entries(await deps.store.readAdapters())) {
+    const recorded = await deps.store.readAdapters();
+    if (!deps.keepAdapters) {
+      if (Object.keys(recorded).length > 0) {
+        await deps.store.writeAdapters({});
+        deps.logger.info(
+          { forgotten: Object.keys(recorded) },
+          '[SIMULATED] forgot the LoRA adapters loaded before the restart, as vLLM does; clients load them again (keepAdapters would reload them)',
+        );
+      }
+      return server;
+    }
+    for (const [name, path] of Object.entries(recorded)) {
       const params = await server.readSamplerParams(path);
       if (params) server.adapters.set(name, { path, params, loadedAt: unixSeconds() });
       else deps.logger.warn({ lora_name: name, lora_path: path }, '[SIMULATED] adapter weights are gone; not reloading it');

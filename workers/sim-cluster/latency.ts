@@ -88,6 +88,8 @@ export interface SimLatencyOptions {
   speedup?: number;
   /** The profiles file; the shipped latency-profiles.json when absent. */
   file?: string;
+  /** Replaces the profile's inference.servers: 1 models one replica, for a process that stands for one vLLM server. */
+  servers?: number;
 }
 
 /** Reads and validates a profiles file; each problem names its profile and field. */
@@ -196,6 +198,8 @@ export interface LatencyReport {
   tokenScale: number;
   simulatedSeconds: number;
   inference: { busySeconds: number; requests: number; promptTokens: number; completionTokens: number; servers: number };
+  /** Now, not since the reset: the sequences admitted on each replica, and the requests waiting for a slot. */
+  admission: { inFlight: number[]; queued: number };
   trainer: { busySeconds: number; ops: number; tokens: number };
   publish: { busySeconds: number; adapterLoads: number };
 }
@@ -227,7 +231,7 @@ export class LatencyModel {
     this.startedAt = clock.now();
   }
 
-  /** The named profile of the file; an unknown name is an error listing the known ones. */
+  /** The named profile of the file, with `servers` replacing its replica count; an unknown name is an error listing the known ones. */
   static fromOptions(options: SimLatencyOptions, clock?: LatencyClock): LatencyModel {
     const file = options.file ?? DEFAULT_LATENCY_FILE;
     const profiles = loadLatencyProfiles(file);
@@ -235,7 +239,10 @@ export class LatencyModel {
     if (!profile) {
       throw new LatencyProfileError(`[SIMULATED] unknown latency profile '${options.profile}'; known profiles (${file}): ${Object.keys(profiles).join(', ')}`);
     }
-    return new LatencyModel(options.profile, profile, options.speedup ?? 1, clock);
+    const { servers } = options;
+    if (servers === undefined) return new LatencyModel(options.profile, profile, options.speedup ?? 1, clock);
+    if (!Number.isInteger(servers) || servers < 1) throw new LatencyProfileError(`[SIMULATED] latency servers must be an integer >= 1 (got ${servers})`);
+    return new LatencyModel(options.profile, { ...profile, inference: { ...profile.inference, servers } }, options.speedup ?? 1, clock);
   }
 
   /** Simulated seconds of a completion admitted as the n-th sequence in flight on its replica (n >= 1 counts it). */
@@ -327,6 +334,7 @@ export class LatencyModel {
       inference: { busySeconds: sim(replicaBusy), ...this.inference, servers: this.replicas.length },
       trainer: { busySeconds: sim(this.trainer.busyMs + open(this.trainer.busySince)), ops: this.trainer.ops, tokens: this.trainer.tokens },
       publish: { busySeconds: sim(this.publish.busyMs + open(this.publish.busySince)), adapterLoads: this.publish.adapterLoads },
+      admission: { inFlight: this.inFlight(), queued: this.queued() },
     };
   }
 

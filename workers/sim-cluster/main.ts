@@ -1,14 +1,16 @@
 /**
  * Process entry of the SIMULATED cluster:
  *   tsx workers/sim-cluster/main.ts --port 8765 --data-dir .data/sim-cluster [--world FILE]
- *     [--latency PROFILE [--speedup X] [--latency-file FILE]]
+ *     [--serve all|inference|trainer] [--keep-adapters] [--session-timeout-seconds S]
+ *     [--latency PROFILE [--speedup X] [--latency-file FILE] [--servers N]]
  * Logs (pino) go to stderr; once listening, one JSON line
- * `{"simulated":true,"url":"http://127.0.0.1:PORT"}` goes to stdout.
+ * `{"simulated":true,"url":"http://127.0.0.1:PORT","serves":"all"}` goes to stdout.
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import { DEFAULT_WORLD_PATH, SimWorldError, loadSimWorld } from '../../core/envs/sim/world';
 import { LatencyProfileError, LatencyModel } from './latency';
+import { SIM_CLUSTER_PARTS, type SimClusterServes } from './request-counts';
 import { startSimCluster } from './server';
 
 interface CliOptions {
@@ -20,12 +22,45 @@ interface CliOptions {
   latency?: string;
   speedup?: number;
   latencyFile?: string;
+  servers?: number;
+  serve: SimClusterServes;
+  keepAdapters: boolean;
+  sessionTimeoutSeconds?: number;
 }
 
 function parsePort(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError('expected an integer from 0 to 65535');
   return port;
+}
+
+function parseServers(value: string): number {
+  const servers = Number(value);
+  if (!Number.isInteger(servers) || servers < 1) throw new InvalidArgumentError('expected an integer >= 1');
+  return servers;
+}
+
+function parseSeconds(value: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new InvalidArgumentError('expected a number of seconds > 0');
+  return seconds;
+}
+
+/** Flags that mean nothing with the other flags given: each is a usage error, named. */
+function usageProblems(options: CliOptions): string[] {
+  const problems: string[] = [];
+  const needLatency = [
+    options.speedup !== undefined && '--speedup',
+    options.latencyFile !== undefined && '--latency-file',
+    options.servers !== undefined && '--servers',
+  ].filter((flag): flag is string => flag !== false);
+  if (options.latency === undefined && needLatency.length > 0) problems.push(`${needLatency.join(', ')} ${needLatency.length === 1 ? 'needs' : 'need'} --latency <profile>`);
+  if (options.serve === 'trainer' && options.keepAdapters) problems.push('--keep-adapters is for inference; this process serves only the trainer (--serve trainer)');
+  if (options.serve === 'trainer' && options.servers !== undefined) problems.push('--servers sets inference replicas; this process serves only the trainer (--serve trainer)');
+  if (options.serve === 'inference' && options.sessionTimeoutSeconds !== undefined) {
+    problems.push('--session-timeout-seconds is for the trainer; this process serves only inference (--serve inference)');
+  }
+  return problems;
 }
 
 function parseSpeedup(value: string): number {
@@ -46,15 +81,20 @@ async function main(argv: string[]): Promise<void> {
     .option('--latency <profile>', 'answer in SIMULATED GPU time from this latency profile (latency-profiles.json); off by default')
     .option('--speedup <x>', 'with --latency: simulated seconds per real second (>= 1)', parseSpeedup)
     .option('--latency-file <file>', 'with --latency: a latency profiles file other than the shipped one')
+    .option('--servers <n>', "with --latency: inference replicas this process models, replacing the profile's (1 for a process standing for one vLLM server)", parseServers)
+    .addOption(new Option('--serve <part>', 'the APIs to serve: all, inference (/v1, /health: one replica) or trainer (/api/v1)').choices(SIM_CLUSTER_PARTS).default('all'))
+    .option('--keep-adapters', 'load again the LoRA adapters loaded before a restart (vLLM forgets them, and so does the sim by default)', false)
+    .option('--session-timeout-seconds <s>', 'a Tinker session silent this long expires and its models are unloaded (default 300, as SkyRL)', parseSeconds)
     .parse(argv)
     .opts<CliOptions>();
 
   const logger = pino({ level: options.logLevel, base: { simulated: true, pid: process.pid } }, pino.destination(2));
-  if (options.latency === undefined && (options.speedup !== undefined || options.latencyFile !== undefined)) {
-    process.stderr.write('[SIMULATED] --speedup and --latency-file need --latency <profile>\n');
+  const problems = usageProblems(options);
+  if (problems.length > 0) {
+    process.stderr.write(problems.map((problem) => `[SIMULATED] ${problem}\n`).join(''));
     process.exit(2);
   }
-  const latency = options.latency === undefined ? undefined : { profile: options.latency, speedup: options.speedup, file: options.latencyFile };
+  const latency = options.latency === undefined ? undefined : { profile: options.latency, speedup: options.speedup, file: options.latencyFile, servers: options.servers };
   let world;
   try {
     world = loadSimWorld(options.world);
@@ -65,8 +105,13 @@ async function main(argv: string[]): Promise<void> {
     process.exit(2);
   }
 
-  const cluster = await startSimCluster({ world, dataDir: options.dataDir, host: options.host, port: options.port, logger, latency });
-  process.stdout.write(`${JSON.stringify({ simulated: true, url: cluster.url })}\n`);
+  const cluster = await startSimCluster({
+    world, dataDir: options.dataDir, host: options.host, port: options.port, logger, latency,
+    serve: options.serve,
+    keepAdapters: options.keepAdapters,
+    trainerSessionTimeoutMs: options.sessionTimeoutSeconds === undefined ? undefined : options.sessionTimeoutSeconds * 1000,
+  });
+  process.stdout.write(`${JSON.stringify({ simulated: true, url: cluster.url, serves: cluster.serves })}\n`);
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
