@@ -19,6 +19,7 @@ import type { Harness } from '../harness/harness';
 import type { LoadedSpec } from '../harness/spec';
 import type { Settings } from '../settings';
 import type { Environment } from './environment';
+import type { SharedSessionLeases } from './session-leases';
 
 /** What every env config has: its kind, and where its harnesses come from when not the shipped pool. */
 export interface EnvConfigBase {
@@ -27,6 +28,16 @@ export interface EnvConfigBase {
   harnessDir?: string;
   /** A frozen pool, by its hash, in place of the env's shipped pool. */
   pool?: string;
+}
+
+/** What a worker process shares with every env it builds, beside its settings. */
+export interface EnvServices {
+  /**
+   * Where the session slots of servers every host shares are counted (the
+   * run store's leases); absent (the CLI's eval, the bench), each process
+   * counts its own.
+   */
+  sessionLeases?: SharedSessionLeases;
 }
 
 /** The harness pool an env is built with: a frozen pool, the config's harnessDir, or the env's shipped folder (in that order). */
@@ -54,8 +65,12 @@ export interface EnvRegistration<C extends EnvConfigBase = EnvConfigBase> {
   readonly systemPrompt: string;
   /** Failure type -> repair directions, where this env's failures mean something else than the default mapping says. */
   readonly failureDirections?: Partial<FailureDirections>;
-  /** Builds the env; the pool is resolved by the registry and read only when the env asks for it; `settings`: the worker's, read at its start. */
-  create(config: C, pool: EnvPool, settings: Settings): Environment;
+  /**
+   * Builds the env; the pool is resolved by the registry and read only when
+   * the env asks for it; `settings`: the worker's, read at its start;
+   * `services`: what the worker's envs share (session leases).
+   */
+  create(config: C, pool: EnvPool, settings: Settings, services: EnvServices): Environment;
   /**
    * The space evolution's candidates live in, when the env's harnesses are not
    * HarnessSpec files (the sim); the declarative spec space on `systemPrompt` when absent.

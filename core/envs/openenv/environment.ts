@@ -183,7 +183,7 @@ class OpenEnvEpisode implements Episode {
     this.done = true;
     // The slot is free once the server has dropped the session, not before: the server counts it until then.
     await this.session.close();
-    this.slot.release();
+    await this.slot.release();
   }
 }
 
@@ -230,7 +230,7 @@ export class OpenEnvEnvironment implements Environment {
       }
     } catch (err) {
       await session?.close();
-      slot.release();
+      await slot.release();
       throw err;
     }
   }

@@ -15,12 +15,13 @@ export const openEnvRegistration: EnvRegistration<OpenEnvEnvConfig> = {
   poolDir: OPENENV_POOL_DIR,
   // The reset observation is the user's first message; the task needs no protocol prompt.
   systemPrompt: '',
-  create(config, pool) {
+  create(config, pool, _settings, services) {
     const tasks = loadOpenEnvTasks(config.tasks ?? KEYPAD_TASKS_FILE);
     const common = { config, tasks, harnesses: pool.harnesses() };
     if (config.servers) {
-      const slots = remoteSlots(config.servers);
-      return new OpenEnvEnvironment({ ...common, acquire: (signal) => slots.acquire(signal) });
+      // A worker counts remote servers' sessions for every host (the run store's leases); the CLI's eval counts its own.
+      const slots = remoteSlots(config.servers, services.sessionLeases);
+      return new OpenEnvEnvironment({ ...common, acquire: (signal) => slots.acquire(signal), close: async () => slots.close?.() });
     }
     const install = openEnvInstall();
     if (!install) throw new UserError('env.kind openenv: the openenv package is not installed on this machine: run `npx harness-s openenv setup` (it installs it from PyPI), or give env.servers (servers already running)');

@@ -3,6 +3,10 @@
  * them per episode.
  *
  * Remote servers are given by URL, each with the sessions it takes at once.
+ * A worker counts their sessions in the run store, for every host at once
+ * (SharedSessionSlots over its session leases); a process without a run
+ * store (the CLI's eval) counts its own (SessionSlots).
+ *
  * Local servers are started by the worker, lazily, on the first episode:
  * uvicorn serving the app (the shipped keypad env, or a user's) from the
  * openenv venv (infra/openenv/install.ts), in the Python sandbox
@@ -15,12 +19,22 @@ import os from 'node:os';
 import path from 'node:path';
 import { asRoot, sandboxKiller, seccompFile } from '../swe/sandbox';
 import { nextSandboxUid, pythonSandboxArgv, SECCOMP_FD, type PythonSandboxLimits } from '../python-sandbox';
+import { SESSION_LEASE_MS, serverKey, type SessionLease, type SharedSessionLeases } from '../session-leases';
 import { openEnvHealthy, OpenEnvError, type OpenEnvAddress } from './client';
 
-/** Where an episode may open its session, and how to give the slot back. */
+/** Where an episode may open its session, and how to give the slot back (once the server has closed the session). */
 export interface SessionSlot {
   address: OpenEnvAddress;
-  release(): void;
+  /** Gives the slot back; a second call does nothing. */
+  release(): Promise<void>;
+}
+
+/** Session slots an env's episodes take one each: counted in this process, or for every host. */
+export interface SessionSlotSource {
+  /** A slot on the least busy server with one free; waits while every server is full, until `signal` aborts. */
+  acquire(signal?: AbortSignal): Promise<SessionSlot>;
+  /** Gives back the slots still held (a worker shutting down); absent when there is nothing to give back. */
+  close?(): Promise<void>;
 }
 
 interface Server {
@@ -29,8 +43,8 @@ interface Server {
   inUse: number;
 }
 
-/** Slots over servers: an episode takes the least busy server with a free slot, or waits for one. */
-export class SessionSlots {
+/** Slots over servers counted in this process: an episode takes the least busy server with a free slot, or waits for one. */
+export class SessionSlots implements SessionSlotSource {
   private readonly waiters: Array<() => void> = [];
 
   constructor(private readonly servers: Server[]) {}
@@ -44,7 +58,7 @@ export class SessionSlots {
         let released = false;
         return {
           address: free.address,
-          release: () => {
+          release: async () => {
             if (released) return;
             released = true;
             free.inUse -= 1;
@@ -173,13 +187,108 @@ export async function startLocalServer(spec: LocalServerSpec): Promise<LocalServ
   throw new OpenEnvError(`the OpenEnv server ${spec.app} (from ${spec.appDir}) did not answer its health check within ${spec.startSeconds ?? 60} s:\n${log.slice(-15).join('\n')}`);
 }
 
-/** Servers for remote URLs, as slots. */
-export function remoteSlots(servers: ReadonlyArray<{ url: string; sessions: number }>): SessionSlots {
+/** The first wait between two tries at a slot while every server is full, and the longest (it doubles from one to the other). */
+const SHARED_POLL_FIRST_MS = 50;
+const SHARED_POLL_MAX_MS = 2_000;
+
+/**
+ * Slots over remote servers counted for every host: each slot is a lease in
+ * the run store (core/envs/session-leases.ts), renewed while its episode
+ * runs (every third of the lease) and released at its end. While every
+ * server is full, an episode tries again after a wait that doubles up to
+ * 2 s; a slot given back in this process wakes one waiting episode at once.
+ */
+export class SharedSessionSlots implements SessionSlotSource {
+  private readonly addresses: Map<string, OpenEnvAddress>;
+  private readonly servers: Array<{ server: string; sessions: number }>;
+  private readonly leaseMs: number;
+  /** Releases of the leases held now, for `close`. */
+  private readonly held = new Set<() => Promise<void>>();
+  /** Wakes of the episodes waiting now. */
+  private readonly waiting = new Set<() => void>();
+
+  constructor(
+    servers: ReadonlyArray<{ url: string; sessions: number }>,
+    private readonly shared: SharedSessionLeases,
+  ) {
+    this.addresses = new Map(servers.map((s) => [serverKey(s.url), { url: s.url }]));
+    // One server written twice counts once, with the larger number of sessions.
+    const sessions = new Map<string, number>();
+    for (const s of servers) sessions.set(serverKey(s.url), Math.max(s.sessions, sessions.get(serverKey(s.url)) ?? 0));
+    this.servers = [...sessions].map(([server, n]) => ({ server, sessions: n }));
+    this.leaseMs = shared.leaseMs ?? SESSION_LEASE_MS;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<SessionSlot> {
+    let wait = SHARED_POLL_FIRST_MS;
+    for (;;) {
+      signal?.throwIfAborted();
+      const lease = await this.shared.leases.take(this.servers, this.shared.holder, this.leaseMs);
+      if (lease) {
+        const slot = this.hold(lease);
+        if (signal?.aborted) await slot.release();
+        signal?.throwIfAborted();
+        return slot;
+      }
+      await this.pause(wait * (0.5 + Math.random() / 2), signal);
+      wait = Math.min(wait * 2, SHARED_POLL_MAX_MS);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.held].map((release) => release()));
+  }
+
+  private hold(lease: SessionLease): SessionSlot {
+    const { leases } = this.shared;
+    let released = false;
+    const renewal = setInterval(() => {
+      // A renewal the store misses is tried again at the next tick; a lease taken by another holder is not renewed again.
+      void leases.renew(lease, this.leaseMs).then(
+        (ours) => {
+          if (!ours) clearInterval(renewal);
+        },
+        () => undefined,
+      );
+    }, this.leaseMs / 3);
+    renewal.unref();
+    const release = async () => {
+      if (released) return;
+      released = true;
+      clearInterval(renewal);
+      this.held.delete(release);
+      // A release the store misses frees the slot when its lease expires.
+      await leases.release(lease).catch(() => undefined);
+      this.waiting.values().next().value?.();
+    };
+    this.held.add(release);
+    return { address: this.addresses.get(lease.server)!, release };
+  }
+
+  /** Waits `ms`, or less when a slot is given back here or `signal` aborts. */
+  private pause(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.waiting.delete(wake);
+        signal?.removeEventListener('abort', wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.waiting.add(wake);
+      signal?.addEventListener('abort', wake, { once: true });
+    });
+  }
+}
+
+/** Slots over remote servers: leases in the run store shared by every host when `shared` is given, else counted in this process. */
+export function remoteSlots(servers: ReadonlyArray<{ url: string; sessions: number }>, shared?: SharedSessionLeases): SessionSlotSource {
+  if (shared) return new SharedSessionSlots(servers, shared);
   return new SessionSlots(servers.map((s) => ({ address: { url: s.url }, sessions: s.sessions, inUse: 0 })));
 }
 
 /** Slots over local servers started once (the first caller starts them; a failed start is tried again by the next). */
-export class LocalServers {
+export class LocalServers implements SessionSlotSource {
   private started: Promise<{ servers: LocalServer[]; slots: SessionSlots }> | null = null;
 
   constructor(
