@@ -14,7 +14,7 @@ import { parseEvolutionConfig, type EvolutionConfig } from '../core/evolution/co
 import type { EvolutionGroup } from '../core/evolution/diagnosis';
 import type { SiblingDirection } from '../core/evolution/failure-directions';
 import type { HarnessSpace } from '../core/evolution/harness-space';
-import { baseSpecFor, envFailureDirections, envIdOf, harnessSpaceFor } from '../core/envs/registry';
+import { baseSpecFor, envFailureDirections, envIdOf, fetchFrozenPool, harnessSpaceFor } from '../core/envs/registry';
 import { isSimulatedEnv } from '../core/envs/sim/config';
 import { frozenPoolOf, type FreezeRequest } from '../core/evolution/freeze';
 import {
@@ -42,6 +42,7 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
     const stored = await store.getEvolution(evolutionId);
     if (!stored) throw ApplicationFailure.nonRetryable(`evolution ${evolutionId} is not registered in the run store`, FAILURE_TYPES.UnknownEvolution);
     const config = parseEvolutionConfig(stored.config, `stored config of evolution ${evolutionId}`);
+    await fetchFrozenPool(config.env, store);
     const env = deps.environmentFor(config);
     return { config, env, space: harnessSpaceFor(config.env, env), baseSpec: stored.baseSpec };
   }
@@ -103,6 +104,7 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
     /** Validates the config, registers the evolution (or finds it: a resume), draws the dev tasks. */
     async prepareEvolution(input: { config: unknown }): Promise<PreparedEvolution> {
       const config = parseEvolutionConfig(input.config);
+      await fetchFrozenPool(config.env, store);
       const env = deps.environmentFor(config);
       const baseSpec = baseSpecFor(config.env, env, config.base);
       const devTasks = devTasksFor(env.listTasks(), config.dev, config.seed);

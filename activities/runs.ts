@@ -13,7 +13,7 @@ import type { RunSpent } from '../workflows/definitions';
 import { summarizeRunSteps, totalSpend, type RunSummary, type StepSummary } from '../core/rl/step-summary';
 import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
-import { envIdOf } from '../core/envs/registry';
+import { envIdOf, fetchFrozenPool } from '../core/envs/registry';
 import { isSimulatedEnv } from '../core/envs/sim/config';
 import { type LatencyProfile, modelledGpuSeconds } from '../workers/sim-cluster/latency';
 
@@ -52,6 +52,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       let config = input.continuing ? parseStoredRunConfig(input.config, 'run config') : parseRunConfig(input.config);
       // Continuing a run stored by an older version: it keeps what it began with.
       if (input.continuing) config = keepPreEvaluationShape(config, (await store.getRun(input.runId))?.config ?? config);
+      await fetchFrozenPool(config.env, store.evolutions);
       const env = deps.environmentFor(config);
       const pool = context.harnessPool(config, env);
       if (config.rescue.enabled && pool.siblings.length === 0) {
@@ -115,7 +116,10 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       );
     },
 
-    /** The run's summary; a run that has done all its steps also frees its trainer model (its sampler checkpoints stay). */
+    /**
+     * The run's summary, at its end: the run is marked finished (trainer workers stop keeping its
+     * session), and a run that has done all its steps also frees its trainer model (its sampler checkpoints stay).
+     */
     async summarizeRun(input: { runId: string }): Promise<RunSummary> {
       const { config } = await context.loadRun(input.runId);
       const steps = await store.steps(input.runId);
@@ -129,6 +133,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       const modelId = (await store.getRun(input.runId))?.trainerModelId;
       // The last step done is the run's last (a fork's steps start past its parent's checkpoint).
       if (modelId && (steps.at(-1)?.step ?? -1) + 1 >= config.steps) await unloadTrainerModel(config, input.runId, modelId);
+      await store.markRunFinished(input.runId);
       return summary;
     },
   };

@@ -3,7 +3,7 @@
  * progress, its report (.data/reports/<run id>/index.html) and its summary.
  * Stops what it started.
  */
-import { RunStore } from '../core/store/run-store';
+import { dbPoolSizeFromEnv, RunStore } from '../core/store/run-store';
 import { startEmbeddedStack } from '../infra/embedded-stack';
 import { createLogger } from '../workers/logger';
 import type { RunSummary } from '../workflows/definitions';
@@ -19,6 +19,7 @@ export async function runDemo(options: { configFile: string; steps?: number; log
   const { raw } = readConfigFile(options.configFile);
   const input = options.steps ? { ...(raw as object), steps: options.steps } : raw;
   const config = validateConfig(input, options.configFile);
+  const dbPoolSize = dbPoolSizeFromEnv(); // a bad value fails before anything starts
   const stack = await startEmbeddedStack({ logger: createLogger('harness-s', processSettings().logLevel ?? 'warn'), log });
   try {
     const client = await connectClient();
@@ -28,7 +29,7 @@ export async function runDemo(options: { configFile: string; steps?: number; log
     log(`Temporal Web UI: ${stack.temporal.uiUrl}/namespaces/default/workflows/${encodeURIComponent(runId)}`);
     await watchRun(client, runId, (line) => (line.startsWith('step') ? log(line) : undefined), 500);
     const summary = await handle.result();
-    const store = RunStore.connect(stack.databaseUrl);
+    const store = RunStore.connect(stack.databaseUrl, undefined, dbPoolSize);
     try {
       log(`report: ${await writeRunReport({ store, runId, dir: defaultReportDir(runId), viewerUrl: viewerUrlFromEnv() })}`);
     } finally {

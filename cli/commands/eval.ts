@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { NO_API_KEY } from '../../core/secrets';
 import { evaluate } from '../eval';
 import { evalTable, evalTableText } from '../eval-report';
-import { createEnvironment, resolveHarness } from '../../core/envs/registry';
+import { createEnvironment, fetchFrozenPool, resolveHarness } from '../../core/envs/registry';
 import { newRunId, readConfigFile, UserError, validateConfig } from '../runs';
 import { EnvConfig, ENV_KINDS } from '../../core/envs/env-configs';
 import { print, printJson, action, withStore, positiveInt } from './shared';
@@ -33,19 +33,25 @@ export function registerEvalCommand(program: Command): void {
       limit?: number; tasks?: string; concurrency: number; maxTurns: number; json?: boolean;
     } & EvalEnvOptions) => {
       const envConfig = evalEnvConfig(opts);
-      const env = createEnvironment(envConfig);
-      const harness = resolveHarness(envConfig, env, opts.harness);
       await withStore(async (store) => {
-        const result = await evaluate({
-          evalId: newRunId(`eval-${env.id}-${harness.id}`), env, envConfig, harness,
-          baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
-          taskIds: opts.tasks?.split(',').map((t) => t.trim()).filter(Boolean),
-          concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
-        });
-        const table = evalTable(env, result);
-        if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
-        print(evalTableText(result, table));
-      }).finally(() => env.close?.());
+        // A frozen pool (env.pool) this machine lacks comes from the run store.
+        await fetchFrozenPool(envConfig, store.evolutions);
+        const env = createEnvironment(envConfig);
+        try {
+          const harness = resolveHarness(envConfig, env, opts.harness);
+          const result = await evaluate({
+            evalId: newRunId(`eval-${env.id}-${harness.id}`), env, envConfig, harness,
+            baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
+            taskIds: opts.tasks?.split(',').map((t) => t.trim()).filter(Boolean),
+            concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
+          });
+          const table = evalTable(env, result);
+          if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
+          print(evalTableText(result, table));
+        } finally {
+          await env.close?.();
+        }
+      });
     }));
 }
 

@@ -3,7 +3,7 @@ import { InvalidArgumentError } from 'commander';
 import { existsSync } from 'node:fs';
 import { WorkflowFailedError } from '@temporalio/client';
 import { filesNamedBy, type RunConfig } from '../../core/config';
-import { databaseUrlFromEnv, migrate, RunStore } from '../../core/store/run-store';
+import { databaseUrlFromEnv, dbPoolSizeFromEnv, migrate, RunStore } from '../../core/store/run-store';
 import { rootCauseMessage, UserError } from '../runs';
 export function progress(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -27,11 +27,12 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
   };
 }
 
-/** Runs `fn` with the run store ($DATABASE_URL), migrated, and closes it after. */
+/** Runs `fn` with the run store ($DATABASE_URL, at most $HARNESS_S_DB_POOL_SIZE connections), migrated, and closes it after. */
 export async function withStore<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
   const databaseUrl = databaseUrlFromEnv();
+  const poolSize = dbPoolSizeFromEnv();
   await migrate(databaseUrl);
-  const store = RunStore.connect(databaseUrl);
+  const store = RunStore.connect(databaseUrl, undefined, poolSize);
   try {
     return await fn(store);
   } finally {

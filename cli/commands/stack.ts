@@ -7,6 +7,7 @@ import { createLogger } from '../../workers/logger';
 import { metricsPortFromEnv } from '../../workers/metrics-server';
 import { namespaceFromEnv } from '../../workers/temporal-env';
 import { viewerAddressFromEnv } from '../../core/viewer-address';
+import { dbPoolSizeFromEnv } from '../../core/store/run-store';
 import { serveRunStore } from '../viewer/server';
 import { runDemo } from '../demo';
 import { benchCommand } from '../bench';
@@ -19,9 +20,10 @@ export function registerStackCommands(program: Command): void {
     .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none); the trajectory viewer on $HARNESS_S_UI_PORT (default 8240)')
     .action(action(async () => {
       const viewerAddress = viewerAddressFromEnv(); // a bad port fails before anything starts
+      const dbPoolSize = dbPoolSizeFromEnv();
       const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
       const viewer = await serveRunStore({
-        databaseUrl: stack.databaseUrl, temporalAddress: stack.temporal.address, namespace: namespaceFromEnv(), ...viewerAddress,
+        databaseUrl: stack.databaseUrl, dbPoolSize, temporalAddress: stack.temporal.address, namespace: namespaceFromEnv(), ...viewerAddress,
         onError: (err, at) => progress(`viewer: ${at} failed: ${err.message}`),
       }).catch((err: Error) => {
         // The stack is up and runs go on; only the viewer is missing.

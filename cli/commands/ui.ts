@@ -1,6 +1,6 @@
 /** `harness-s ui`: the trajectory viewer over the run store ($DATABASE_URL). */
 import type { Command } from 'commander';
-import { databaseUrlFromEnv } from '../../core/store/run-store';
+import { databaseUrlFromEnv, dbPoolSizeFromEnv } from '../../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../../workers/temporal-env';
 import { DEFAULT_UI_HOST, viewerAddressFromEnv } from '../../core/viewer-address';
 import { serveRunStore } from '../viewer/server';
@@ -15,7 +15,7 @@ export function registerUiCommands(program: Command): void {
     .action(action(async (opts: { port?: number; host?: string }) => {
       const fromEnv = viewerAddressFromEnv();
       const viewer = await serveRunStore({
-        databaseUrl: databaseUrlFromEnv(), temporalAddress: temporalAddressFromEnv(), namespace: namespaceFromEnv(),
+        databaseUrl: databaseUrlFromEnv(), dbPoolSize: dbPoolSizeFromEnv(), temporalAddress: temporalAddressFromEnv(), namespace: namespaceFromEnv(),
         host: opts.host ?? fromEnv.host, port: opts.port ?? fromEnv.port,
         onError: (err, path) => progress(`viewer: ${path} failed: ${err.message}`),
       });

@@ -130,8 +130,10 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
  */
 export async function serveRunStore(options: {
   databaseUrl: string; temporalAddress: string; namespace: string; host: string; port: number; onError?: (err: Error, path: string) => void;
+  /** The most PostgreSQL connections the viewer opens ($HARNESS_S_DB_POOL_SIZE, read at process start). */
+  dbPoolSize?: number;
 }): Promise<Viewer> {
-  const store = ViewerStore.connect(options.databaseUrl);
+  const store = ViewerStore.connect(options.databaseUrl, options.dbPoolSize);
   const links = temporalLinks({ address: options.temporalAddress, namespace: options.namespace });
   try {
     await store.check(redactedDatabaseUrl(options.databaseUrl));

@@ -6,7 +6,7 @@
  */
 import { Pool, type QueryResultRow } from 'pg';
 import { parseRow } from '../../core/store/rows';
-import { RunStore, routingDecisionFromRow, stepRecord, type StepRecord, type StoredRoutingDecision } from '../../core/store/run-store';
+import { DEFAULT_DB_POOL_SIZE, RunStore, routingDecisionFromRow, stepRecord, type StepRecord, type StoredRoutingDecision } from '../../core/store/run-store';
 import type { ChatMessage, HarnessIntervention, TokenSample } from '../../core/policy/trajectory';
 import { z } from 'zod';
 import { UserError } from '../../core/errors';
@@ -98,9 +98,10 @@ export class ViewerStore {
   /**
    * A pool whose sessions cannot write (PostgreSQL refuses any write in a
    * read-only transaction), so the viewer cannot change a run whatever it is asked.
+   * `poolSize`: the most connections it opens (dbPoolSizeFromEnv at process start).
    */
-  static connect(databaseUrl: string): ViewerStore {
-    const pool = new Pool({ connectionString: databaseUrl, max: 8, options: '-c default_transaction_read_only=on -c statement_timeout=30000' });
+  static connect(databaseUrl: string, poolSize = DEFAULT_DB_POOL_SIZE): ViewerStore {
+    const pool = new Pool({ connectionString: databaseUrl, max: poolSize, options: '-c default_transaction_read_only=on -c statement_timeout=30000' });
     pool.on('error', (err) => process.stderr.write(`viewer: the database cut an idle connection (${err.message}); the next page reconnects\n`));
     return new ViewerStore(pool);
   }

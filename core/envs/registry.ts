@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { EnvConfig } from './env-configs';
 import { ENV_KINDS } from './env-configs';
 import type { Environment } from './environment';
-import type { AnyEnvRegistration, EnvPool } from './registration';
+import type { AnyEnvRegistration, EnvPool, EnvServices } from './registration';
 import { simRegistration } from './sim/registration';
 import { charsetRegistration } from './charset/registration';
 import { dbBenchRegistration } from './dbbench/registration';
@@ -21,7 +21,7 @@ import { moduleRegistration } from './module/registration';
 import { specHarness } from '../harness/spec-harness';
 import { loadHarnessPool, loadHarnessSpec, specFiles, type LoadedSpec } from '../harness/spec';
 import type { Harness } from '../harness/harness';
-import { checkFrozenVersions, FrozenPoolError, poolsRoot, readFrozenPool, type FrozenPool } from '../harness/frozen-pool';
+import { checkFrozenVersions, ensureFrozenPoolFolder, FrozenPoolError, poolsRoot, readFrozenPool, type FrozenPool, type StoredFrozenPools } from '../harness/frozen-pool';
 import { declarativeSpace, HarnessSpaceError, type HarnessSpace } from '../evolution/harness-space';
 import { failureDirectionsFor, type FailureDirections } from '../evolution/failure-directions';
 import { processSettings, type Settings } from '../settings';
@@ -46,10 +46,14 @@ export function envIdOf(env: EnvConfig): string {
   return registration.envId?.(env) ?? registration.kind;
 }
 
-/** Builds the env a config describes, with its harness pool; `settings`: the process's, read once at its start. */
-export function createEnvironment(env: EnvConfig, settings: Settings = processSettings()): Environment {
+/**
+ * Builds the env a config describes, with its harness pool; `settings`: the
+ * process's, read once at its start; `services`: what a worker's envs share
+ * (none for a process without a run store).
+ */
+export function createEnvironment(env: EnvConfig, settings: Settings = processSettings(), services: EnvServices = {}): Environment {
   const registration = registrationFor(env);
-  return registration.create(env, envPool(registration, env), settings);
+  return registration.create(env, envPool(registration, env), settings, services);
 }
 
 /** Where a config's harnesses come from: its frozen pool, its harnessDir, or the env's shipped folder, read when first asked for. */
@@ -80,6 +84,21 @@ function envPool(registration: AnyEnvRegistration, env: EnvConfig): EnvPool {
 
 function shippedPoolDir(registration: AnyEnvRegistration, env: EnvConfig): string | undefined {
   return typeof registration.poolDir === 'function' ? registration.poolDir(env) : registration.poolDir;
+}
+
+/**
+ * Puts the frozen pool a config names (`env.pool`) in this host's pools
+ * folder, from the run store when the folder lacks it. Building an env reads
+ * the folder synchronously, so the async paths before it call this first.
+ */
+export async function fetchFrozenPool(env: Pick<EnvConfig, 'pool'>, stored: StoredFrozenPools): Promise<void> {
+  if (env.pool === undefined) return;
+  try {
+    await ensureFrozenPoolFolder(poolsRoot(), env.pool, stored);
+  } catch (err) {
+    if (err instanceof FrozenPoolError) throw new FrozenPoolError(`env.pool: ${err.message}`);
+    throw err;
+  }
 }
 
 /** A frozen pool of `envId`, verified against its hash; where it was looked for when it is not there. */

@@ -166,6 +166,38 @@ export function writeFrozenPool(root: string, manifest: PoolManifest, specs: Rec
   return dir;
 }
 
+/** Where frozen pools are also kept, whatever host froze them: the run store's harness_pools (EvolutionStore). */
+export interface StoredFrozenPools {
+  getPool(poolHash: string): Promise<{ manifest: unknown; specs: Record<string, unknown> } | null>;
+}
+
+/**
+ * The folder of frozen pool `hash` under `root`. A host that lacks it (the
+ * pool was frozen on another host) writes it from the run store, as freezing
+ * does (staged, then renamed into place, and verified against its hash), so
+ * the sync readers find it. A folder already there is left as it is (it is
+ * verified when read). A pool in neither place is refused, naming both.
+ */
+export async function ensureFrozenPoolFolder(root: string, hash: string, stored: StoredFrozenPools): Promise<string> {
+  const dir = path.join(path.resolve(root), hash);
+  if (existsSync(dir)) return dir;
+  const pool = await stored.getPool(hash);
+  if (!pool) {
+    throw new FrozenPoolError(
+      `no frozen pool ${hash}: it is neither in this host's pools folder (${dir}; $HARNESS_S_POOLS_DIR sets the folder, now ${path.resolve(root)}) ` +
+        'nor in the run store (harness_pools, where `harness-s pool evolve` keeps every pool it freezes; `harness-s pool list` lists them)',
+    );
+  }
+  const manifest = PoolManifest.safeParse(pool.manifest);
+  if (!manifest.success) throw new FrozenPoolError(`frozen pool ${hash} in the run store has an invalid manifest:\n${formatZodError(manifest.error, PoolManifest)}`);
+  if (manifest.data.hash !== hash) throw new FrozenPoolError(`the run store keeps pool ${manifest.data.hash} under hash ${hash}; it is not written to ${dir}`);
+  try {
+    return writeFrozenPool(root, manifest.data, pool.specs);
+  } catch (err) {
+    throw new FrozenPoolError(`frozen pool ${hash} from the run store cannot be written to ${dir}: ${(err as Error).message}`);
+  }
+}
+
 function keepFrozenPool(dir: string, hash: string): string {
   try {
     readFrozenPool(dir, hash);
