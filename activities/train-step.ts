@@ -12,16 +12,17 @@ import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
 import { countTrainerRestore } from '../core/metrics';
 import { type RestoreInput, restoreTrainerModel } from '../core/rl/trainer-restore';
 import { mismatchOf, runTrainerStep, TRAINER_TOKENS_METRIC, type TrainerStepInput } from '../core/rl/trainer-step';
+import { readTrainingBatch, type TrainingBatchRef } from '../core/rl/training-batch';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
 
-export interface TrainStepInput {
-  runId: string;
-  step: number;
-  groups: TrainerStepInput['groups'];
-}
+/**
+ * A step's batch by reference (the run store holds it: storeTrainingBatch), or, in histories recorded
+ * before that, listed in the input.
+ */
+export type TrainStepInput = { runId: string; step: number } & ({ batch: TrainingBatchRef } | { groups: TrainerStepInput['groups'] });
 
 export interface TrainStepResult {
   policyVersion: string;
@@ -44,6 +45,7 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
     // Before the clock starts: a missing secret fails at once.
     const trainer = clients.trainer(config, activity.cancellationSignal);
     const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
+    const groups = 'batch' in input ? await readTrainingBatch(deps.store.trainingBatches, input.runId, input.step, input.batch) : input.groups;
     const record = await withHeartbeatClock(
       () => ({ step: input.step, phase }),
       () =>
@@ -58,7 +60,7 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
               activity.heartbeat({ step: input.step, phase });
             },
           },
-          { ...input, config },
+          { runId: input.runId, step: input.step, groups, config },
         ),
     );
     const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;

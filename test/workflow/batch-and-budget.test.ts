@@ -19,8 +19,7 @@ afterAll(async () => {
 
 const run = async (runId: string, config: RunConfigInput) =>
   env.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
-const trainedTasks = (runId: string, step: number) =>
-  env.fakes.inputsOf('trainStep', runId).find((input) => input.step === step)!.groups.map((g) => g.taskId);
+const trainedTasks = (runId: string, step: number) => env.fakes.trainedGroups(runId, step).map((g) => g.taskId);
 const baseGroupsRun = (runId: string, step: number) =>
   env.fakes.inputsOf('runRolloutGroup', runId).filter((input) => input.step === step && input.role === 'base' && input.phase === 'train').map((input) => input.taskId);
 
