@@ -32,7 +32,8 @@ COPY data ./data
 COPY examples ./examples
 # Mount points of the named volumes: Docker gives a new volume the owner of the
 # folder it is mounted on, so the worker (user node) can write its adapters and frozen pools.
-RUN mkdir -p /data/adapters /data/pools /data/skyrl-checkpoints /data/swe /data/appworld /data/openenv && chown node:node /data/adapters /data/pools /data/swe /data/appworld /data/openenv
+# The adapters volume starts with lora-resolver/, which vLLM's LoRA resolver needs at its start.
+RUN mkdir -p /data/adapters/lora-resolver /data/pools /data/skyrl-checkpoints /data/swe /data/appworld /data/openenv && chown node:node /data/adapters /data/adapters/lora-resolver /data/pools /data/swe /data/appworld /data/openenv
 USER node
 
 ENV HARNESS_S_ADAPTER_DIR=/data/adapters \

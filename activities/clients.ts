@@ -4,13 +4,14 @@
  * createActivities(deps), so a test or a worker can pass its own.
  */
 import type { RunConfig } from '../core/config';
-import { PolicyClient } from '../core/policy/client';
+import type { ReplicaBalancer } from '../core/policy/replica-balancer';
+import { ReplicaPolicy } from '../core/policy/replica-policy';
 import { TinkerClient } from '../core/rl/tinker/client';
 import { apiKeyOf } from '../core/secrets';
 
 export interface ActivityClients {
-  /** The policy's OpenAI-compatible endpoint (vLLM, the sim cluster). */
-  policy(config: RunConfig): PolicyClient;
+  /** The policy over the run's inference replicas (vLLM, the sim cluster), `servers` expanded from its config, balanced by `balancer`. */
+  policy(config: RunConfig, balancer: ReplicaBalancer, servers: readonly string[]): ReplicaPolicy;
   /** The run's Tinker-compatible trainer; its requests abort with `signal`. */
   trainer(config: RunConfig, signal?: AbortSignal): TinkerClient;
   /** The key of the inference servers a policy version is published to. */
@@ -20,7 +21,13 @@ export interface ActivityClients {
 }
 
 export const defaultClients: ActivityClients = {
-  policy: (config) => new PolicyClient({ ...config.policy, apiKey: apiKeyOf(config.policy, 'policy') }),
+  policy: (config, balancer, servers) =>
+    new ReplicaPolicy(balancer, {
+      servers, baseModel: config.policy.model, apiKey: apiKeyOf(config.policy, 'policy'),
+      requestTimeoutSeconds: config.policy.requestTimeoutSeconds,
+      // A config stored before replicas were balanced has no cap: the default.
+      maxInFlightPerServer: config.policy.maxInFlightPerServer ?? 64,
+    }),
   trainer: (config, signal) =>
     new TinkerClient({
       baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal,

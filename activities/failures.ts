@@ -6,7 +6,8 @@
  *   endpoint or the trainer refuses for good: non-retryable, so the run fails
  *   at once with its message;
  * - an endpoint that cannot be reached or answers with a server error (the
- *   policy or an inference server: `PolicyUnavailable`; the trainer:
+ *   policy or an inference server: `PolicyUnavailable`, also when no replica
+ *   could take a request for a while; the trainer:
  *   `TrainerUnavailable`): retried; once the retries are spent, the run pauses
  *   itself with the reason;
  * - the trainer lost the run's model (`TrainerModelLost`): not retried; the
@@ -22,6 +23,7 @@ import { APIConnectionError, APIError } from 'openai';
 import { UserError } from '../core/errors';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { PublishError } from '../core/policy/publisher';
+import { NoReplicaError } from '../core/policy/replica-balancer';
 import { SamplerWeightsError } from '../core/policy/sampler-weights';
 import { TrainerError, TrainerModelGoneError } from '../core/rl/tinker/client';
 
@@ -37,6 +39,8 @@ export function asWorkflowFailure(err: unknown): never {
   if (err instanceof APIConnectionError || (err instanceof APIError && err.status !== undefined && (err.status >= 500 || err.status === 429))) {
     throw ApplicationFailure.retryable(`policy endpoint: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   }
+  // Every replica was out of rotation or lacked the version for a while (core/policy/replica-balancer.ts).
+  if (err instanceof NoReplicaError) throw ApplicationFailure.retryable(`inference replicas: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   if (err instanceof PublishError) {
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
     throw ApplicationFailure.retryable(`inference server: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);

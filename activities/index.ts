@@ -11,14 +11,18 @@
  *   rollouts.ts    runRolloutGroup                 (task queue harness-s-rollout)
  *   routing.ts     saveProfiles, chooseRescueHarnesses, rank1Routes
  *   train-step.ts  trainStep, restoreTrainer       (task queue harness-s-trainer)
- *   publish.ts     publishPolicy, republishPolicy
+ *   training-batch.ts storeTrainingBatch           (a step's batch, by reference for trainStep)
+ *   publish.ts     planPublish, planRepublish, loadPolicyOnReplica (control, or a replica's own queue),
+ *                  publishPolicy, republishPolicy (histories from before the fan-out)
  *   tracking.ts    trackRun                         (experiment trackers: MLflow)
  *   evolution.ts   prepareEvolution, runEvolutionGroup (harness-s-rollout), proposeCandidate,
  *                  recordSelection, freezePool   (workflow evolveHarnessPool)
  */
+import { ReplicaAddresses } from '../core/policy/replica-addresses';
+import { ReplicaBalancer } from '../core/policy/replica-balancer';
 import { asWorkflowFailure } from './failures';
 import { createEvolutionActivities } from './evolution';
-import { createPublishActivities } from './publish';
+import { createPublishActivities, replicaLoadDepsFor } from './publish';
 import { createRolloutActivities } from './rollouts';
 import { createRoutingActivities } from './routing';
 import { type ActivityDeps, createRunContext } from './run-context';
@@ -26,12 +30,19 @@ import { createRunActivities } from './runs';
 import { createTaskActivities } from './tasks';
 import { createRestoreTrainer, createTrainStep } from './train-step';
 import { createTrackingActivities } from './tracking';
+import { createTrainingBatchActivities } from './training-batch';
 
 export type { ActivityDeps } from './run-context';
 export type { ActivityClients } from './clients';
-export type { PublishSummary } from './publish';
+export type { PublishPlan, PublishSummary } from './publish';
+export type { RolloutGroupResult } from './rollouts';
 
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(given: ActivityDeps) {
+  const deps: ActivityDeps = {
+    ...given,
+    balancer: given.balancer ?? new ReplicaBalancer({ readiness: given.store.replicas, logger: given.logger }),
+    replicaAddresses: given.replicaAddresses ?? new ReplicaAddresses(),
+  };
   const context = createRunContext(deps);
   return classifyingFailures({
     ...createRunActivities(deps, context),
@@ -40,10 +51,16 @@ export function createActivities(deps: ActivityDeps) {
     ...createRoutingActivities(deps, context),
     trainStep: createTrainStep(deps, context),
     restoreTrainer: createRestoreTrainer(deps, context),
+    ...createTrainingBatchActivities(deps),
     ...createPublishActivities(deps, context),
     ...createTrackingActivities(deps),
     ...createEvolutionActivities(deps),
   });
+}
+
+/** What this worker's replica keepers need to load a run's version (core/publish/replica-keeper.ts). */
+export function replicaKeeperLoads(deps: ActivityDeps) {
+  return replicaLoadDepsFor(deps, createRunContext(deps));
 }
 
 /** Every activity, wrapped so that its errors say what the workflow should do: fail the run, pause it, or retry (failures.ts). */

@@ -1,19 +1,23 @@
 /**
  * What every activity of a run starts from: its stored config (parsed, with
  * the rules for runs stored by older versions applied), its environment, and
- * its harness pool (core/harness/pool.ts).
+ * its harness pool (core/harness/pool.ts). A frozen pool the config names is
+ * written from the run store into this host's pools folder when it lacks it.
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import type { LatencyProfile } from '../workers/sim-cluster/latency';
 import type { Logger } from 'pino';
 import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
+import { fetchFrozenPool } from '../core/envs/registry';
 import { FAILURE_TYPES } from '../core/failure-types';
 import type { Harness } from '../core/harness/harness';
 import { selectPool, splitPool } from '../core/harness/pool';
 import type { TrainerSessions } from '../core/rl/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import type { ActivityClients } from './clients';
+import type { ReplicaAddresses } from '../core/policy/replica-addresses';
+import type { ReplicaBalancer } from '../core/policy/replica-balancer';
 
 export interface ActivityDeps {
   store: RunStore;
@@ -34,6 +38,12 @@ export interface ActivityDeps {
   viewerUrl?: string | null;
   /** A run's HTML report, which trackRun uploads at the run's end (none when absent). */
   runReport?: (runId: string) => Promise<string>;
+  /** How this worker process is named (its Temporal identity); pid@host when absent. */
+  workerName?: string;
+  /** This process's balancer over inference replicas (one per process; createActivities makes one when absent). */
+  balancer?: ReplicaBalancer;
+  /** Expands a run's configured inference servers into replicas (createActivities makes one when absent). */
+  replicaAddresses?: ReplicaAddresses;
 }
 
 export interface RunPool {
@@ -54,6 +64,7 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
       const run = await deps.store.getRun(runId);
       if (!run) throw ApplicationFailure.nonRetryable(`run ${runId} is not registered in the run store`, FAILURE_TYPES.UnknownRun);
       const config = keepPreEvaluationShape(parseStoredRunConfig(run.config, `stored config of run ${runId}`), run.config);
+      await fetchFrozenPool(config.env, deps.store.evolutions);
       return { config, env: deps.environmentFor(config) };
     },
 

@@ -1,4 +1,5 @@
 /** Human-readable views of runs and steps. */
+import { replicaLines } from '../workflows/replica-status';
 import type { StepSummary } from '../core/rl/step-summary';
 import type { EvaluationSummary, InFlightStep, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
 import { isSimulatedEnv } from '../core/envs/sim/config';
@@ -39,6 +40,7 @@ export function statusText(status: RunStatus): string {
     ...(status.spent ? [`  spent: ${status.spent.rollouts} rollouts, ${status.spent.tokens} policy tokens${budgetLine(status.budget)}`] : []),
   ];
   for (const s of status.inFlight ?? []) lines.push(`  in flight: ${inFlightText(s)}`);
+  for (const line of replicaLines(status.replicas ?? [])) lines.push(`  ${line}`);
   if (status.lastStep) lines.push(`  last ${stepLine(status.lastStep)}`);
   if (status.lastEvaluation) lines.push(`  last ${evaluationLine(status.lastEvaluation)}`);
   lines.push(...lineageLines(status));

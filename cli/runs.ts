@@ -126,17 +126,23 @@ export interface RunView {
   restores: RestoreEvent[];
   /** A fork's parent run and the step it started from; null for a run started anew. */
   parent: ParentRun | null;
+  /** The run's newest version on each inference replica, as the run store records it (absent without the store). */
+  replicaVersions?: Array<{ replica: string; policyVersion: string; state: string; reason: string | null; probeMeanAbsDiff: number | null }>;
 }
 
 export async function runView(client: Client, runId: string, store?: RunStore): Promise<RunView> {
   const description = await describeRun(client, runId);
   const handle = client.workflow.getHandle(runId);
   const status = description.status.name;
-  const stored = store ? await runLineage(store, runId) : { restores: [], parent: null };
+  const lineage = store ? await runLineage(store, runId) : { restores: [], parent: null };
+  const replicaVersions = store
+    ? (await store.replicas.ofRun(runId)).map((r) => ({ replica: r.replica, policyVersion: r.policyVersion, state: r.state, reason: r.reason, probeMeanAbsDiff: r.probeMeanAbsDiff }))
+    : undefined;
+  const stored = { ...lineage, ...(replicaVersions ? { replicaVersions } : {}) };
   if (status === 'RUNNING') {
     const live = await handle.query(statusQuery);
     // Executions started before restores existed have neither field.
-    return { runId, status, live, summary: null, failure: null, restores: live.restores ?? stored.restores, parent: live.parent ?? stored.parent };
+    return { ...stored, runId, status, live, summary: null, failure: null, restores: live.restores ?? stored.restores, parent: live.parent ?? stored.parent };
   }
   if (status === 'COMPLETED') {
     return { runId, status, live: null, summary: (await handle.result()) as RunSummary, failure: null, ...stored };

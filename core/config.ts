@@ -12,6 +12,8 @@ import { FAILURE_TYPES } from './failure-types';
 import { EnvConfig, envFilesNamed } from './envs/env-configs';
 import { SIM_KIND } from './envs/sim/config';
 import { TrackingConfig } from './tracking/tracker-configs';
+import { DEFAULT_ROLLOUTS_PER_SLICE, STEP_LIMITS } from './rl/step-slices';
+import { PUBLISH_VIAS } from './policy/replicas';
 
 export const SIM_CLUSTER_URL = 'http://127.0.0.1:8765';
 
@@ -47,8 +49,20 @@ export const PolicyConfig = z.strictObject({
   model: z.string().min(1).default('sim-policy-base'),
   apiKeyEnv: ApiKeyEnv,
   temperature: z.number().min(0).max(2).default(1),
-  /** Where new policy versions are published (/v1/load_lora_adapter); baseUrl when empty. */
+  /**
+   * Every inference server (replica) of the run: each takes rollouts (balanced by requests in flight, an
+   * episode's turns on one replica) and gets each new policy version. baseUrl alone when empty. A URL whose
+   * host name resolves to several addresses (Compose's `--scale vllm=3`) is one replica per address.
+   */
   inferenceServers: z.array(Url).default([]),
+  /** The most requests one rollout worker process sends one replica at once; more wait in line. */
+  maxInFlightPerServer: z.number().int().min(1).default(64),
+  /**
+   * How replicas get a new version's adapter: `shared-storage` (a control worker unpacks it into its adapter
+   * folder, which every replica sees at the same path), or `replica-workers` (a worker beside each replica,
+   * started with --replica-url, fetches it from the trainer into its own folder: nothing shared).
+   */
+  publishVia: z.enum(PUBLISH_VIAS).default('shared-storage'),
   /** Seconds one chat completion may take before it is retried. */
   requestTimeoutSeconds: z.number().positive().default(60),
   /**
@@ -105,6 +119,15 @@ export const RolloutConfig = z.strictObject({
   maxTokens: z.number().int().min(1).optional(),
   /** Rollouts run at once inside one group activity. */
   concurrency: z.number().int().min(1).default(8),
+  /**
+   * A step with more base rollouts than this plays its tasks in slices of rolloutsPerSlice / groupSize
+   * tasks (at most 256), each a child workflow, so every history stays short. The default is the
+   * size measured; lower it only to see a small step split.
+   */
+  rolloutsPerSlice: z
+    .number().int().min(1)
+    .max(DEFAULT_ROLLOUTS_PER_SLICE, `at most ${DEFAULT_ROLLOUTS_PER_SLICE}: the slice size measured (a slice's result stays well under Temporal's 512 KB payload warning)`)
+    .default(DEFAULT_ROLLOUTS_PER_SLICE),
 });
 
 export const RescueConfig = z.strictObject({
@@ -267,7 +290,7 @@ export const GrpoConfig = z.strictObject({
   normalizeByStd: z.boolean().default(true),
 });
 
-export const RunConfig = z
+const RunConfigWithoutStepLimits = z
   .strictObject({
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-quickstart'),
     env: EnvConfig.default({ kind: SIM_KIND }),
@@ -309,6 +332,38 @@ export const RunConfig = z
       });
     }
   });
+
+/**
+ * A run config a user gives: also no step larger than the largest tested
+ * (STEP_LIMITS, core/rl/step-slices.ts). A config the store already holds
+ * is read without these limits, so a run started before them still loads.
+ */
+export const RunConfig = RunConfigWithoutStepLimits.superRefine((config, ctx) => {
+  const { tasksPerStep, groupSize } = config.rollout;
+  const tested = `the largest step tested: ${STEP_LIMITS.tasksPerStep} tasks x G=8 on the sim, every Temporal history under its 10k-event warning`;
+  if (tasksPerStep > STEP_LIMITS.tasksPerStep) {
+    ctx.addIssue({ code: 'custom', path: ['rollout', 'tasksPerStep'], message: `at most ${STEP_LIMITS.tasksPerStep} (${tested})` });
+  } else if (tasksPerStep * groupSize > STEP_LIMITS.rolloutsPerStep) {
+    ctx.addIssue({
+      code: 'custom', path: ['rollout', 'groupSize'],
+      message: `${tasksPerStep} tasks x G=${groupSize} is ${tasksPerStep * groupSize} rollouts a step; at most ${STEP_LIMITS.rolloutsPerStep} (${tested})`,
+    });
+  }
+  const { refill, maxDraws } = config.sampling;
+  if (refill === 'none') return;
+  // A refill draws fresh tasks in stream order across the whole step, so the step is played in one history.
+  const draws = maxDraws ?? 3 * tasksPerStep;
+  const which = maxDraws === undefined ? ` (3 x rollout.tasksPerStep when sampling.maxDraws is absent)` : '';
+  const unsplit = `a step with refill '${refill}' is played in one history; the largest tested drew at most ${STEP_LIMITS.refillDraws} tasks`;
+  if (draws > STEP_LIMITS.refillDraws) {
+    ctx.addIssue({ code: 'custom', path: ['sampling', 'maxDraws'], message: `draws up to ${draws} tasks${which}: at most ${STEP_LIMITS.refillDraws} (${unsplit}); give a smaller sampling.maxDraws or rollout.tasksPerStep` });
+  } else if (draws * groupSize > STEP_LIMITS.rolloutsPerStep) {
+    ctx.addIssue({
+      code: 'custom', path: ['sampling', 'maxDraws'],
+      message: `up to ${draws} tasks${which} x G=${groupSize} is ${draws * groupSize} rollouts a step; at most ${STEP_LIMITS.rolloutsPerStep} (${tested})`,
+    });
+  }
+});
 export type RunConfig = z.infer<typeof RunConfig>;
 /** What a user writes: every field with a default may be left out. */
 export type RunConfigInput = z.input<typeof RunConfig>;
@@ -329,10 +384,14 @@ export class RunConfigError extends UserError {
  * error names each bad field by its path.
  */
 export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
+  return parseConfigWith(RunConfig, raw, source);
+}
+
+function parseConfigWith(schema: typeof RunConfigWithoutStepLimits, raw: unknown, source: string): RunConfig {
   const { config, keyProblems } = takeLiteralKeys(raw);
-  const parsed = RunConfig.safeParse(config);
+  const parsed = schema.safeParse(config);
   if (parsed.success && keyProblems.length === 0) return parsed.data;
-  const lines = [...keyProblems.map((p) => `  - ${p.path}: ${p.message}`), ...(parsed.success ? [] : [formatZodError(parsed.error, RunConfig)])];
+  const lines = [...keyProblems.map((p) => `  - ${p.path}: ${p.message}`), ...(parsed.success ? [] : [formatZodError(parsed.error, schema)])];
   throw new RunConfigError(`${source} is invalid:\n${lines.join('\n')}`, [
     ...keyProblems.map((p) => p.path),
     ...(parsed.success ? [] : zodErrorPaths(parsed.error)),
@@ -348,14 +407,14 @@ export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
 export function parseStoredRunConfig(raw: unknown, source: string): RunConfig {
   const cleaned = structuredClone(raw);
   for (const endpoint of endpointsOf(cleaned)) delete endpoint.value.apiKey;
-  const first = RunConfig.safeParse(cleaned);
+  const first = RunConfigWithoutStepLimits.safeParse(cleaned);
   if (first.success) return first.data;
   for (const issue of first.error.issues) {
     if (issue.code !== 'unrecognized_keys') continue;
     const holder = valueAt(cleaned, issue.path);
     if (holder !== null && typeof holder === 'object') for (const key of issue.keys) delete (holder as Record<string, unknown>)[key];
   }
-  return parseRunConfig(cleaned, source);
+  return parseConfigWith(RunConfigWithoutStepLimits, cleaned, source);
 }
 
 /** The placeholder key OpenAI-compatible servers without auth accept ("EMPTY"), which older configs carried as a default. */

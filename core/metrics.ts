@@ -132,6 +132,34 @@ const sandboxesSwept = new Counter({
   registers: [metricsRegistry],
 });
 
+const replicaInFlight = new Gauge({
+  name: 'harness_s_replica_in_flight',
+  help: 'Requests this process has in flight to each inference replica',
+  labelNames: ['replica'] as const,
+  registers: [metricsRegistry],
+});
+
+const replicaHealthy = new Gauge({
+  name: 'harness_s_replica_healthy',
+  help: 'Whether this process sends requests to an inference replica (1) or holds it out of rotation until its health check passes (0)',
+  labelNames: ['replica'] as const,
+  registers: [metricsRegistry],
+});
+
+const replicaRequests = new Counter({
+  name: 'harness_s_replica_requests_total',
+  help: 'Requests this process sent each inference replica; outcome ok, error (the request failed for its own reason), or the replica fault that failed it (unreachable, timeout, server_error, lost_adapter)',
+  labelNames: ['replica', 'outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+const replicaLoads = new Counter({
+  name: 'harness_s_replica_version_loads_total',
+  help: 'Policy versions loaded on an inference replica and probed; reason publish (a new version) or reload (the replica had lost it)',
+  labelNames: ['replica', 'reason', 'outcome'] as const,
+  registers: [metricsRegistry],
+});
+
 export type Outcome = 'ok' | 'error';
 
 export function recordRolloutStored(labels: { env: string; harness: string; role: string; success: boolean }): void {
@@ -232,4 +260,18 @@ export function countSandboxSweep(outcome: Outcome, removed?: { databases: numbe
     sandboxesSwept.inc({ kind: 'database' }, removed.databases);
     sandboxesSwept.inc({ kind: 'user' }, removed.users);
   }
+}
+
+/** A replica's requests in flight from this process, and whether it is in rotation. */
+export function setReplicaState(replica: string, inFlight: number, healthy: boolean): void {
+  replicaInFlight.set({ replica }, inFlight);
+  replicaHealthy.set({ replica }, healthy ? 1 : 0);
+}
+
+export function countReplicaRequest(replica: string, outcome: string): void {
+  replicaRequests.inc({ replica, outcome });
+}
+
+export function countReplicaLoad(replica: string, reason: 'publish' | 'reload', outcome: Outcome): void {
+  replicaLoads.inc({ replica, reason, outcome });
 }

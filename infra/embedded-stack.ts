@@ -7,7 +7,7 @@ import path from 'node:path';
 import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { loadSimWorld } from '../core/envs/sim/world';
-import { databaseUrlFromEnv, migrate, RunStore } from '../core/store/run-store';
+import { databaseUrlFromEnv, migrate, dbPoolSizeFromEnv, RunStore } from '../core/store/run-store';
 import { trackingEndpointsFromEnv } from '../core/tracking/registry';
 import { viewerUrlFromEnv } from '../core/viewer-address';
 import { LatencyModel, LatencyProfileError, type SimLatencyOptions } from '../workers/sim-cluster/latency';
@@ -76,7 +76,7 @@ export async function startEmbeddedStack(options: {
     );
   }
   log(`run store ready (PostgreSQL ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname})`);
-  const store = RunStore.connect(databaseUrl);
+  const store = RunStore.connect(databaseUrl, undefined, dbPoolSizeFromEnv());
 
   const sim = world
     ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }), latency, keepAdapters: true })

@@ -4,15 +4,21 @@
  * step). One process may serve any subset; production scales rollout workers
  * out and runs the trainer queue next to the GPUs.
  */
+import os from 'node:os';
 import path from 'node:path';
 import type { LatencyProfile } from './sim-cluster/latency';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createActivities } from '../activities';
+import { type ActivityDeps, createActivities, replicaKeeperLoads } from '../activities';
+import { ReplicaBalancer } from '../core/policy/replica-balancer';
+import { replicaTaskQueue, replicaUrl } from '../core/policy/replicas';
+import { ReplicaKeeper } from '../core/publish/replica-keeper';
 import type { RunConfig } from '../core/config';
 import type { Environment } from '../core/envs/environment';
+import type { EnvServices } from '../core/envs/registration';
 import { createEnvironment } from '../core/envs/registry';
-import { TrainerSessions } from '../core/rl/tinker/sessions';
+import { processSettings } from '../core/settings';
+import { keepLiveRunSessions, SESSION_HEARTBEAT_SECONDS, TrainerSessions } from '../core/rl/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import { TASK_QUEUES } from '../workflows/definitions';
 
@@ -20,15 +26,17 @@ export type QueueName = keyof typeof TASK_QUEUES;
 export const ALL_QUEUES: QueueName[] = ['control', 'rollout', 'trainer'];
 export const WORKFLOWS_PATH = path.join(__dirname, '..', 'workflows', 'index.ts');
 
-/** Environments are built once per env config, shared by the activities, closed with the workers. */
+/** Environments are built once per env config, shared by the activities, closed with the workers; `services`: what they share with other hosts. */
 export class EnvironmentCache {
   private readonly cache = new Map<string, Environment>();
+
+  constructor(private readonly services: EnvServices = {}) {}
 
   get(config: Pick<RunConfig, 'env'>): Environment {
     const key = JSON.stringify(config.env);
     let env = this.cache.get(key);
     if (!env) {
-      env = createEnvironment(config.env);
+      env = createEnvironment(config.env, processSettings(), this.services);
       this.cache.set(key, env);
     }
     return env;
@@ -63,6 +71,14 @@ export interface WorkerOptions {
   viewerUrl?: string | null;
   /** Where each experiment tracker's server is (trackingEndpointsFromEnv at process start): runs with `tracking` log there. */
   trackingEndpoints?: Readonly<Record<string, string>>;
+  /** How often trainer sessions are heartbeated and the live runs' sessions read (SESSION_HEARTBEAT_SECONDS; tests shorten it). */
+  sessionHeartbeatSeconds?: number;
+  /**
+   * The inference replica beside this worker, by the URL rollout workers reach it at (`--replica-url`): the
+   * worker serves its own task queue (harness-s-replica@host:port), where runs with `policy.publishVia:
+   * replica-workers` load their versions into it, and keeps it serving them after a restart.
+   */
+  replicaUrl?: string;
 }
 
 export interface WorkerGroup {
@@ -72,11 +88,17 @@ export interface WorkerGroup {
 }
 
 export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup> {
-  const environments = new EnvironmentCache();
-  const trainerSessions = new TrainerSessions(options.logger);
-  const activities = createActivities({
+  const heartbeatSeconds = options.sessionHeartbeatSeconds ?? SESSION_HEARTBEAT_SECONDS;
+  const trainerSessions = new TrainerSessions(options.logger, heartbeatSeconds);
+  const workerName = options.identity ?? `${process.pid}@${os.hostname()}`;
+  // Remote env servers' sessions are counted in the run store, so every host's workers keep to one limit together.
+  const environments = new EnvironmentCache({ sessionLeases: { leases: options.store.sessionLeases, holder: workerName } });
+  const balancer = new ReplicaBalancer({ readiness: options.store.replicas, logger: options.logger });
+  const activityDeps: ActivityDeps = {
     store: options.store,
     logger: options.logger,
+    workerName,
+    balancer,
     environmentFor: (config) => environments.get(config),
     trainerSessions,
     adapterDir: options.adapterDir,
@@ -88,8 +110,30 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
       const { loadRunReport, runReportPage } = await import('../core/report/run-report');
       return runReportPage(await loadRunReport(options.store, runId));
     },
-  });
+  };
+  const activities = createActivities(activityDeps);
   const queues = options.queues ?? ALL_QUEUES;
+  // Keepers load what replicas lost: a control worker those that share its adapter folder, a replica worker its own.
+  const keeperLoads = replicaKeeperLoads(activityDeps);
+  const keepers = [
+    ...(queues.includes('control') ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'shared-storage', loadDeps: keeperLoads, holder: workerName })] : []),
+    ...(options.replicaUrl
+      ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'replica-workers', replica: replicaUrl(options.replicaUrl), loadDeps: keeperLoads, holder: workerName })]
+      : []),
+  ];
+  const replicaWorker = options.replicaUrl
+    ? [
+        await Worker.create({
+          connection: options.connection,
+          namespace: options.namespace,
+          taskQueue: replicaTaskQueue(replicaUrl(options.replicaUrl)),
+          activities,
+          ...(options.identity ? { identity: options.identity } : {}),
+          maxConcurrentActivityTaskExecutions: 4,
+          shutdownGraceTime: '10s',
+        }),
+      ]
+    : [];
   const workflowBundle = queues.includes('control') ? await buildWorkflowBundle() : undefined;
   const workers = await Promise.all(
     queues.map(async (queue) =>
@@ -107,13 +151,23 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
     ),
   );
 
+  workers.push(...replicaWorker);
+
   return {
     workers,
     async run(signal?: AbortSignal) {
       signal?.addEventListener('abort', () => workers.forEach((w) => w.getState() === 'RUNNING' && w.shutdown()));
+      for (const keeper of keepers) keeper.start();
+      // Every trainer worker keeps every live run's trainer session alive, whoever created its model.
+      const liveRunSessions = queues.includes('trainer')
+        ? keepLiveRunSessions({ sessions: trainerSessions, store: options.store, logger: options.logger, everySeconds: heartbeatSeconds })
+        : null;
       try {
         await Promise.all(workers.map((w) => w.run()));
       } finally {
+        await Promise.all(keepers.map((k) => k.close()));
+        balancer.close();
+        liveRunSessions?.close();
         trainerSessions.close();
         await environments.closeAll();
       }

@@ -48,6 +48,22 @@ export const publishActivityOptions = (retry?: RetryConfig): ActivityOptions => 
 });
 
 /**
+ * Loading a version on one inference replica: on the control queue, or the
+ * queue of the worker beside the replica (publishVia replica-workers), which
+ * may be gone with its host: an attempt no worker picks up within a minute
+ * fails, and the replica gets the version from its keeper once it is back.
+ * A replica that refuses connections is given a few quick tries, not the
+ * run's retries: the version goes live on the others meanwhile.
+ */
+export const replicaLoadOptions = (taskQueue: string, ownQueue: boolean): ActivityOptions => ({
+  taskQueue,
+  startToCloseTimeout: '30m',
+  heartbeatTimeout: '30s',
+  ...(ownQueue ? { scheduleToStartTimeout: '1m' } : {}),
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
+});
+
+/**
  * Logging to an experiment tracker (trackRun): the activity catches every
  * failure of the tracker, so retries only cover a worker lost mid-call, and
  * a run's end never waits long for it.

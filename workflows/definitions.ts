@@ -6,9 +6,15 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { RunConfig, RunConfigInput } from '../core/config';
-import type { StepSummary } from '../core/rl/step-summary';
+import type { FailedGroup, StepSummary } from '../core/rl/step-summary';
 import type { EvaluationSummary } from '../core/rl/evaluation';
 import type { HealthWindow, RunHealth } from '../core/rl/run-health';
+import type { WorkerReplicaViews } from '../core/policy/replicas';
+import type { ReplicaPublishOutcome } from './publish';
+import type { ReplicaStatus } from './replica-status';
+export type { ReplicaStatus } from './replica-status';
+import type { TaskRef } from '../core/envs/task';
+import type { DrawnGroup } from '../core/rl/batch-fill';
 export type { EvaluationSummary } from '../core/rl/evaluation';
 export type { RunSummary, SiblingRescueStats } from '../core/rl/step-summary';
 
@@ -111,6 +117,8 @@ export interface RunStatus {
   budget?: { rollouts?: number; tokens?: number } | null;
   /** Whether the run is still learning, by its `health` rule (absent from runs started before the rule). */
   health?: RunHealth;
+  /** Each inference replica as the steps last reported it (absent before replicas were reported). */
+  replicas?: ReplicaStatus[];
 }
 
 /**
@@ -146,6 +154,39 @@ export interface TrainingStepInput {
   gated?: boolean;
 }
 
+/**
+ * One slice of a step too large for one history (workflows/step-slice.ts): the child workflow
+ * `<step workflow id>/slice-<i>` plays these tasks' base and rescue groups for the step.
+ */
+export interface StepSliceInput {
+  runId: string;
+  step: number;
+  config: RunConfig;
+  policyVersion: string;
+  profileVersion: number;
+  baseHarnessId: string;
+  slice: number;
+  /** The slice's tasks, the first at index `first` of the step's task stream. */
+  first: number;
+  tasks: TaskRef[];
+}
+
+/** What a slice played: each task's groups by its index in the step's stream, in that order, and the groups that failed for good. */
+export interface StepSliceResult {
+  groups: DrawnGroup[];
+  failedGroups: FailedGroup[];
+  rescuesStarted: number;
+}
+
+/** From a slice to its step, a few times while it plays (workflows/step-slice.ts), so the run shows the step's groups done. */
+export interface SliceProgress {
+  slice: number;
+  groupsDone: number;
+  rescuesStarted: number;
+  failedGroups: number;
+}
+export const sliceProgressSignal = defineSignal<[SliceProgress]>('sliceProgress');
+
 export interface ReanchorProfilesInput {
   runId: string;
   config: RunConfig;
@@ -178,6 +219,10 @@ export interface StepProgress {
   rescuesStarted: number;
   failedGroups: number;
   phase?: StepPhase;
+  /** The rollout workers' latest views of the replicas (each worker's newest), when one came in since the last progress. */
+  replicaViews?: WorkerReplicaViews[];
+  /** What publishing the step's version did on each replica, once it has. */
+  published?: ReplicaPublishOutcome[];
 }
 export const stepProgressSignal = defineSignal<[StepProgress]>('stepProgress');
 /** From the run to a gated (pipelined) step: the previous step has trained, this one may train now. */

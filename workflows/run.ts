@@ -52,7 +52,7 @@ import {
   type RunStatus,
   type RunSummary,
 } from './definitions';
-import { controlActivityOptions, publishActivityOptions, trackingActivityOptions } from './activity-options';
+import { controlActivityOptions, trackingActivityOptions } from './activity-options';
 import { trainingStep } from './training-step';
 import { reanchorProfiles } from './reanchor-profiles';
 import { evaluatePolicy } from './evaluation';
@@ -61,9 +61,10 @@ import { StepPipeline } from './step-pipeline';
 import { loadForkedModel, type RecoveryHost, restoreLostModel } from './trainer-recovery';
 import { isSimulatedEnv } from '../core/envs/sim/config';
 import { trackersOf } from '../core/tracking/tracker-configs';
+import { republishPolicyVersion } from './publish';
+import { replicaLines, withPublish, withWorkerViews } from './replica-status';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
-const publish = proxyActivities<Activities>(publishActivityOptions());
 const tracking = proxyActivities<Activities>(trackingActivityOptions());
 const RECENT_STEPS = 10;
 const STEP_PHASES: readonly StepPhase[] = ['rollouts', 'waiting-for-trainer', 'training', 'waiting-to-publish', 'publishing'];
@@ -168,6 +169,10 @@ class HarnessSRun {
   /** A running step's progress, shown on the run's own page (a late signal from a step no longer running is ignored). */
   stepProgressed(progress: StepProgress): void {
     this.pipeline.progressed(progress);
+    const { replicaViews, published, ...stepProgress } = progress;
+    if (replicaViews) this.status.replicas = withWorkerViews(this.status.replicas ?? [], replicaViews);
+    if (published) this.status.replicas = withPublish(this.status.replicas ?? [], published);
+    progress = stepProgress;
     const shown = this.status.inFlight?.find((s) => s.step === progress.step);
     if (!shown || this.status.phase !== 'training') return;
     // Two signals a step sends in one workflow task may arrive in either order: a phase never goes back.
@@ -225,7 +230,7 @@ class HarnessSRun {
     if (this.input.fork) {
       await loadForkedModel(this.host(), this.input.fork);
     } else if (this.input.recover && this.input.resume && this.input.resume.nextStep > 0) {
-      await publish.republishPolicy({ runId: this.runId, step: this.input.resume.nextStep - 1 });
+      await this.republish(this.input.resume.nextStep - 1);
     }
     if (this.config.budget && this.input.resume && this.input.resume.nextStep > 0 && this.input.resume.spent === undefined) {
       // A recovered or forked run: its budget counts the steps before it too.
@@ -242,6 +247,8 @@ class HarnessSRun {
         this.details(`paused before step ${status.step}: ${status.pauseReason}`);
         await condition(() => !status.paused);
         if (status.step >= this.config.steps) break; // a change while paused may have ended the run here
+        // Replicas may have restarted while the run was paused: the current version goes where it is missing.
+        if (patched('republish-on-resume')) await this.untilDone('republishing after the resume', () => this.republish(status.step - 1));
       }
       const summary = this.pipelined() ? await this.pipelinedSegment() : await this.runOneStep(prepared);
       if (summary === null) {
@@ -547,7 +554,7 @@ class HarnessSRun {
       ),
     ];
     const viewer = this.prepared?.viewerRunUrl ? [`steps, groups and rollouts: ${this.prepared.viewerRunUrl}`] : [];
-    setCurrentDetails([what, ...lineage, now, ...viewer].join('\n'));
+    setCurrentDetails([what, ...lineage, now, ...replicaLines(this.status.replicas ?? []), ...viewer].join('\n'));
   }
 
   /**
@@ -558,8 +565,11 @@ class HarnessSRun {
    */
   private async untilDone<T>(what: string, child: () => Promise<T>): Promise<T> {
     const pausesOnOutage = patched('pause-on-outage');
+    let republishFirst = false;
     for (;;) {
       try {
+        // After a resume: the inference replicas that came back get the current version before the child runs again.
+        if (republishFirst) await this.republish(this.status.step - 1);
         return await child();
       } catch (err) {
         const outage = outageOf(err);
@@ -568,8 +578,20 @@ class HarnessSRun {
         this.pause(`${what} stopped: ${outage.replace(/\.$/, '')}. Once it is back: harness-s run resume ${this.runId}`);
         this.details(`paused in ${what}: ${this.status.pauseReason}`);
         await condition(() => !this.status.paused);
+        republishFirst = patched('republish-on-resume');
       }
     }
+  }
+
+  /**
+   * Loads the run's current policy version again on every replica that lacks
+   * it (a resume, a recovery): nothing while the run samples the base model.
+   */
+  private async republish(step: number): Promise<void> {
+    const { status } = this;
+    if (step < 0 || status.policyVersion === this.config.policy.model) return;
+    const outcome = await republishPolicyVersion({ runId: this.runId, step, policyVersion: status.policyVersion }, this.config.retry);
+    if (outcome && outcome.replicas.length > 0) status.replicas = withPublish(status.replicas ?? [], outcome.replicas);
   }
 
   /** The first step a change made now applies from. */

@@ -10,9 +10,8 @@ import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { type ParentRun, type RestoreEvent, type RunStatus, SEARCH_ATTRIBUTES } from './definitions';
-import { publishActivityOptions, trainerActivityOptions } from './activity-options';
-
-const publish = proxyActivities<Activities>(publishActivityOptions());
+import { trainerActivityOptions } from './activity-options';
+import { publishPolicyVersion } from './publish';
 
 /** What recovery needs of its run. */
 export interface RecoveryHost {
@@ -56,7 +55,7 @@ const { status } = run;
   if (r.samplerPath !== null && r.fromStep !== null) {
     const fromStep = r.fromStep;
     await run.untilDone(`publishing the restored policy`, () =>
-      publish.publishPolicy({ runId: run.runId, step: fromStep, policyVersion: r.policyVersion, samplerPath: r.samplerPath!, probeOf: { runId: run.runId, step: fromStep } }),
+      publishPolicyVersion({ runId: run.runId, step: fromStep, policyVersion: r.policyVersion, samplerPath: r.samplerPath!, probeOf: { runId: run.runId, step: fromStep } }, run.config.retry),
     );
   }
   const event: RestoreEvent = { restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep, at: r.at, reason: r.reason };
@@ -87,7 +86,7 @@ const { status } = run;
   }
   const fromStep = loaded.fromStep;
   await run.untilDone('publishing the forked policy', () =>
-    publish.publishPolicy({ runId: run.runId, step: fromStep, policyVersion: loaded.policyVersion, samplerPath: loaded.samplerPath!, probeOf: { runId: fork.runId, step: fromStep } }),
+    publishPolicyVersion({ runId: run.runId, step: fromStep, policyVersion: loaded.policyVersion, samplerPath: loaded.samplerPath!, probeOf: { runId: fork.runId, step: fromStep } }, run.config.retry),
   );
   status.policyVersion = loaded.policyVersion;
 }

@@ -5,17 +5,32 @@
  * group whose task fails for good is left out, with its reason
  * (workflows/failures.ts); when every base group fails, the step fails as an
  * outage and the run pauses.
+ *
+ * A step with more base rollouts than `rollout.rolloutsPerSlice` plays its
+ * tasks in slices, each a child workflow (step-slice.ts), so no history nears
+ * Temporal's 10k-event warning (core/rl/step-slices.ts). The trainer takes the
+ * batch by reference: the step writes it to the run store in chunks, and
+ * trainStep's input names it (core/rl/training-batch.ts).
  */
-import { ApplicationFailure, condition, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import {
+  ApplicationFailure, condition, executeChild, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { TaskRef } from '../core/envs/task';
 import { FAILURE_TYPES } from '../core/failure-types';
-import type { GroupSummary } from '../core/rl/groups';
-import { assembleTrainingGroups, failureCounts, isDeadGroup, planRescueGroup } from '../core/rl/rescue';
+import { assembleTrainingGroups } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
-import { publishGateSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput } from './definitions';
-import { controlActivityOptions, publishActivityOptions, rolloutActivityOptions, trainerActivityOptions } from './activity-options';
-import { groupOrFailure } from './failures';
+import { BATCH_CHUNK_ROLLOUTS, batchChunks, DEFAULT_ROLLOUTS_PER_SLICE, sliceRanges, tasksPerSlice } from '../core/rl/step-slices';
+import { batchGroupsOf, batchRefOf } from '../core/rl/training-batch';
+import {
+  publishGateSignal, type SliceProgress, sliceProgressSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput,
+} from './definitions';
+import { controlActivityOptions, trainerActivityOptions } from './activity-options';
+import { publishPolicyVersion, type ReplicaPublishOutcome } from './publish';
+import type { WorkerReplicaViews } from '../core/policy/replicas';
 import { type DrawnGroup, keepGroupsWithSignal, maxDraws, wantsFreshTask } from '../core/rl/batch-fill';
+import { taskPlayer } from './step-groups';
+import { trainingStepSlice } from './step-slice';
 
 /** A step tells its run how far it is at most this often (and at each change of phase). */
 const PROGRESS_EVERY_MS = 5_000;
@@ -27,8 +42,6 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   setHandler(trainGateSignal, () => void (gateOpen = true));
   setHandler(publishGateSignal, () => void (publishOpen = true));
   const control = proxyActivities<Activities>(controlActivityOptions(config.retry));
-  const publish = proxyActivities<Activities>(publishActivityOptions(config.retry));
-  const rollout = proxyActivities<Activities>(rolloutActivityOptions(config.retry));
   const trainer = proxyActivities<Activities>(trainerActivityOptions(config.retry));
   const keepsFailedGroups = patched('failed-groups');
   const reportsToRun = patched('step-progress-to-run');
@@ -42,13 +55,18 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const stream = await control.sampleTasks({ runId, purpose: 'train', step, ...(refill !== 'none' ? { count: maxDraws(config.sampling, B) } : {}) });
   const tasks = stream.slice(0, B);
   const failedGroups: FailedGroup[] = [];
-  let groupsDone = 0;
+  /** Base groups done, rescues started and groups failed so far: counted here, or summed over the slices' reports. */
+  const counts = { groupsDone: 0, rescuesStarted: 0, failedGroups: 0 };
   let drawn = tasks.length;
-  let rescuesStarted = 0;
   let phase: StepPhase = 'rollouts';
   let lastSent = -Infinity;
+  /** Each rollout worker's latest view of the replicas, sent with the next progress once one came in. */
+  const replicaViews = new Map<string, WorkerReplicaViews>();
+  let viewsChanged = false;
+  let published: ReplicaPublishOutcome[] | undefined;
   const progress = (newPhase?: StepPhase) => {
-    const failed = failedGroups.length ? `, ${failedGroups.length} failed` : '';
+    const { groupsDone, rescuesStarted } = counts;
+    const failed = counts.failedGroups ? `, ${counts.failedGroups} failed` : '';
     const fresh = drawn > tasks.length ? `, ${drawn - tasks.length} fresh tasks drawn` : '';
     if (newPhase === undefined) setCurrentDetails(`step ${step}: ${groupsDone}/${drawn} base groups done, ${rescuesStarted} rescues started${fresh}${failed}`);
     // The run's own page shows it too. A run that has ended meanwhile is no reason to fail the step.
@@ -56,62 +74,62 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     if (sendsPhases && newPhase === undefined && Date.now() - lastSent < PROGRESS_EVERY_MS) return;
     if (newPhase !== undefined) phase = newPhase;
     lastSent = Date.now();
+    const replicas = {
+      ...(viewsChanged ? { replicaViews: [...replicaViews.values()] } : {}),
+      ...(published ? { published } : {}),
+    };
+    viewsChanged = false;
+    published = undefined;
     void getExternalWorkflowHandle(runId)
       .signal(stepProgressSignal, {
-        step, groupsDone, groups: drawn, rescuesStarted, failedGroups: failedGroups.length, ...(sendsPhases ? { phase } : {}),
+        step, groupsDone, groups: drawn, rescuesStarted, failedGroups: counts.failedGroups, ...(sendsPhases ? { phase } : {}), ...replicas,
       })
       .catch(() => undefined);
   };
   progress();
 
-  /** A group's activity; with failed groups kept, a task that fails for good is recorded and gives null. */
-  const group = async (taskId: string, role: 'base' | 'rescue', run: () => Promise<GroupSummary>): Promise<GroupSummary | null> => {
-    if (!keepsFailedGroups) return run();
-    const outcome = await groupOrFailure(run);
-    if ('group' in outcome) return outcome.group;
-    failedGroups.push({ taskId, role, reason: outcome.failed });
-    return null;
-  };
-
-  /** A task's base group and, when it is dead, its rescue group. */
-  const playTask = async (task: (typeof stream)[number]) => {
-    const base = await group(task.taskId, 'base', () =>
-      rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
-        plan: [{ harnessId: baseHarnessId, samples: G }],
-      }),
-    );
-    groupsDone += 1;
-    progress();
-    if (!base || !config.rescue.enabled || !isDeadGroup(base)) return { base, rescue: null };
-    const decision = await control.chooseRescueHarnesses({
-      runId, step, profileVersion,
-      group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
-    });
-    if (decision.chosen.length === 0) return { base, rescue: null };
-    rescuesStarted += 1;
-    progress();
-    const rescue = await group(task.taskId, 'rescue', () =>
-      rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
-        plan: planRescueGroup(decision.chosen, G),
-      }),
-    );
-    return { base, rescue };
-  };
-
-  /** Plays the stream's task at `index`, then, if the refill asks for it and the stream has one, the next fresh task. */
   const outcomes: DrawnGroup[] = [];
-  const play = async (index: number): Promise<void> => {
-    const outcome = { index, ...(await playTask(stream[index])) };
-    outcomes.push(outcome);
-    if (wantsFreshTask(outcome, refill, B) && drawn < stream.length) {
-      const next = drawn++;
+  const perSlice = tasksPerSlice(config.rollout.rolloutsPerSlice ?? DEFAULT_ROLLOUTS_PER_SLICE, G); // absent from configs recorded before slices
+  // A refill draws the stream's tasks in order across the whole step: such a step is never split (its size is capped instead).
+  if (refill === 'none' && B > perSlice && patched('step-slices')) {
+    const played = await playInSlices(input, tasks, perSlice, (reported) => {
+      Object.assign(counts, reported);
       progress();
-      await play(next);
-    }
-  };
-  await Promise.all(tasks.map((_, index) => play(index)));
+    });
+    outcomes.push(...played.groups);
+    failedGroups.push(...played.failedGroups);
+  } else {
+    const playTask = taskPlayer({
+      runId, step, config, policyVersion, profileVersion, baseHarnessId, keepsFailedGroups,
+      onFailed: (failed) => {
+        failedGroups.push(failed);
+        counts.failedGroups = failedGroups.length;
+      },
+      onBaseDone: () => {
+        counts.groupsDone += 1;
+        progress();
+      },
+      onRescueStarted: () => {
+        counts.rescuesStarted += 1;
+        progress();
+      },
+      onReplicaViews: (views) => {
+        replicaViews.set(views.worker, views);
+        viewsChanged = true;
+      },
+    });
+    /** Plays the stream's task at `index`, then, if the refill asks for it and the stream has one, the next fresh task. */
+    const play = async (index: number): Promise<void> => {
+      const outcome = { index, ...(await playTask(stream[index])) };
+      outcomes.push(outcome);
+      if (wantsFreshTask(outcome, refill, B) && drawn < stream.length) {
+        const next = drawn++;
+        progress();
+        await play(next);
+      }
+    };
+    await Promise.all(tasks.map((_, index) => play(index)));
+  }
   outcomes.sort((a, b) => a.index - b.index); // in stream order, whatever order they ended in
   const rolloutsDone = Date.now();
   if (input.gated) {
@@ -130,13 +148,17 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const { kept: trainingGroups, dropped } = keepGroupsWithSignal(assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd), refill);
   setCurrentDetails(`step ${step}: training on ${trainingGroups.length} groups (${TASK_QUEUES.trainer})`);
   if (sendsPhases) progress('training');
-  const trained = await trainer.trainStep({
-    runId, step,
-    groups: trainingGroups.map((g) => ({
-      taskId: g.taskId,
-      rollouts: g.rollouts.map((r) => ({ harnessId: r.harnessId, sample: r.sample, advantage: r.advantage })),
-    })),
-  });
+  const batch = batchGroupsOf(trainingGroups);
+  // The batch goes to the run store in chunks, keyed by this step workflow's id, and trainStep reads it there
+  // (before: listed in trainStep's input, which Temporal's 2 MB payload limit stopped near 28k rollouts).
+  const byReference = patched('train-batch-by-reference');
+  const batchKey = workflowInfo().workflowId;
+  if (byReference) {
+    await Promise.all(batchChunks(batch, BATCH_CHUNK_ROLLOUTS).map((chunk) => control.storeTrainingBatch({ runId, step, batchKey, first: chunk.first, groups: chunk.groups })));
+  }
+  const trained = await trainer.trainStep(
+    byReference ? { runId, step, batch: batchRefOf(batchKey, batch) } : { runId, step, groups: batch.map((g) => ({ taskId: g.taskId, rollouts: g.rollouts })) },
+  );
   const trainDone = Date.now();
   if (input.gated) {
     // An inference server then never samples two policy versions at once (the probe of the new one beside the
@@ -148,14 +170,19 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const publishStarted = Date.now();
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
   if (sendsPhases) progress('publishing');
-  const published = await publish.publishPolicy({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath });
+  const publishOutcome = await publishPolicyVersion({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath }, config.retry);
+  if (publishOutcome.replicas.length > 0 && sendsPhases && reportsToRun && patched('replica-status')) {
+    // The run's status shows the version each replica now serves.
+    published = publishOutcome.replicas;
+    progress('publishing');
+  }
   const summary = summarizeStep({
     step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
     baseGroups, rescueGroups, trainingGroups,
     datums: trained.datums, trainerMetrics: trained.metrics,
     // Both absent from histories recorded before they existed.
     logprobMismatch: trained.logprobMismatch ?? null,
-    publishProbeMeanAbsDiff: published?.probeMeanAbsDiff ?? null,
+    publishProbeMeanAbsDiff: publishOutcome.probeMeanAbsDiff ?? null,
     durationSeconds: (Date.now() - started) / 1000,
     phaseSeconds: {
       rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - publishStarted) / 1000,
@@ -169,4 +196,41 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   await control.recordStep({ runId, summary });
   setCurrentDetails(`step ${step}: done, base success ${(summary.baseSuccessRate * 100).toFixed(1)}%`);
   return summary;
+}
+
+/**
+ * The step's first tasks played in slices, each a child workflow `<step>/slice-<i>` (step-slice.ts), all at
+ * once; their groups in stream order. `onProgress` gets the groups done, rescues started and groups failed
+ * over every slice as the slices report them.
+ */
+async function playInSlices(
+  input: TrainingStepInput,
+  tasks: readonly TaskRef[],
+  perSlice: number,
+  onProgress: (counts: { groupsDone: number; rescuesStarted: number; failedGroups: number }) => void,
+): Promise<{ groups: DrawnGroup[]; failedGroups: FailedGroup[] }> {
+  const { runId, step, config, policyVersion, profileVersion, baseHarnessId } = input;
+  const stepWorkflowId = workflowInfo().workflowId;
+  const reported = new Map<number, SliceProgress>();
+  const report = (progress: SliceProgress) => {
+    // A slice's signals come in order, and its result last: a count never goes back.
+    if ((reported.get(progress.slice)?.groupsDone ?? -1) >= progress.groupsDone) return;
+    reported.set(progress.slice, progress);
+    const sum = (pick: (p: SliceProgress) => number) => [...reported.values()].reduce((n, p) => n + pick(p), 0);
+    onProgress({ groupsDone: sum((p) => p.groupsDone), rescuesStarted: sum((p) => p.rescuesStarted), failedGroups: sum((p) => p.failedGroups) });
+  };
+  setHandler(sliceProgressSignal, report);
+  const results = await Promise.all(
+    sliceRanges(tasks.length, perSlice).map(async ({ slice, first, count }) => {
+      const result = await executeChild(trainingStepSlice, {
+        workflowId: `${stepWorkflowId}/slice-${slice}`,
+        taskQueue: TASK_QUEUES.control,
+        staticSummary: `step ${step}, tasks ${first}-${first + count - 1} (slice ${slice})`,
+        args: [{ runId, step, config, policyVersion, profileVersion, baseHarnessId, slice, first, tasks: tasks.slice(first, first + count) }],
+      });
+      report({ slice, groupsDone: count, rescuesStarted: result.rescuesStarted, failedGroups: result.failedGroups.length });
+      return result;
+    }),
+  );
+  return { groups: results.flatMap((r) => r.groups), failedGroups: results.flatMap((r) => r.failedGroups) };
 }

@@ -41,7 +41,10 @@ export function registerRunCommands(program: Command): void {
         return runView(client, id);
       });
       if (opts.json) return printJson(view);
-      if (view.live) print(statusText(view.live));
+      const replicas = (view.replicaVersions ?? []).map(
+        (r) => `  run store: replica ${r.replica} ${r.state === 'ready' ? `serves ${r.policyVersion}` : `${r.state} for ${r.policyVersion}${r.reason ? ` (${r.reason})` : ''}`}`,
+      );
+      if (view.live) print([statusText(view.live), ...replicas].join('\n'));
       else if (view.summary) print([`${view.status}`, summaryText(view.summary), ...lineageLines(view)].join('\n'));
       else print(`run ${id}: ${view.status}${view.failure ? `: ${view.failure}` : ''}${view.status === 'RUNNING' ? '' : '\n(resume it with `harness-s run recover ' + id + '`)'}${['', ...lineageLines(view)].join('\n')}`);
     }));

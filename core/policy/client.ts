@@ -18,6 +18,8 @@ export interface PolicyEndpoint {
    * of an endpoint that has none (a hosted API) can do without: false.
    */
   requireTokens?: boolean;
+  /** The client's own retries of a failed request (default 2); the replica balancer retries on another replica instead (0). */
+  maxRetries?: number;
 }
 
 export interface PolicyReply extends TurnTokens {
@@ -76,7 +78,7 @@ export class PolicyClient implements Policy {
       baseURL: endpoint.baseUrl,
       apiKey: endpoint.apiKey,
       timeout: endpoint.requestTimeoutSeconds * 1000,
-      maxRetries: 2,
+      maxRetries: endpoint.maxRetries ?? 2,
     });
   }
 

@@ -14,6 +14,9 @@ import type { EvaluationSummary } from '../rl/evaluation';
 import { UserError } from '../errors';
 import { EvolutionStore } from './evolution-store';
 import { TrackingStore } from './tracking-store';
+import { TrainingBatchStore } from './training-batch-store';
+import { SessionLeaseStore } from './session-lease-store';
+import { ReplicaStore } from './replica-store';
 import { parseRow, storableMessage, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns, StoredStepSummary, StoredTrainerStepColumns } from './rows';
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/harness_s';
@@ -21,6 +24,33 @@ const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
 
 export function databaseUrlFromEnv(): string {
   return process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+}
+
+export const DB_POOL_SIZE_VARIABLE = 'HARNESS_S_DB_POOL_SIZE';
+/** PostgreSQL connections one process may open when $HARNESS_S_DB_POOL_SIZE is unset (pg's own default). */
+export const DEFAULT_DB_POOL_SIZE = 10;
+const MAX_DB_POOL_SIZE = 1000;
+
+export class DbPoolSizeError extends UserError {
+  override name = 'DbPoolSizeError';
+}
+
+/**
+ * How many PostgreSQL connections a process's run store may open, from
+ * $HARNESS_S_DB_POOL_SIZE (a whole number from 1 to 1000; 10 when unset).
+ * Read once at process start; the server's max_connections must cover the
+ * sum over every process (docker-compose.yml derives it from this).
+ */
+export function dbPoolSizeFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = (env[DB_POOL_SIZE_VARIABLE] ?? '').trim();
+  if (raw === '') return DEFAULT_DB_POOL_SIZE;
+  const size = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isInteger(size) || size < 1 || size > MAX_DB_POOL_SIZE) {
+    throw new DbPoolSizeError(
+      `${DB_POOL_SIZE_VARIABLE}='${raw}' is not a connection pool size: use a whole number from 1 to ${MAX_DB_POOL_SIZE} (unset: ${DEFAULT_DB_POOL_SIZE})`,
+    );
+  }
+  return size;
 }
 
 /** A database URL for messages: its password is never printed. */
@@ -91,6 +121,15 @@ export async function migrate(databaseUrl: string): Promise<void> {
   }
 }
 
+/** A Tinker session a run's trainer model lives in, with where the run's config says its trainer is. */
+export interface LiveTrainerSession {
+  runId: string;
+  sessionId: string;
+  trainerBaseUrl: string;
+  /** The variable the run's config names for the trainer's key; null: no key. */
+  trainerApiKeyEnv: string | null;
+}
+
 export interface StoredRun {
   runId: string;
   name: string;
@@ -104,6 +143,8 @@ export interface StoredRun {
   /** A fork's parent run and the step whose checkpoint it started from; null for a run started anew. */
   parent: { runId: string; step: number } | null;
   createdAt: Date;
+  /** When summarizeRun summed the run up at its end; null while it goes on, and for a run that failed or was cancelled. */
+  finishedAt: Date | null;
 }
 
 /** A training-state checkpoint a run saved (weights and optimizer state). */
@@ -208,10 +249,19 @@ export class RunStore {
   readonly evolutions: EvolutionStore;
   /** What each run has logged to experiment trackers (tracking-store.ts). */
   readonly tracking: TrackingStore;
+  /** Training steps' batches, which the trainer reads by reference (training-batch-store.ts). */
+  readonly trainingBatches: TrainingBatchStore;
+  /** The leases on remote env servers' session slots, shared by every host (session-lease-store.ts). */
+  readonly sessionLeases: SessionLeaseStore;
+  /** Which policy versions each inference replica serves (replica-store.ts). */
+  readonly replicas: ReplicaStore;
 
   constructor(readonly pool: Pool) {
     this.evolutions = new EvolutionStore(pool);
     this.tracking = new TrackingStore(pool);
+    this.trainingBatches = new TrainingBatchStore(pool);
+    this.sessionLeases = new SessionLeaseStore(pool);
+    this.replicas = new ReplicaStore(pool);
   }
 
   /**
@@ -219,10 +269,11 @@ export class RunStore {
    * an 'error' event on the pool: with no listener, that ends the process. The
    * pool drops those connections and opens new ones on the next query; a query
    * in flight fails (an activity is retried). `onConnectionLost` says so where
-   * the caller logs; stderr when absent.
+   * the caller logs; stderr when absent. `poolSize`: the most connections it
+   * opens (dbPoolSizeFromEnv at process start).
    */
-  static connect(databaseUrl: string, onConnectionLost: (err: Error) => void = reportLostConnection): RunStore {
-    const pool = new Pool({ connectionString: databaseUrl, max: 10 });
+  static connect(databaseUrl: string, onConnectionLost: (err: Error) => void = reportLostConnection, poolSize = DEFAULT_DB_POOL_SIZE): RunStore {
+    const pool = new Pool({ connectionString: databaseUrl, max: poolSize });
     pool.on('error', onConnectionLost);
     return new RunStore(pool);
   }
@@ -295,6 +346,7 @@ export class RunStore {
       runId: r.run_id, name: r.name, env: r.env, config: r.config,
       trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, poolHash: r.pool_hash,
       parent: r.parent_run_id === null ? null : { runId: r.parent_run_id, step: r.parent_step }, createdAt: r.created_at,
+      finishedAt: r.finished_at ?? null,
     };
   }
 
@@ -425,6 +477,35 @@ export class RunStore {
       [runId, restore],
     );
     return { trajectories: rows[0].trajectories, steps: rows[0].steps, trainerSteps: rows[0].trainer_steps };
+  }
+
+  /** Marks a run finished, once (its first summary's time stands); its trainer session is no longer kept. */
+  async markRunFinished(runId: string): Promise<void> {
+    await this.pool.query('UPDATE runs SET finished_at = COALESCE(finished_at, now()) WHERE run_id = $1', [runId]);
+  }
+
+  /**
+   * The trainer sessions of runs not finished that did something (registered,
+   * changed, trained a model, completed a step) in the last `activeWithinSeconds`:
+   * each run's model's session, and the session of a restore still loading a
+   * new model. A run with both is listed once per session.
+   */
+  async liveTrainerSessions(activeWithinSeconds: number): Promise<LiveTrainerSession[]> {
+    const { rows } = await this.pool.query(
+      `SELECT r.run_id, s.session_id, r.config->'trainer'->>'baseUrl' AS base_url, r.config->'trainer'->>'apiKeyEnv' AS api_key_env
+         FROM runs r
+         CROSS JOIN LATERAL (
+           SELECT r.trainer_session_id AS session_id WHERE r.trainer_session_id IS NOT NULL
+           UNION
+           SELECT t.session_id FROM trainer_restores t WHERE t.run_id = r.run_id AND t.status = 'loading' AND t.session_id IS NOT NULL
+         ) s
+        WHERE r.finished_at IS NULL
+          AND r.config->'trainer'->>'baseUrl' IS NOT NULL
+          AND GREATEST(r.updated_at, (SELECT max(completed_at) FROM steps WHERE steps.run_id = r.run_id)) > now() - make_interval(secs => $1)
+        ORDER BY r.run_id, s.session_id`,
+      [activeWithinSeconds],
+    );
+    return rows.map((r) => ({ runId: r.run_id, sessionId: r.session_id, trainerBaseUrl: r.base_url, trainerApiKeyEnv: r.api_key_env }));
   }
 
   /** Records the trainer's model id (and the session owning it) once; returns whichever was stored first. */

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { databaseUrlFromEnv, migrate, RunStore } from '../../core/store/run-store';
+import { databaseUrlFromEnv, migrate, dbPoolSizeFromEnv, RunStore } from '../../core/store/run-store';
 import { installQuietTemporalRuntime } from '../../workers/runtime';
 import { namespaceFromEnv } from '../../workers/temporal-env';
 import { createWorkers } from '../../workers/worker';
@@ -63,7 +63,7 @@ export async function startBenchStack(options: { logger: Logger; log: (line: str
     address: `127.0.0.1:${await freePort(1000)}`, dbFile: path.join(dir, 'temporal.sqlite'), logFile: path.join(dir, 'temporal.log'), log,
   });
   const namespace = namespaceFromEnv();
-  const store = RunStore.connect(databaseUrl);
+  const store = RunStore.connect(databaseUrl, undefined, dbPoolSizeFromEnv());
   const native = await NativeConnection.connect({ address: temporal.address });
   const connection = await Connection.connect({ address: temporal.address });
   const group = await createWorkers({ connection: native, namespace, store, logger });

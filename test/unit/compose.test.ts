@@ -48,6 +48,9 @@ const WORKER_ENV = [
   'HARNESS_S_UI_URL',
   'HARNESS_S_UI_PORT',
   'HARNESS_S_UI_HOST',
+  'HARNESS_S_DB_POOL_SIZE',
+  'HARNESS_S_REPLICA_URL',
+  'HARNESS_S_TRAINER_HEARTBEAT_SECONDS',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
@@ -61,6 +64,10 @@ const LEFT_UNSET: Record<string, string> = {
   // Read only to make the viewer link when HARNESS_S_UI_URL is unset; the services set it.
   HARNESS_S_UI_PORT: "the viewer's local port, for a default link; the services set HARNESS_S_UI_URL",
   HARNESS_S_UI_HOST: "the viewer's local address, for a default link; the services set HARNESS_S_UI_URL",
+  // The stack's vLLM replicas load adapters from the shared adapters volume (policy.publishVia shared-storage).
+  HARNESS_S_REPLICA_URL: 'a worker beside one replica (publishVia replica-workers); the stack shares the adapters volume instead',
+  // SkyRL's sessions last 300 s; the default heartbeat (10 s) is well inside it.
+  HARNESS_S_TRAINER_HEARTBEAT_SECONDS: "how often trainer sessions are heartbeated; the default suits SkyRL's 300 s timeout",
 };
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */
@@ -72,6 +79,8 @@ const DYNAMIC_ENV_READS: Record<string, string[]> = {
   'core/tracking/registry.ts': ['MLFLOW_TRACKING_URI'],
   // Where the trajectory viewer is, for the link on a run's Temporal page.
   'core/viewer-address.ts': ['HARNESS_S_UI_URL', 'HARNESS_S_UI_PORT', 'HARNESS_S_UI_HOST'],
+  // The pool size, by a named constant, with the environment passed in for its test.
+  'core/store/run-store.ts': ['HARNESS_S_DB_POOL_SIZE'],
 };
 
 const WORKER_SERVICES = ['control-worker', 'rollout-worker', 'trainer-worker'];
@@ -435,6 +444,21 @@ describe('the GPU engines in the compose file', () => {
     }
     const unprofiled = Object.keys(services).filter((name) => !services[name].profiles);
     expect(unprofiled.filter((name) => GPU_SERVICES.includes(name))).toEqual([]);
+  });
+
+  test('vLLM publishes no host port, so replicas scale side by side, and loads a version it lacks from the adapters volume by itself', () => {
+    expect(services.vllm.ports ?? []).toEqual([]);
+    expect(services.vllm.expose).toEqual(['8000']);
+    expect(env('vllm')).toMatchObject({ VLLM_PLUGINS: 'lora_filesystem_resolver', VLLM_LORA_RESOLVER_CACHE_DIR: `${env('control-worker').HARNESS_S_ADAPTER_DIR}/lora-resolver` });
+    // The resolver needs its folder at vLLM's start: the worker image makes it in the adapters volume.
+    expect(read('Dockerfile')).toMatch(/mkdir -p [^\n]*\/data\/adapters\/lora-resolver/);
+  });
+
+  test("the run store's connection limit covers a control, a trainer and 26 rollout workers at their pool size, with room for the CLI", () => {
+    const command = services['runstore-db'].command as string[];
+    const limit = Number(/max_connections=\$\{RUNSTORE_MAX_CONNECTIONS:-(\d+)\}/.exec(command.join(' '))![1]);
+    const poolSize = Number(/\$\{HARNESS_S_DB_POOL_SIZE:-(\d+)\}/.exec(env('rollout-worker').HARNESS_S_DB_POOL_SIZE)![1]);
+    expect(limit).toBeGreaterThanOrEqual(poolSize * 28 + 20);
   });
 
   test('vLLM serves LoRA adapters that can be loaded at run time', () => {

@@ -137,8 +137,8 @@ describe('session slots over servers', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(waited).toBe(false);
     const freed = taken.find((s) => (s.address as { url: string }).url === 'http://b')!;
-    freed.release();
-    freed.release();
+    void freed.release();
+    void freed.release();
     expect(((await next).address as { url: string }).url).toBe('http://b');
   });
 

@@ -90,7 +90,8 @@ test('a recovered run republishes its policy once, not again at each continue-as
   });
   await handle.result();
   expect(env.fakes.inputsOf('prepareRun', runId).length).toBeGreaterThan(1);
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([{ runId, step: 0 }]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([{ runId, step: 0, policyVersion: 'policy-after-step-0' }]);
+  expect(env.fakes.inputsOf('loadPolicyOnReplica', runId).filter((i) => i.policyVersion === 'policy-after-step-0')).toHaveLength(1);
   expect(trainedSteps(runId)).toEqual([1, 2, 3, 4, 5, 6, 7]);
 });
 

@@ -9,6 +9,9 @@
  * tasks; its first task is hard (every base rollout fails, so the group is
  * dead and goes to rescue) and siblings rescue it on even samples; every
  * other group succeeds on even samples, so it has a learning signal.
+ * A step's batch is kept as the run store would keep it (storeTrainingBatch),
+ * and the fake trainer reads it back by reference with the real check
+ * (core/rl/training-batch.ts).
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import type { RunActivities as Activities } from '../../activities';
@@ -18,8 +21,13 @@ import type { EvaluationSummary } from '../../core/rl/evaluation';
 import type { RolloutSummary } from '../../core/rl/groups';
 import { summarizeRunSteps, totalSpend, type StepSummary } from '../../core/rl/step-summary';
 import { checkpointDue } from '../../core/rl/training-checkpoints';
+import { type BatchGroup, readTrainingBatch } from '../../core/rl/training-batch';
+import { UserError } from '../../core/errors';
 import type { RestoreTrainerResult } from '../../activities/train-step';
 
+
+/** The one inference replica the fake publishes reach. */
+const FAKE_REPLICA = 'http://fake-replica.test/v1';
 export const BASE_HARNESS = 'base';
 export const SIBLINGS = ['sibling-a', 'sibling-b', 'sibling-c'];
 const KINDS = ['sql', 'api'];
@@ -52,6 +60,10 @@ interface RunRecord {
   checkpoints: number[];
   /** Restores done, by lost model. */
   restores: Map<string, RestoreTrainerResult>;
+  /** Training batches by key (the step workflow's id), each group at its index. */
+  batches: Map<string, BatchGroup[]>;
+  /** What the trainer got, by step (the last call's). */
+  trained: Map<number, Array<{ taskId: string; rollouts: Array<{ harnessId: string; sample: number; advantage: number }> }>>;
 }
 
 interface Hold {
@@ -72,6 +84,8 @@ export interface FakeActivities {
   activities: Activities;
   /** Every call of one run, in the order they started. */
   callsOf(runId: string): ActivityCall[];
+  /** The groups the trainer got for a step of a run (its last trainStep call's), by reference or in the input. */
+  trainedGroups(runId: string, step: number): Array<{ taskId: string; rollouts: Array<{ harnessId: string; sample: number; advantage: number }> }>;
   /** The inputs of one activity's calls for one run, in order. */
   inputsOf<N extends ActivityName>(name: N, runId: string): Array<ActivityInput<N>>;
   /** Holds the next call of `name` that `when` accepts until released (a step in flight, a run summarizing). */
@@ -116,6 +130,7 @@ export function createFakeActivities(): FakeActivities {
       const kept = input.continuing ? runs.get(input.runId) : undefined;
       runs.set(input.runId, {
         config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [], checkpoints: kept?.checkpoints ?? [], restores: kept?.restores ?? new Map(),
+        batches: kept?.batches ?? new Map(), trained: kept?.trained ?? new Map(),
       });
       return {
         config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true,
@@ -179,10 +194,28 @@ export function createFakeActivities(): FakeActivities {
       return { version: input.version, cells: input.taskIds.length, shift: input.version > 1 ? 0.1 : null };
     },
 
+    async storeTrainingBatch(input) {
+      const run = runOf(input.runId);
+      const batch = run.batches.get(input.batchKey) ?? [];
+      input.groups.forEach((group, i) => (batch[input.first + i] = group));
+      run.batches.set(input.batchKey, batch);
+      return { groups: input.groups.length };
+    },
+
     async trainStep(input) {
       const run = runOf(input.runId);
+      let groups;
+      try {
+        const stored = { groups: async (_runId: string, key: string, count: number) => (run.batches.get(key) ?? []).slice(0, count).filter(Boolean) };
+        groups = 'batch' in input ? await readTrainingBatch(stored, input.runId, input.step, input.batch) : input.groups;
+      } catch (err) {
+        // As the real activity's wrapper does: an error a user must fix is not retried.
+        if (err instanceof UserError) throw ApplicationFailure.nonRetryable(err.message, err.name);
+        throw err;
+      }
+      run.trained.set(input.step, groups);
       if (checkpointDue(input.step, run.config) && !run.checkpoints.includes(input.step)) run.checkpoints.push(input.step);
-      const datums = input.groups.reduce((n, g) => n + g.rollouts.length, 0);
+      const datums = groups.reduce((n, g) => n + g.rollouts.length, 0);
       return {
         policyVersion: policyVersionAfter(input.runId, input.step),
         samplerPath: `tinker://fake/${input.runId}/step-${input.step}`,
@@ -222,6 +255,19 @@ export function createFakeActivities(): FakeActivities {
 
     async republishPolicy() {},
 
+    async planPublish(input) {
+      return { policyVersion: input.policyVersion, samplerPath: input.samplerPath, replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }] };
+    },
+
+    async planRepublish(input) {
+      if (input.policyVersion === undefined || input.policyVersion === runOf(input.runId).config.policy.model) return null;
+      return { policyVersion: input.policyVersion, samplerPath: `tinker://fake/${input.runId}/${input.policyVersion}`, replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }] };
+    },
+
+    async loadPolicyOnReplica(input) {
+      return { server: input.replica, probeMeanAbsDiff: null, reloaded: false };
+    },
+
     async recordStep(input) {
       runOf(input.runId).steps.push(input.summary);
     },
@@ -254,6 +300,11 @@ export function createFakeActivities(): FakeActivities {
   return {
     activities,
     callsOf: (runId) => calls.filter((c) => c.input.runId === runId),
+    trainedGroups: (runId, step) => {
+      const groups = runOf(runId).trained.get(step);
+      if (!groups) throw new Error(`run ${runId}: step ${step} was not trained`);
+      return groups;
+    },
     inputsOf: <N extends ActivityName>(name: N, runId: string) =>
       calls.filter((c) => c.name === name && c.input.runId === runId).map((c) => c.input as ActivityInput<N>),
     hold(name, when) {

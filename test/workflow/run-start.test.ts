@@ -42,7 +42,7 @@ test('a fresh run measures profile version 1 with the base policy before its fir
     { version: 1, policyVersion: BASE_POLICY },
   ]);
   expect(callNames(runId).indexOf('saveProfiles')).toBeLessThan(callNames(runId).indexOf('trainStep'));
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([]);
   expect(trainedSteps(runId)).toEqual([0, 1]);
   expect(basePolicyByStep(runId)).toEqual({ 0: BASE_POLICY, 1: policyVersionAfter(runId, 0) });
   // Each step's hard task died under the base harness and was sent to rescue with profile version 1.
@@ -64,9 +64,10 @@ test('a recovered run republishes its last step’s policy, then starts at the r
   const summary = await handle.result();
 
   expect(env.fakes.inputsOf('prepareRun', runId).map((input) => input.continuing)).toEqual([true]);
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([{ runId, step: 2 }]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([{ runId, step: 2, policyVersion: 'policy-after-step-2' }]);
   // Republished before any rollout of the resumed step could ask the inference servers for that policy.
-  expect(callNames(runId).indexOf('republishPolicy')).toBeLessThan(callNames(runId).indexOf('runRolloutGroup'));
+  expect(callNames(runId).indexOf('loadPolicyOnReplica')).toBeGreaterThan(-1);
+  expect(callNames(runId).indexOf('loadPolicyOnReplica')).toBeLessThan(callNames(runId).indexOf('runRolloutGroup'));
   expect(env.fakes.inputsOf('saveProfiles', runId)).toEqual([]);
   expect(trainedSteps(runId)).toEqual([3, 4]);
   expect(basePolicyByStep(runId)).toEqual({ 3: 'policy-after-step-2', 4: policyVersionAfter(runId, 3) });
@@ -80,7 +81,7 @@ test('a recovered run that never measured its profiles measures them first and r
   await run(runId, { config: smallRunConfig({ steps: 1 }), recover: true }).then((handle) => handle.result());
 
   expect(env.fakes.inputsOf('prepareRun', runId).map((input) => input.continuing)).toEqual([true]);
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([]);
   expect(env.fakes.inputsOf('saveProfiles', runId).map((input) => input.version)).toEqual([1]);
   expect(trainedSteps(runId)).toEqual([0]);
 });
@@ -93,7 +94,7 @@ test('a recovered run that had done no step republishes nothing and starts at st
     resume: { nextStep: 0, policyVersion: BASE_POLICY, profileVersion: 1 },
   }).then((handle) => handle.result());
 
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([]);
   expect(env.fakes.inputsOf('saveProfiles', runId)).toEqual([]);
   expect(trainedSteps(runId)).toEqual([0]);
 });
@@ -106,7 +107,7 @@ test('a run continued from a resume point without recovery neither republishes n
   }).then((handle) => handle.result());
 
   expect(env.fakes.inputsOf('prepareRun', runId).map((input) => input.continuing)).toEqual([true]);
-  expect(env.fakes.inputsOf('republishPolicy', runId)).toEqual([]);
+  expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([]);
   expect(env.fakes.inputsOf('saveProfiles', runId)).toEqual([]);
   expect(trainedSteps(runId)).toEqual([2]);
   expect(basePolicyByStep(runId)).toEqual({ 2: 'policy-after-step-1' });

@@ -52,6 +52,32 @@ describe('pause and resume', () => {
     expect(await handle.query(statusQuery)).toMatchObject({ phase: 'done', step: 4, paused: false, pauseReason: null });
   });
 
+  test('a resumed run loads its current policy version on the inference replicas again before its next step samples', async () => {
+    const runId = 'pause-republish';
+    const step1 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 1);
+    const handle = await env.client.workflow.start(harnessSRun, {
+      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 3 }) }],
+    });
+    await step1.reached;
+    await handle.signal(pauseSignal, { reason: 'restart the inference servers' });
+    step1.release();
+    const held = await waitFor('step 1 to finish', async () => {
+      const status = await handle.query(statusQuery);
+      return status.step === 2 && status;
+    });
+    expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([]);
+
+    await handle.signal(resumeSignal);
+    await handle.result();
+    expect(env.fakes.inputsOf('planRepublish', runId)).toEqual([{ runId, step: 1, policyVersion: held.policyVersion }]);
+    const calls = env.fakes.callsOf(runId).map((c) => c.name);
+    const republish = calls.indexOf('planRepublish');
+    // Loaded again, then step 2 samples: the replicas that restarted while paused serve it before any rollout asks.
+    expect(calls.indexOf('loadPolicyOnReplica', republish)).toBeGreaterThan(republish);
+    expect(calls.indexOf('loadPolicyOnReplica', republish)).toBeLessThan(calls.indexOf('runRolloutGroup', republish));
+    expect(trainedSteps(runId)).toEqual([0, 1, 2]);
+  });
+
   test('a run started paused measures its profiles, then holds before its first step until resumed', async () => {
     const runId = 'pause-at-start';
     const handle = await env.client.workflow.signalWithStart(harnessSRun, {

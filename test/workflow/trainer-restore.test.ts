@@ -35,7 +35,7 @@ function timeline(runId: string): string[] {
     const input = call.input as { step?: number; role?: string; atStep?: number; policyVersion?: string };
     if (call.name === 'trainStep') return [`train ${input.step}`];
     if (call.name === 'restoreTrainer') return [`restore at ${input.atStep}`];
-    if (call.name === 'publishPolicy') return [`publish ${input.policyVersion}`];
+    if (call.name === 'loadPolicyOnReplica') return [`publish ${input.policyVersion}`];
     return [];
   });
 }
@@ -57,7 +57,7 @@ test('a run whose trainer lost the model restores from its latest checkpoint, re
   expect(order.slice(order.indexOf('restore at 3'), order.indexOf('restore at 3') + 3)).toEqual(['restore at 3', `publish ${restored}`, 'train 2']);
   const step2Rollouts = env.fakes.inputsOf('runRolloutGroup', runId).filter((i) => i.step === 2 && i.role === 'base').map((i) => i.policyVersion);
   expect(step2Rollouts.at(-1)).toBe(restored);
-  expect(env.fakes.inputsOf('publishPolicy', runId).find((i) => i.policyVersion === restored)?.probeOf).toEqual({ runId, step: 1 });
+  expect(env.fakes.inputsOf('loadPolicyOnReplica', runId).find((i) => i.policyVersion === restored)?.probeOf).toEqual({ runId, step: 1 });
   expect(summary.stepsCompleted).toBe(6);
   const status = await handle.query(statusQuery);
   expect(status.restores).toEqual([expect.objectContaining({ restore: 1, kind: 'checkpoint', fromStep: 1, atStep: 3 })]);
@@ -76,7 +76,7 @@ test('with no checkpoint yet the model starts over from the base, or the run pau
   expect(trainedSteps(restart)).toEqual([0, 1, 0, 1, 2]);
   const [rollout] = env.fakes.inputsOf('runRolloutGroup', restart).filter((i) => i.step === 0 && i.role === 'base').slice(-1);
   expect(rollout.policyVersion).toBe('sim-policy-base');
-  expect(env.fakes.inputsOf('publishPolicy', restart).every((i) => i.probeOf === undefined)).toBe(true);
+  expect(env.fakes.inputsOf('loadPolicyOnReplica', restart).every((i) => i.probeOf === undefined)).toBe(true);
 
   const paused = 'restore-pauses';
   loseModelAt(paused, 1);
@@ -170,7 +170,7 @@ test('a fork loads its parent checkpoint and publishes it, checked by the parent
   await handle.result();
   expect(env.fakes.inputsOf('restoreTrainer', fork)).toEqual([expect.objectContaining({ fork: { parentRunId: parent, atOrBeforeStep: 1 }, allowBase: false })]);
   const loaded = `${fork}-restore-0-step-1`;
-  expect(env.fakes.inputsOf('publishPolicy', fork)[0]).toMatchObject({ policyVersion: loaded, probeOf: { runId: parent, step: 1 } });
+  expect(env.fakes.inputsOf('loadPolicyOnReplica', fork)[0]).toMatchObject({ policyVersion: loaded, probeOf: { runId: parent, step: 1 } });
   expect(trainedSteps(fork)).toEqual([2, 3]);
   expect(env.fakes.inputsOf('runRolloutGroup', fork).find((i) => i.step === 2 && i.role === 'base')?.policyVersion).toBe(loaded);
   expect(await handle.query(statusQuery)).toMatchObject({ parent: { runId: parent, step: 1 }, restores: [] });

@@ -28,6 +28,21 @@ import { TinkerClient } from './client';
 /** How often sessions are kept alive (the SDK's period), and how often trainer workers read the live runs' sessions. */
 export const SESSION_HEARTBEAT_SECONDS = 10;
 
+/**
+ * How often this process heartbeats trainer sessions: $HARNESS_S_TRAINER_HEARTBEAT_SECONDS
+ * (a number > 0), else SESSION_HEARTBEAT_SECONDS. Well under the trainer's
+ * session timeout (SkyRL: 300 s); read once at process start.
+ */
+export function trainerHeartbeatSecondsFromEnv(): number {
+  const raw = process.env.HARNESS_S_TRAINER_HEARTBEAT_SECONDS?.trim();
+  if (!raw) return SESSION_HEARTBEAT_SECONDS;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new Error(`HARNESS_S_TRAINER_HEARTBEAT_SECONDS='${raw}' is not a number of seconds above 0 (unset: ${SESSION_HEARTBEAT_SECONDS})`);
+  }
+  return seconds;
+}
+
 /** A run not finished whose last activity (registered, changed, a model trained, a step completed) is older than this is no longer kept alive. */
 export const LIVE_RUN_QUIET_DAYS = 7;
 
