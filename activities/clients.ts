@@ -27,6 +27,8 @@ export const defaultClients: ActivityClients = {
       requestTimeoutSeconds: config.policy.requestTimeoutSeconds,
       // A config stored before replicas were balanced has no cap: the default.
       maxInFlightPerServer: config.policy.maxInFlightPerServer ?? 64,
+      // With no replica to take it, a turn waits as long as the run's longest retry interval, then fails as an outage.
+      noReplicaSeconds: config.retry?.maxIntervalSeconds ?? 30,
     }),
   trainer: (config, signal) =>
     new TinkerClient({

@@ -79,7 +79,7 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     const loadDeps = { ...(await replicaLoadDeps(input.runId, activity.cancellationSignal)), onPhase: (p: string) => void (phase = p) };
     const result = await withHeartbeatClock(
       () => ({ step: input.step, replica: target.replica, phase }),
-      () => loadVersionOnReplica(loadDeps, target, 'publish'),
+      () => loadVersionOnReplica(loadDeps, target, { kind: 'publish', holder: `publish:${activity.info.workflowExecution?.workflowId ?? activity.info.activityId}` }),
     );
     logger.info({ runId: input.runId, step: input.step, policyVersion: input.policyVersion, replica: target.replica, probeMeanAbsDiff: result.probeMeanAbsDiff }, 'policy version loaded on replica');
     return result;

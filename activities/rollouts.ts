@@ -3,6 +3,7 @@
  * task, each rollout an episode of the harness runtime against the policy,
  * stored as soon as it ends; rollouts already stored are not redone.
  */
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { WorkerReplicaViews } from '../core/policy/replicas';
@@ -60,6 +61,8 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       if (input.role === 'rescue' && Context.current().info.attempt === 1) observeRescueLatency(envIdOf(config.env), await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'));
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const activity = Context.current();
+      // Each episode in flight listens to the activity's cancellation (through the policy and the env): more than Node's default 10.
+      setMaxListeners(Math.max(10, config.rollout.concurrency * 4), activity.cancellationSignal);
       await withHeartbeatClock(
         () => ({ completed }),
         () =>

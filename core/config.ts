@@ -43,7 +43,7 @@ export function poolsDirSetting(): string {
 export { EnvConfig } from './envs/env-configs';
 
 export const PolicyConfig = z.strictObject({
-  /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1. */
+  /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1: the run's one replica when inferenceServers is empty. */
   baseUrl: Url.default(`${SIM_CLUSTER_URL}/v1`),
   /** The base model id the endpoint serves; step 0 rolls out with it. */
   model: z.string().min(1).default('sim-policy-base'),

@@ -79,7 +79,7 @@ export async function startEmbeddedStack(options: {
   const store = RunStore.connect(databaseUrl, undefined, dbPoolSizeFromEnv());
 
   const sim = world
-    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }), latency, keepAdapters: true })
+    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }), latency })
     : null;
   if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}, world '${world!.name}'${options.world ? ` (${options.world})` : ''}`);
   if (sim && latency) log(`[SIMULATED] latency model '${latency.profile}' at speedup ${latency.speedup}: SIMULATED GPU time, report at ${sim.url}/sim/latency`);

@@ -4,6 +4,7 @@
  * step). One process may serve any subset; production scales rollout workers
  * out and runs the trainer queue next to the GPUs.
  */
+import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { LatencyProfile } from './sim-cluster/latency';
@@ -115,10 +116,12 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
   const queues = options.queues ?? ALL_QUEUES;
   // Keepers load what replicas lost: a control worker those that share its adapter folder, a replica worker its own.
   const keeperLoads = replicaKeeperLoads(activityDeps);
+  // Each keeper its own name in the store's claims, even two worker groups in one process.
+  const keeperName = `${workerName}/keeper-${randomUUID().slice(0, 8)}`;
   const keepers = [
-    ...(queues.includes('control') ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'shared-storage', loadDeps: keeperLoads, holder: workerName })] : []),
+    ...(queues.includes('control') ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'shared-storage', loadDeps: keeperLoads, holder: keeperName })] : []),
     ...(options.replicaUrl
-      ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'replica-workers', replica: replicaUrl(options.replicaUrl), loadDeps: keeperLoads, holder: workerName })]
+      ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'replica-workers', replica: replicaUrl(options.replicaUrl), loadDeps: keeperLoads, holder: keeperName })]
       : []),
   ];
   const replicaWorker = options.replicaUrl

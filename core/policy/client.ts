@@ -83,11 +83,11 @@ export class PolicyClient implements Policy {
   }
 
   /** One assistant turn, with the prompt and completion token ids and logprobs the server used. */
-  complete(request: PolicyRequest): Promise<PolicyReply> {
-    return timePolicyRequest(() => this.completeOnce(request), policyErrorStatus);
+  complete(request: PolicyRequest, options: { signal?: AbortSignal } = {}): Promise<PolicyReply> {
+    return timePolicyRequest(() => this.completeOnce(request, options.signal), policyErrorStatus);
   }
 
-  private async completeOnce(request: PolicyRequest): Promise<PolicyReply> {
+  private async completeOnce(request: PolicyRequest, signal?: AbortSignal): Promise<PolicyReply> {
     const body = {
       model: request.model,
       messages: request.messages,
@@ -100,7 +100,7 @@ export class PolicyClient implements Policy {
       return_token_ids: true,
     };
     // The openai types know no return_token_ids; the SDK sends extra body fields as they are.
-    const raw: unknown = await this.openai.chat.completions.create(body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    const raw: unknown = await this.openai.chat.completions.create(body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming, signal ? { signal } : undefined);
     const parsed = ChatReply.safeParse(raw);
     if (!parsed.success) throw new PolicyResponseError(`policy ${request.model}: the chat completion is not what this client reads:\n${formatZodError(parsed.error)}`);
     const response = parsed.data;

@@ -17,9 +17,10 @@
  *   (vLLM forgets runtime-loaded adapters when it restarts): the store is
  *   told, the replica's keeper loads the version again
  *   (core/publish/replica-keeper.ts), and the request goes elsewhere.
- * - When no replica can serve a model for `noReplicaMs`, waiting requests fail
- *   with NoReplicaError, naming each replica's state (an outage: the run
- *   pauses once its retries are spent).
+ * - When no replica can serve a model for a while (the run's longest retry
+ *   interval), waiting requests fail with NoReplicaError, naming each
+ *   replica's state: an outage, which the activity's retries wait out and
+ *   which pauses the run once they are spent.
  */
 import type { Logger } from 'pino';
 import { countReplicaRequest, setReplicaState } from '../metrics';
@@ -28,6 +29,9 @@ import { type ReplicaReadiness, type ReplicaView, replicaUrl } from './replicas'
 
 /** Why a request failed on a replica, when the replica (not the request) is to blame. */
 export type ReplicaFault = 'unreachable' | 'timeout' | 'server_error' | 'lost_adapter';
+
+/** A version asked for within this long is checked on a replica that comes back. */
+const RECENT_USE_MS = 60_000;
 
 export class NoReplicaError extends Error {
   override name = 'NoReplicaError';
@@ -43,11 +47,15 @@ export interface AcquireRequest {
   preferred?: string;
   /** The most requests this process sends one replica at once. */
   maxInFlight: number;
+  /** How long it waits when no replica can serve its model (the balancer's noReplicaMs when absent). */
+  noReplicaMs?: number;
   signal?: AbortSignal;
 }
 
 export interface Lease {
   readonly replica: string;
+  /** Aborted when the replica is found dead while this request is in flight: send it elsewhere. */
+  readonly signal: AbortSignal;
   /** Gives the slot back; `outcome` is counted per replica. */
   release(outcome: 'ok' | 'error' | ReplicaFault): void;
 }
@@ -61,8 +69,12 @@ export interface ReplicaBalancerOptions {
   readinessTtlMs?: number;
   /** How long a request waits when no replica can serve its model, before NoReplicaError. */
   noReplicaMs?: number;
-  /** A health check's own timeout. */
+  /** A health check's own timeout (of a replica out of rotation; default 3 s). */
   healthTimeoutMs?: number;
+  /** The timeout of a check of a replica with requests in flight: a busy replica answers slowly (default 10 s). */
+  watchTimeoutMs?: number;
+  /** Between checks of the replicas that have requests in flight (a request to a host cut off hangs until its timeout; default 5 s). */
+  watchMs?: number;
 }
 
 interface Replica {
@@ -72,12 +84,17 @@ interface Replica {
   healthy: boolean;
   reason: string | null;
   checking: boolean;
+  /** One per request in flight: aborted when the replica stops answering, so the request goes elsewhere. */
+  leases: Set<AbortController>;
 }
 
 interface Readiness {
   known: boolean;
-  ready: Set<string>;
+  /** Replica -> when it was last made ready (the store's clock). */
+  ready: Map<string, number>;
   at: number;
+  /** When a request last asked for the version. */
+  usedAt: number;
 }
 
 interface Waiter {
@@ -92,6 +109,12 @@ export class ReplicaBalancer {
   private readonly replicas = new Map<string, Replica>();
   private readonly readiness = new Map<string, Readiness>();
   private readonly refreshing = new Map<string, Promise<void>>();
+  /**
+   * Version -> replica -> when this process found it lost (the store's clock; Infinity until the store has
+   * it): the replica is not sent the version again until the store says it was made ready after that, even
+   * if a read of the store from before the loss says ready.
+   */
+  private readonly lost = new Map<string, Map<string, number>>();
   private waiters: Waiter[] = [];
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -99,12 +122,18 @@ export class ReplicaBalancer {
   private readonly readinessTtlMs: number;
   private readonly noReplicaMs: number;
   private readonly healthTimeoutMs: number;
+  private readonly watchMs: number;
+  private readonly watchTimeoutMs: number;
+  private watcher: NodeJS.Timeout | null = null;
+  private watching = false;
 
   constructor(private readonly options: ReplicaBalancerOptions) {
     this.healthCheckMs = options.healthCheckMs ?? 1000;
     this.readinessTtlMs = options.readinessTtlMs ?? 2000;
     this.noReplicaMs = options.noReplicaMs ?? 60_000;
     this.healthTimeoutMs = options.healthTimeoutMs ?? 3000;
+    this.watchMs = options.watchMs ?? 5000;
+    this.watchTimeoutMs = options.watchTimeoutMs ?? 10_000;
   }
 
   /** A slot on the replica that should take this request: at once, or once one is free (or NoReplicaError). */
@@ -113,20 +142,27 @@ export class ReplicaBalancer {
     const servers = request.servers.map(replicaUrl);
     const normalized = { ...request, servers, preferred: request.preferred === undefined ? undefined : replicaUrl(request.preferred) };
     await this.fresh(normalized.model, normalized.baseModel);
+    const readiness = this.readiness.get(normalized.model);
+    if (readiness) readiness.usedAt = Date.now();
     const picked = this.pick(normalized);
     if (picked.replica && this.waiters.length === 0) return this.lease(picked.replica);
     return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { request: normalized, resolve, reject, stuckSince: picked.stuck ? Date.now() : null };
+      const signal = request.signal;
+      const onAbort = () => {
+        if (!this.waiters.includes(waiter)) return;
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
+      };
+      // The listener goes with the wait: an activity's signal would otherwise collect one per wait.
+      const done = () => signal?.removeEventListener('abort', onAbort);
+      const waiter: Waiter = {
+        request: normalized,
+        resolve: (lease) => (done(), resolve(lease)),
+        reject: (err) => (done(), reject(err)),
+        stuckSince: picked.stuck ? Date.now() : null,
+      };
       this.waiters.push(waiter);
-      request.signal?.addEventListener(
-        'abort',
-        () => {
-          if (!this.waiters.includes(waiter)) return;
-          this.waiters = this.waiters.filter((w) => w !== waiter);
-          reject(request.signal!.reason instanceof Error ? request.signal!.reason : new Error('aborted'));
-        },
-        { once: true },
-      );
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.pump();
       this.tick();
     });
@@ -140,11 +176,18 @@ export class ReplicaBalancer {
   fault(replica: string, model: string, fault: ReplicaFault, detail: string): void {
     const url = replicaUrl(replica);
     if (fault === 'lost_adapter') {
-      this.readiness.get(model)?.ready.delete(url);
+      const lostHere = this.lost.get(model) ?? new Map<string, number>();
+      this.lost.set(model, lostHere);
+      if (lostHere.get(url) === Infinity) return;
+      lostHere.set(url, Infinity);
       this.options.logger.warn({ replica: url, policyVersion: model, detail }, 'inference replica lost the policy version (restarted?); its keeper loads it again, requests go to other replicas');
-      this.options.readiness.markLost(url, model, `answered 404: ${detail}`).catch((err: unknown) => {
-        this.options.logger.warn({ replica: url, policyVersion: model, err: (err as Error).message }, 'could not record the lost version in the run store');
-      });
+      this.options.readiness.markLost(url, model, detail).then(
+        (at) => lostHere.set(url, at),
+        (err: unknown) => {
+          lostHere.set(url, Date.now());
+          this.options.logger.warn({ replica: url, policyVersion: model, err: (err as Error).message }, 'could not record the lost version in the run store');
+        },
+      );
       this.pump();
       return;
     }
@@ -153,6 +196,8 @@ export class ReplicaBalancer {
     state.healthy = false;
     state.reason = `${fault.replace('_', ' ')}: ${detail}`.slice(0, 300);
     this.publishState(state);
+    // Unreachable: its other requests in flight would wait out their timeout on a host that is gone; they go elsewhere now.
+    if (fault === 'unreachable') for (const lease of state.leases) lease.abort(new NoReplicaError(`${url} is out of rotation: ${state.reason}`));
     this.options.logger.warn({ replica: url, fault, detail }, 'inference replica out of rotation; its requests go to other replicas until its health check passes');
     void this.checkHealth(state);
   }
@@ -169,7 +214,9 @@ export class ReplicaBalancer {
   close(): void {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.watcher) clearInterval(this.watcher);
     this.timer = null;
+    this.watcher = null;
     for (const w of this.waiters) w.reject(new NoReplicaError('the worker is shutting down'));
     this.waiters = [];
   }
@@ -177,7 +224,7 @@ export class ReplicaBalancer {
   private state(url: string): Replica {
     let state = this.replicas.get(url);
     if (!state) {
-      state = { url, inFlight: 0, requests: 0, healthy: true, reason: null, checking: false };
+      state = { url, inFlight: 0, requests: 0, healthy: true, reason: null, checking: false, leases: new Set() };
       this.replicas.set(url, state);
     }
     return state;
@@ -188,7 +235,10 @@ export class ReplicaBalancer {
     if (model === baseModel) return true;
     const readiness = this.readiness.get(model);
     if (!readiness) return false;
-    return !readiness.known || readiness.ready.has(url);
+    if (!readiness.known) return true;
+    const readyAt = readiness.ready.get(url);
+    const lostAt = this.lost.get(model)?.get(url);
+    return readyAt !== undefined && (lostAt === undefined || readyAt > lostAt);
   }
 
   private pick(request: AcquireRequest): { replica?: Replica; stuck: boolean } {
@@ -204,13 +254,18 @@ export class ReplicaBalancer {
   private lease(replica: Replica): Lease {
     replica.inFlight += 1;
     replica.requests += 1;
+    const abort = new AbortController();
+    replica.leases.add(abort);
     this.publishState(replica);
+    this.watch();
     let released = false;
     return {
       replica: replica.url,
+      signal: abort.signal,
       release: (outcome) => {
         if (released) return;
         released = true;
+        replica.leases.delete(abort);
         replica.inFlight -= 1;
         countReplicaRequest(replica.url, outcome);
         this.publishState(replica);
@@ -231,8 +286,9 @@ export class ReplicaBalancer {
       }
       if (!picked.stuck) waiter.stuckSince = null;
       else waiter.stuckSince ??= now;
-      if (waiter.stuckSince !== null && now - waiter.stuckSince >= this.noReplicaMs) {
-        waiter.reject(new NoReplicaError(this.describeStuck(waiter.request)));
+      const patience = waiter.request.noReplicaMs ?? this.noReplicaMs;
+      if (waiter.stuckSince !== null && now - waiter.stuckSince >= patience) {
+        waiter.reject(new NoReplicaError(this.describeStuck(waiter.request, patience)));
         continue;
       }
       still.push(waiter);
@@ -264,7 +320,8 @@ export class ReplicaBalancer {
       refreshing = this.options.readiness
         .readyReplicas(model)
         .then(({ known: isKnown, ready }) => {
-          this.readiness.set(model, { known: isKnown, ready: new Set([...ready].map(replicaUrl)), at: Date.now() });
+          const readyAt = new Map([...ready].map(([url, at]): [string, number] => [replicaUrl(url), at]));
+          this.readiness.set(model, { known: isKnown, ready: readyAt, at: Date.now(), usedAt: this.readiness.get(model)?.usedAt ?? Date.now() });
         })
         .finally(() => this.refreshing.delete(model));
       this.refreshing.set(model, refreshing);
@@ -275,6 +332,34 @@ export class ReplicaBalancer {
       // The store is out of reach: go on with what it said last; with nothing known yet, the request fails.
       if (!this.readiness.has(model)) throw err;
     }
+  }
+
+  /**
+   * While requests are in flight, the replicas they wait on are checked every
+   * `watchMs`: one that does not answer its health check leaves the rotation,
+   * and its requests in flight go to other replicas (a request to a host that
+   * dropped off the network would otherwise hang until its own timeout).
+   */
+  private watch(): void {
+    if (this.watcher || this.closed) return;
+    this.watcher = setInterval(() => {
+      const busy = [...this.replicas.values()].filter((r) => r.healthy && r.inFlight > 0);
+      if (busy.length === 0) {
+        clearInterval(this.watcher!);
+        this.watcher = null;
+        return;
+      }
+      if (this.watching) return;
+      this.watching = true;
+      void Promise.all(
+        busy.map(async (r) => {
+          if ((await listReplicaModels(r.url, this.watchTimeoutMs)) === null && r.healthy && r.inFlight > 0) {
+            this.fault(r.url, '', 'unreachable', `no answer to its health check within ${this.watchTimeoutMs / 1000} s while requests were in flight`);
+          }
+        }),
+      ).finally(() => (this.watching = false));
+    }, this.watchMs);
+    this.watcher.unref();
   }
 
   /** Polls an out-of-rotation replica until it answers; versions it no longer lists are reported lost. */
@@ -290,8 +375,10 @@ export class ReplicaBalancer {
         state.reason = null;
         this.publishState(state);
         this.options.logger.info({ replica: state.url }, 'inference replica answers again; back in rotation');
+        // The versions asked for lately that it no longer lists: lost (a restart); its keeper loads them again.
         for (const [model, readiness] of this.readiness) {
-          if (readiness.known && readiness.ready.has(state.url) && !listed.has(model)) this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
+          const recent = Date.now() - readiness.usedAt < RECENT_USE_MS;
+          if (recent && readiness.known && this.serves(state.url, model, '') && !listed.has(model)) this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
         }
         this.pump();
       }
@@ -304,12 +391,12 @@ export class ReplicaBalancer {
     setReplicaState(replica.url, replica.inFlight, replica.healthy);
   }
 
-  private describeStuck(request: AcquireRequest): string {
+  private describeStuck(request: AcquireRequest, patience: number): string {
     const lines = request.servers.map((s) => {
       const r = this.state(s);
       if (!r.healthy) return `${r.url}: out of rotation (${r.reason})`;
       return `${r.url}: has not loaded ${request.model} (its keeper loads it when it can)`;
     });
-    return `no inference replica could take requests for ${request.model} for ${Math.round(this.noReplicaMs / 1000)} s:\n  ${lines.join('\n  ')}`;
+    return `no inference replica could take requests for ${request.model} for ${Math.round(patience / 1000)} s:\n  ${lines.join('\n  ')}`;
   }
 }

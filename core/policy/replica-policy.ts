@@ -19,6 +19,8 @@ export interface ReplicaPolicyOptions {
   apiKey: string;
   requestTimeoutSeconds: number;
   maxInFlightPerServer: number;
+  /** How long a turn waits when no replica can take it before it fails as an outage (the run's longest retry interval). */
+  noReplicaSeconds?: number;
 }
 
 /** Tries of one turn on replicas that fail it before the turn fails (the balancer's wait for a healthy one is separate). */
@@ -53,12 +55,25 @@ export class ReplicaPolicy {
     const { servers, baseModel, maxInFlightPerServer } = this.options;
     let lastFault = '';
     for (let attempt = 0; attempt < MAX_REPLICA_TRIES; attempt++) {
-      const lease = await this.balancer.acquire({ servers, model: request.model, baseModel, preferred, maxInFlight: maxInFlightPerServer, signal });
+      const noReplicaMs = this.options.noReplicaSeconds === undefined ? undefined : this.options.noReplicaSeconds * 1000;
+      const lease = await this.balancer.acquire({ servers, model: request.model, baseModel, preferred, maxInFlight: maxInFlightPerServer, noReplicaMs, signal });
+      // One signal for the request: the episode's (cancelled) or the lease's (the replica found dead meanwhile).
+      const cancel = new AbortController();
+      const abort = () => cancel.abort();
+      signal?.addEventListener('abort', abort, { once: true });
+      lease.signal.addEventListener('abort', abort, { once: true });
       try {
-        const reply = await this.client(lease.replica).complete(request);
+        const reply = await this.client(lease.replica).complete(request, { signal: cancel.signal });
         lease.release('ok');
         return { reply, servedBy: lease.replica };
       } catch (err) {
+        if (lease.signal.aborted && !signal?.aborted) {
+          // The balancer found the replica dead while this request waited on it (and took it out already): elsewhere.
+          lease.release('unreachable');
+          lastFault = `${lease.replica}: ${(lease.signal.reason as Error).message}`;
+          preferred = undefined;
+          continue;
+        }
         const fault = replicaFault(err, request.model, baseModel);
         if (fault === null || signal?.aborted) {
           lease.release('error');
@@ -68,6 +83,9 @@ export class ReplicaPolicy {
         lastFault = `${lease.replica}: ${(err as Error).message}`;
         this.balancer.fault(lease.replica, request.model, fault, (err as Error).message);
         preferred = undefined;
+      } finally {
+        signal?.removeEventListener('abort', abort);
+        lease.signal.removeEventListener('abort', abort);
       }
     }
     throw new NoReplicaError(`a turn for ${request.model} failed on ${MAX_REPLICA_TRIES} replicas in a row; the last: ${lastFault}`);

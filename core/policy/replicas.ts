@@ -40,13 +40,17 @@ export interface ReplicaVersionTarget {
 /** What rollout workers read and tell of the versions replicas serve (the run store implements it). */
 export interface ReplicaReadiness {
   /**
-   * The replicas where `policyVersion` was loaded and probed. `known` is false
+   * The replicas where `policyVersion` was loaded and probed, each with when
+   * (ms, the store's clock). `known` is false
    * when the store has no record of the version at all (published by a worker
    * from before replicas were tracked): every replica is taken to serve it.
    */
-  readyReplicas(policyVersion: string): Promise<{ known: boolean; ready: ReadonlySet<string> }>;
-  /** The replica no longer serves the version (it answered 404: restarted): its keeper loads it again. */
-  markLost(replica: string, policyVersion: string, reason: string): Promise<void>;
+  readyReplicas(policyVersion: string): Promise<{ known: boolean; ready: ReadonlyMap<string, number> }>;
+  /**
+   * The replica no longer serves the version (it answered 404: restarted): its keeper loads it again.
+   * Resolves with when the store recorded it (ms, the store's clock), which a later ready time outdates.
+   */
+  markLost(replica: string, policyVersion: string, reason: string): Promise<number>;
 }
 
 /** How one rollout worker sees the run's replicas, as its rollout groups report it now and then. */

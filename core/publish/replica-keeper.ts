@@ -33,10 +33,17 @@ export interface ReplicaKeeperOptions {
   everyMs?: number;
 }
 
+/** After a failed load, the keeper waits this long before trying that version on that replica again, doubling up to a minute. */
+const RETRY_FIRST_MS = 2000;
+const RETRY_MAX_MS = 60_000;
+
 export class ReplicaKeeper {
   private timer: NodeJS.Timeout | null = null;
+  /** (replica, version) -> when to try again after failures, and the wait after the next one. */
+  private readonly backoff = new Map<string, { at: number; nextMs: number }>();
   private running: Promise<void> | null = null;
   private readonly stop = new AbortController();
+  private storeDown = false;
 
   constructor(private readonly options: ReplicaKeeperOptions) {}
 
@@ -60,9 +67,12 @@ export class ReplicaKeeper {
     try {
       wanted = await this.options.replicas.wanted({ via: this.options.via, replica: this.options.replica });
     } catch (err) {
-      this.options.logger.warn({ err: (err as Error).message }, 'replica keeper: cannot read the run store; trying again');
+      // Once per outage: the store down for minutes would fill the log.
+      if (!this.storeDown) this.options.logger.warn({ err: (err as Error).message }, 'replica keeper: cannot read the run store; trying again, quietly until it answers');
+      this.storeDown = true;
       return;
     }
+    this.storeDown = false;
     const byReplica = new Map<string, ReplicaVersionRecord[]>();
     for (const row of wanted) byReplica.set(row.replica, [...(byReplica.get(row.replica) ?? []), row]);
     await Promise.all([...byReplica].map(([replica, rows]) => this.keep(replica, rows)));
@@ -75,14 +85,24 @@ export class ReplicaKeeper {
     for (const row of rows) {
       if (this.stop.signal.aborted) return;
       if (row.state === 'ready' && listed.has(row.policyVersion)) continue;
+      const key = `${replica}\n${row.policyVersion}`;
+      const wait = this.backoff.get(key);
+      if (wait && Date.now() < wait.at) continue;
       if (!(await this.options.replicas.claim(replica, row.policyVersion, this.options.holder))) continue;
       const why = row.state === 'ready' ? 'the replica no longer lists it (restarted)' : `it was ${row.state}${row.reason ? ` (${row.reason})` : ''}`;
       try {
         const deps = await this.options.loadDeps(row.runId, this.stop.signal);
-        const result = await loadVersionOnReplica(deps, row, 'reload');
+        // A replica that answered this version's probe before it lost it gets the same files again without one.
+        const result = await loadVersionOnReplica(deps, row, { kind: 'reload', holder: this.options.holder, probed: row.readyAt !== null });
+        this.backoff.delete(key);
         this.options.logger.info({ replica, runId: row.runId, policyVersion: row.policyVersion, probeMeanAbsDiff: result.probeMeanAbsDiff, why }, 'replica keeper: loaded the policy version again');
       } catch (err) {
-        this.options.logger.warn({ replica, runId: row.runId, policyVersion: row.policyVersion, err: (err as Error).message, why }, 'replica keeper: could not load the policy version; trying again');
+        const nextMs = wait ? Math.min(wait.nextMs * 2, RETRY_MAX_MS) : RETRY_FIRST_MS;
+        this.backoff.set(key, { at: Date.now() + nextMs, nextMs });
+        this.options.logger.warn(
+          { replica, runId: row.runId, policyVersion: row.policyVersion, err: (err as Error).message, why, retryInSeconds: nextMs / 1000 },
+          'replica keeper: could not load the policy version; trying again',
+        );
       }
     }
   }

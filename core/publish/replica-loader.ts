@@ -22,7 +22,7 @@ import { countReplicaLoad } from '../metrics';
 export const RESOLVER_FOLDER = 'lora-resolver';
 
 export interface ReplicaLoadDeps {
-  replicas: Pick<ReplicaStore, 'markReady' | 'markPending'>;
+  replicas: Pick<ReplicaStore, 'claim' | 'markReady' | 'markPending'>;
   /** The probe of a trainer step (the run store's trainer_steps row). */
   probeOf(runId: string, step: number): Promise<AdapterProbe | null>;
   /** Downloads the sampler weights when the checkpoints folder does not have them. */
@@ -41,26 +41,47 @@ export interface ReplicaLoadDeps {
   onPhase?(phase: string): void;
 }
 
-export async function loadVersionOnReplica(deps: ReplicaLoadDeps, target: ReplicaVersionTarget, reason: 'publish' | 'reload'): Promise<PublishResult> {
+/**
+ * How a load comes: `publish` (the step's publish, which holds the version's
+ * row on the replica for as long as it works, whoever else claimed it), or a
+ * keeper's `reload` (claimed first; `probed`: this replica already answered
+ * this version's probe before it lost it, so the same files are loaded again
+ * without one).
+ */
+export type LoadReason = { kind: 'publish'; holder: string } | { kind: 'reload'; holder: string; probed: boolean };
+
+/** How often a load in progress renews its claim on the row (claims older than a minute are taken over). */
+const CLAIM_RENEW_MS = 20_000;
+
+export async function loadVersionOnReplica(deps: ReplicaLoadDeps, target: ReplicaVersionTarget, reason: LoadReason): Promise<PublishResult> {
   const { replica, policyVersion } = target;
+  const claim = () => deps.replicas.claim(replica, policyVersion, reason.holder, reason.kind === 'publish');
+  await claim();
+  const renew = setInterval(() => void claim().catch(() => undefined), CLAIM_RENEW_MS);
+  renew.unref();
   try {
     deps.onPhase?.('unpacking the sampler weights');
     const unpacked = await resolveSamplerWeights({
       samplerPath: target.samplerPath, trainer: deps.trainer, checkpointsDir: deps.checkpointsDir, adapterDir: deps.adapterDir,
     });
     const adapterDir = await resolverCopy(deps.adapterDir, unpacked, policyVersion, await servedModelPath(replica, deps.baseModel));
-    const probe = await deps.probeOf(target.probeOf.runId, target.probeOf.step);
+    const probed = reason.kind === 'reload' && reason.probed;
+    const probe = probed ? null : await deps.probeOf(target.probeOf.runId, target.probeOf.step);
+    // A keeper's first load of a version on a replica happens while the run samples: its traffic drains first (below).
+    if (reason.kind === 'reload' && probe) await untilQuiet(replica, deps.signal);
     deps.onPhase?.(`loading on ${replica}`);
     const result = await publishAdapter({
       server: replica, apiKey: deps.apiKey, adapterName: policyVersion, adapterDir, probe, tolerance: deps.tolerance, signal: deps.signal,
     });
-    await deps.replicas.markReady(replica, policyVersion, result.probeMeanAbsDiff);
-    countReplicaLoad(replica, reason, 'ok');
+    await deps.replicas.markReady(replica, policyVersion, probed ? null : result.probeMeanAbsDiff);
+    countReplicaLoad(replica, reason.kind, 'ok');
     return result;
   } catch (err) {
-    countReplicaLoad(replica, reason, 'error');
+    countReplicaLoad(replica, reason.kind, 'error');
     await deps.replicas.markPending(replica, policyVersion, (err as Error).message).catch(() => undefined);
     throw err;
+  } finally {
+    clearInterval(renew);
   }
 }
 
@@ -98,6 +119,55 @@ export async function resolverCopy(adapterDir: string, unpacked: string, policyV
     await fs.rm(staging, { recursive: true, force: true });
   }
   return target;
+}
+
+/** How long rollout workers may still take a replica to serve a version after the store says otherwise (their readiness cache, 2 s). */
+const READINESS_CACHE_MS = 2500;
+const QUIET_WAIT_MS = 60_000;
+
+/**
+ * Waits until a replica runs no request, before a reload's probe: vLLM's CPU
+ * build kills its engine when a `prompt_logprobs` request is batched beside
+ * LoRA decoding (an einsum shape error in its punica CPU kernels), which a
+ * probe beside rollouts does. While a version reloads, its row is not ready,
+ * so rollout workers stop sending it there once their readiness cache
+ * expires; then vLLM's own gauges (`vllm:num_requests_running` and
+ * `..._waiting` in /metrics) say when the rest has drained. A server without
+ * those gauges (the sim) is not waited for; traffic for other runs' versions
+ * may keep it busy, so the wait ends after a minute anyway.
+ */
+async function untilQuiet(replica: string, signal?: AbortSignal): Promise<void> {
+  await sleep(READINESS_CACHE_MS, signal);
+  const metricsUrl = `${replica.replace(/\/v1$/, '')}/metrics`;
+  const deadline = Date.now() + QUIET_WAIT_MS;
+  while (Date.now() < deadline) {
+    const busy = await requestsOn(metricsUrl);
+    if (busy === null || busy === 0) return;
+    await sleep(250, signal);
+  }
+}
+
+/** vLLM's running and waiting requests from its /metrics, or null when it has no such gauges. */
+async function requestsOn(metricsUrl: string): Promise<number | null> {
+  try {
+    const response = await fetch(metricsUrl, { signal: AbortSignal.timeout(3000) });
+    if (!response.ok) return null;
+    const text = await response.text();
+    const values = [...text.matchAll(/^vllm:num_requests_(?:running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)$/gm)].map((m) => Number(m[1]));
+    return values.length ? values.reduce((a, b) => a + b, 0) : null;
+  } catch {
+    return null;
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    }, { once: true });
+  });
 }
 
 /**

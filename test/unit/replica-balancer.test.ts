@@ -5,6 +5,7 @@
  * replica that dies, comes back or forgets its adapters does to them.
  */
 import { mkdtempSync, promises as fs } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
@@ -28,11 +29,12 @@ class Readiness implements ReplicaReadiness {
   readonly lost: Array<{ replica: string; version: string }> = [];
   async readyReplicas(version: string) {
     const ready = this.ready.get(version);
-    return { known: ready !== undefined, ready: ready ?? new Set<string>() };
+    return { known: ready !== undefined, ready: new Map([...(ready ?? [])].map((r): [string, number] => [r, 0])) };
   }
   async markLost(replica: string, version: string) {
     this.lost.push({ replica, version });
     this.ready.get(version)?.delete(replica);
+    return 1;
   }
 }
 
@@ -46,8 +48,8 @@ interface Replica {
 const replicas: Replica[] = [];
 const balancers: ReplicaBalancer[] = [];
 
-async function startReplica(port = 0, dataDir = mkdtempSync(path.join(os.tmpdir(), 'hs-replica-'))): Promise<Replica> {
-  const cluster = await startSimCluster({ world, dataDir, logger, port });
+async function startReplica(port = 0, dataDir = mkdtempSync(path.join(os.tmpdir(), 'hs-replica-')), latency?: { profile: string; speedup: number }): Promise<Replica> {
+  const cluster = await startSimCluster({ world, dataDir, logger, port, latency });
   const replica = { cluster, url: `${cluster.url}/v1`, port: cluster.port, dataDir };
   replicas.push(replica);
   return replica;
@@ -148,6 +150,27 @@ describe('the replica balancer', () => {
     expect(await served(back)).toBeGreaterThanOrEqual(2);
   });
 
+  test('a replica that stops answering while a turn waits on it (its host cut off) is found by its health check, and the turn goes to another', async () => {
+    const slow = await startReplica(0, undefined, { profile: 'balanced', speedup: 1 });
+    const other = await startReplica();
+    const relay = await startRelay(slow.port);
+    const b = new ReplicaBalancer({ readiness: new Readiness(), logger, healthCheckMs: 100, watchMs: 200, healthTimeoutMs: 300, watchTimeoutMs: 300 });
+    balancers.push(b);
+    const cutOff = `http://127.0.0.1:${relay.port}/v1`;
+    const policy = policyOver(b, [cutOff, other.url]);
+    // The first turn goes to the relayed replica (fewest requests, listed first), which takes seconds to answer it.
+    const turn = policy.episode().complete({ model: BASE, messages, temperature: 1, seed: 1 });
+    await waitFor(() => b.views([cutOff])[0].inFlight === 1);
+    relay.blackHole();
+    const started = Date.now();
+    await turn;
+    // Not the request's own 10 s timeout: the health check found the replica gone.
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(await served(other)).toBe(1);
+    expect(b.views([cutOff])[0]).toMatchObject({ healthy: false, inFlight: 0 });
+    relay.close();
+  });
+
   test('a published version goes only to the replicas that loaded it', async () => {
     const rs = [await startReplica(), await startReplica(), await startReplica()];
     const readiness = new Readiness();
@@ -171,6 +194,30 @@ describe('the replica balancer', () => {
     for (let i = 0; i < 4; i++) await policy.episode().complete({ model: 'run-v2', messages, temperature: 1, seed: i });
     expect(readiness.lost).toEqual([{ replica: restarted.url, version: 'run-v2' }]);
     expect(await served(rs[1])).toBe(4);
+  });
+
+  test('a replica found without the version stays out for it, whatever an older read of the store says, until it is made ready again', async () => {
+    const rs = [await startReplica(), await startReplica()];
+    for (const r of rs) await loadAdapter(r, 'run-v3');
+    // A store read that lags: both replicas ready since t=0, whatever happens.
+    let readyAt = 0;
+    const stale: ReplicaReadiness = {
+      readyReplicas: async () => ({ known: true, ready: new Map([[rs[0].url, readyAt], [rs[1].url, 0]]) }),
+      markLost: async () => 1,
+    };
+    const b = balancer(stale);
+    const policy = policyOver(b, rs.map((r) => r.url));
+    const { port, dataDir } = rs[0];
+    await stopReplica(rs[0]);
+    const restarted = await startReplica(port, dataDir);
+    for (let i = 0; i < 6; i++) await policy.episode().complete({ model: 'run-v3', messages, temperature: 1, seed: i });
+    expect(await served(restarted)).toBe(0);
+    // Its keeper loads it again and the store says so (made ready after the loss): it takes requests again.
+    await loadAdapter(restarted, 'run-v3');
+    readyAt = 2;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let i = 0; i < 6; i++) await policy.episode().complete({ model: 'run-v3', messages, temperature: 1, seed: i });
+    expect(await served(restarted)).toBeGreaterThan(0);
   });
 
   test('with no replica able to serve the model, waiting turns fail with NoReplicaError naming each replica', async () => {
@@ -219,6 +266,30 @@ describe('replica addresses', () => {
     expect(await addresses.expand(['http://vllm:8000/v1'])).toHaveLength(3);
   });
 });
+
+/** A TCP relay to a replica that can turn into a black hole: connections stay open, nothing gets through (a host cut off). */
+async function startRelay(target: number): Promise<{ port: number; blackHole(): void; close(): void }> {
+  const sockets = new Set<net.Socket>();
+  let dropping = false;
+  const server = net.createServer((client) => {
+    sockets.add(client);
+    if (dropping) return;
+    const upstream = net.connect(target, '127.0.0.1');
+    sockets.add(upstream);
+    client.on('data', (d) => void (dropping || upstream.write(d)));
+    upstream.on('data', (d) => void (dropping || client.write(d)));
+    for (const s of [client, upstream]) s.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    blackHole: () => void (dropping = true),
+    close: () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
 
 async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -52,6 +52,8 @@ export class TinkerSessionKeeper {
   private modelSeqId = 0;
   /** Sessions kept besides this process's own. */
   private readonly kept = new Set<string>();
+  /** Sessions whose last heartbeat failed (logged once until one goes through). */
+  private readonly failing = new Set<string>();
   /** Sessions the trainer said it no longer knows: never heartbeated again. */
   private readonly gone = new Set<string>();
   private readonly timer: NodeJS.Timeout;
@@ -95,6 +97,7 @@ export class TinkerSessionKeeper {
   /** Drops a session the server said it does not know; the next use opens a new one. */
   forget(sessionId: string): void {
     this.kept.delete(sessionId);
+    this.failing.delete(sessionId);
     this.gone.add(sessionId);
     if (this.currentId === sessionId) {
       this.current = null;
@@ -127,11 +130,17 @@ export class TinkerSessionKeeper {
     await Promise.all(
       [...ids].map(async (id) => {
         try {
-          if ((await this.client.heartbeatSession(id)) === 'alive') return;
+          if ((await this.client.heartbeatSession(id)) === 'alive') {
+            if (this.failing.delete(id)) this.logger.info({ trainer: this.client.baseUrl, sessionId: id }, 'trainer session heartbeat goes through again');
+            return;
+          }
           this.logger.warn({ trainer: this.client.baseUrl, sessionId: id }, 'the trainer no longer knows this session (its models are unloaded)');
           this.forget(id);
         } catch (err) {
-          this.logger.warn({ trainer: this.client.baseUrl, sessionId: id, err: (err as Error).message }, 'trainer session heartbeat failed');
+          // Once per outage, not at every beat: a trainer that is down for hours would fill the log.
+          if (this.failing.has(id)) return;
+          this.failing.add(id);
+          this.logger.warn({ trainer: this.client.baseUrl, sessionId: id, err: (err as Error).message }, 'trainer session heartbeat failed; trying again on the clock, quietly until it goes through');
         }
       }),
     );
