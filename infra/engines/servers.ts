@@ -227,54 +227,51 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
 }
 
 /**
- * Kills vLLM (its whole process group) with SIGKILL and starts it again; it
- * comes back without the adapters loaded into it at run time, as a replica
- * that restarts does. Returns once it answers.
- */
-export async function killAndRestartInference(options: { stateDir?: string; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
-  const stateDir = options.stateDir ?? enginesStateDir();
-  const state = readState(stateDir);
-  if (!state) throw new EngineSetupError(`no engines were started from ${stateDir}`);
-  const { installed, missing } = installedEngines();
-  if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')})`);
-  signalGroup(state.inference.pid, 'SIGKILL');
-  while (alive(state.inference.pid)) await new Promise((resolve) => setTimeout(resolve, 100));
-  while (await answers(healthUrl.inference(state.inference.url))) await new Promise((resolve) => setTimeout(resolve, 100));
-  state.inference.pid = startInference(installed, state.inference);
-  await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
-  options.log?.(`killed and restarted vLLM (pid ${state.inference.pid})`);
-  const deadline = Date.now() + (options.timeoutSeconds ?? 600) * 1000;
-  while (!(await answers(healthUrl.inference(state.inference.url)))) {
-    if (!alive(state.inference.pid)) throw new EngineSetupError(`vLLM exited while restarting; the end of ${state.inference.log}:\n${tail(state.inference.log)}`);
-    if (Date.now() > deadline) throw new EngineSetupError(`vLLM did not answer within ${options.timeoutSeconds ?? 600} s of its restart`);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
-
-/**
  * Kills the trainer (its whole process group) with SIGKILL, as a node that
  * dies does, and starts it again from the same state directory; returns once
  * it answers. Its SQLite state and checkpoints folder survive (SkyRL's
  * durable store, like its disk); the models it had loaded do not: every op on
  * them fails with "Model ... not loaded" until a run restores its model.
  */
-export async function killAndRestartTrainer(options: { stateDir?: string; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
+export function killAndRestartTrainer(options: RestartOptions = {}): Promise<void> {
+  return killAndRestart('trainer', options);
+}
+
+/**
+ * Kills vLLM (its whole process group) with SIGKILL and starts it again; it
+ * comes back without the adapters loaded into it at run time, as a replica
+ * that restarts does. Returns once it answers.
+ */
+export function killAndRestartInference(options: RestartOptions = {}): Promise<void> {
+  return killAndRestart('inference', options);
+}
+
+interface RestartOptions {
+  stateDir?: string;
+  log?: (line: string) => void;
+  timeoutSeconds?: number;
+}
+
+async function killAndRestart(role: 'trainer' | 'inference', options: RestartOptions): Promise<void> {
   const stateDir = options.stateDir ?? enginesStateDir();
   const state = readState(stateDir);
   if (!state) throw new EngineSetupError(`no engines were started from ${stateDir}`);
   const { installed, missing } = installedEngines();
   if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')})`);
-  signalGroup(state.trainer.pid, 'SIGKILL');
-  while (alive(state.trainer.pid)) await new Promise((resolve) => setTimeout(resolve, 100));
+  const server = state[role];
+  const name = role === 'trainer' ? "SkyRL's Tinker server" : 'vLLM';
+  signalGroup(server.pid, 'SIGKILL');
+  while (alive(server.pid)) await new Promise((resolve) => setTimeout(resolve, 100));
   // The port is free once the killed server's socket is gone.
-  while (await answers(healthUrl.trainer(state.trainer.url))) await new Promise((resolve) => setTimeout(resolve, 100));
-  state.trainer.pid = startTrainer(installed, state.trainer, path.join(stateDir, 'skyrl'));
+  while (await answers(healthUrl[role](server.url))) await new Promise((resolve) => setTimeout(resolve, 100));
+  server.pid = role === 'trainer' ? startTrainer(installed, server, path.join(stateDir, 'skyrl')) : startInference(installed, server);
   await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
-  options.log?.(`killed and restarted SkyRL's Tinker server (pid ${state.trainer.pid})`);
-  const deadline = Date.now() + (options.timeoutSeconds ?? 300) * 1000;
-  while (!(await answers(healthUrl.trainer(state.trainer.url)))) {
-    if (!alive(state.trainer.pid)) throw new EngineSetupError(`the trainer exited while restarting; the end of ${state.trainer.log}:\n${tail(state.trainer.log)}`);
-    if (Date.now() > deadline) throw new EngineSetupError(`the trainer did not answer within ${options.timeoutSeconds ?? 300} s of its restart`);
+  options.log?.(`killed and restarted ${name} (pid ${server.pid})`);
+  const timeout = options.timeoutSeconds ?? (role === 'trainer' ? 300 : 600);
+  const deadline = Date.now() + timeout * 1000;
+  while (!(await answers(healthUrl[role](server.url)))) {
+    if (!alive(server.pid)) throw new EngineSetupError(`${name} exited while restarting; the end of ${server.log}:\n${tail(server.log)}`);
+    if (Date.now() > deadline) throw new EngineSetupError(`${name} did not answer within ${timeout} s of its restart`);
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
 }

@@ -11,6 +11,9 @@ import { loadSimWorld } from '../../core/envs/sim/world';
 import { buildWorkflowBundle } from '../../workers/worker';
 import { startSimCluster } from '../../workers/sim-cluster/server';
 import { silentLogger } from './stack';
+import { sleep, waitFor as waitForWithin } from './waiting';
+
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000) => waitForWithin(what, probe, timeoutMs);
 
 let stack: TestStack;
 beforeAll(async () => {
@@ -20,17 +23,6 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 test('a paused run holds between steps and continues when resumed', async () => {
   const runId = uniqueRunId('pause');

@@ -15,6 +15,7 @@ import { harnessSRun } from '../../workflows';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
 import { silentLogger, startTestStack, type TestStack, uniqueRunId } from './stack';
+import { waitFor } from './waiting';
 
 const world = loadSimWorld();
 let stack: TestStack;
@@ -47,14 +48,6 @@ async function models(replica: SimCluster): Promise<string[]> {
   return body.data.map((m) => m.id);
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 test('a replica restarted mid-step and down over a publish: the run goes on, the replica comes back into rotation, and both serve the last version', async () => {
   const runId = uniqueRunId('replicas');
   const servers = replicas.map((r) => `${r.url}/v1`);
@@ -63,7 +56,7 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
     args: [{ config: stack.config({ steps: 5, policy: { baseUrl: servers[0], inferenceServers: servers }, trainer: { baseUrl: trainer.url, pollSeconds: 0.02 }, rollout: { tasksPerStep: 6, groupSize: 4, maxTurns: 5, concurrency: 4 } }) }],
   });
   /** Step `step` samples, and has stored a rollout. */
-  const inRollouts = (step: number) => until(`step ${step}'s rollouts`, async () => {
+  const inRollouts = (step: number) => waitFor(`step ${step}'s rollouts`, async () => {
     const s = await handle.query(statusQuery);
     if (!s.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
     const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
@@ -75,12 +68,12 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
   const port = replicas[1].port;
   await replicas[1].close();
   replicas[1] = await startReplica(port);
-  await until('the restarted replica to take requests', async () => (await served(replicas[1])) > 0);
+  await waitFor('the restarted replica to take requests', async () => (await served(replicas[1])) > 0);
 
   // Step 2: it is down over step 2's publish, and back in step 3.
   await inRollouts(2);
   await replicas[1].close();
-  await until('step 2 to be published', async () => (await stack.store.steps(runId)).length >= 3);
+  await waitFor('step 2 to be published', async () => (await stack.store.steps(runId)).length >= 3);
   replicas[1] = await startReplica(port);
 
   const summary = await handle.result();
@@ -90,7 +83,7 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
   // Published while the second replica was down: live on the first, pending on the second until it came back.
   expect(await stack.store.replicas.get(servers[0], step2)).toMatchObject({ state: 'ready' });
   const last = steps.at(-1)!.policyVersion;
-  await until('both replicas to serve the last version', async () => (await Promise.all(replicas.map(models))).every((m) => m.includes(last)));
+  await waitFor('both replicas to serve the last version', async () => (await Promise.all(replicas.map(models))).every((m) => m.includes(last)));
   for (const server of servers) expect(await stack.store.replicas.get(server, last)).toMatchObject({ state: 'ready' });
   expect(await stack.store.countTrajectories(runId)).toBe(steps.reduce((n, s) => n + s.summary.baseRollouts + s.summary.rescueRollouts, 0));
   const status = await handle.query(statusQuery);

@@ -21,6 +21,7 @@ import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/serv
 import { harnessSRun } from '../../workflows';
 import { pauseSignal, resumeSignal, statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { silentLogger, startTestStack, uniqueRunId, type TestStack } from './stack';
+import { waitFor } from './waiting';
 
 let stack: TestStack;
 let restarted: SimCluster | null = null;
@@ -32,17 +33,6 @@ afterAll(async () => {
   await restarted?.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** The runbook's loss: the trainer stops, its live models are deleted, it starts again (same port, same data). */
 async function restartSimWithoutModels(): Promise<void> {
@@ -52,7 +42,7 @@ async function restartSimWithoutModels(): Promise<void> {
   await current.close();
   if (current === stack.sim) (stack.sim as { close: () => Promise<void> }).close = async () => undefined;
   rmSync(path.join(dataDir, 'trainer', 'models'), { recursive: true, force: true });
-  restarted = await startSimCluster({ world: loadSimWorld(), dataDir, port, logger: silentLogger, keepAdapters: true });
+  restarted = await startSimCluster({ world: loadSimWorld(), dataDir, port, logger: silentLogger });
 }
 
 async function trainerPost(route: string, body: unknown): Promise<unknown> {

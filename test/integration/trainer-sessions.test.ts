@@ -18,6 +18,7 @@ import { harnessSRun } from '../../workflows';
 import { pauseSignal, resumeSignal, statusQuery, TASK_QUEUES } from '../../workflows/definitions';
 import { silentLogger, startTestStack, uniqueRunId, type TestStack } from './stack';
 import { TEST_TEMPORAL_ADDRESS } from './env';
+import { sleep, waitFor } from './waiting';
 
 /** The sim trainer's session timeout here (SkyRL's is 300 s): a session silent this long loses its models. */
 const SESSION_TIMEOUT_MS = 4_000;
@@ -66,17 +67,6 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 async function trainerModelStatus(modelId: string): Promise<string> {
   const response = await fetch(`${sim.url}/api/v1/get_info`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId, type: 'get_info' }) });
