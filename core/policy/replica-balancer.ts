@@ -49,6 +49,8 @@ export interface AcquireRequest {
   maxInFlight: number;
   /** How long it waits when no replica can serve its model (the balancer's noReplicaMs when absent). */
   noReplicaMs?: number;
+  /** The replicas' API key: the health checks send it too. */
+  apiKey?: string;
   signal?: AbortSignal;
 }
 
@@ -84,6 +86,8 @@ interface Replica {
   healthy: boolean;
   reason: string | null;
   checking: boolean;
+  /** The key the run's requests last sent it with, for its health checks. */
+  apiKey?: string;
   /** One per request in flight: aborted when the replica stops answering, so the request goes elsewhere. */
   leases: Set<AbortController>;
 }
@@ -141,6 +145,7 @@ export class ReplicaBalancer {
     request.signal?.throwIfAborted();
     const servers = request.servers.map(replicaUrl);
     const normalized = { ...request, servers, preferred: request.preferred === undefined ? undefined : replicaUrl(request.preferred) };
+    if (request.apiKey) for (const server of servers) this.state(server).apiKey = request.apiKey;
     await this.fresh(normalized.model, normalized.baseModel);
     const readiness = this.readiness.get(normalized.model);
     if (readiness) readiness.usedAt = Date.now();
@@ -353,7 +358,8 @@ export class ReplicaBalancer {
       this.watching = true;
       void Promise.all(
         busy.map(async (r) => {
-          if ((await listReplicaModels(r.url, this.watchTimeoutMs)) === null && r.healthy && r.inFlight > 0) {
+          // Any answer, even a refusal of the key, shows the host is there.
+          if ((await listReplicaModels(r.url, { timeoutMs: this.watchTimeoutMs, apiKey: r.apiKey })) === null && r.healthy && r.inFlight > 0) {
             this.fault(r.url, '', 'unreachable', `no answer to its health check within ${this.watchTimeoutMs / 1000} s while requests were in flight`);
           }
         }),
@@ -369,7 +375,7 @@ export class ReplicaBalancer {
     try {
       while (!state.healthy && !this.closed) {
         await new Promise((resolve) => setTimeout(resolve, this.healthCheckMs).unref());
-        const listed = await listReplicaModels(state.url, this.healthTimeoutMs);
+        const listed = await listReplicaModels(state.url, { timeoutMs: this.healthTimeoutMs, apiKey: state.apiKey });
         if (listed === null) continue;
         state.healthy = true;
         state.reason = null;
@@ -378,7 +384,7 @@ export class ReplicaBalancer {
         // The versions asked for lately that it no longer lists: lost (a restart); its keeper loads them again.
         for (const [model, readiness] of this.readiness) {
           const recent = Date.now() - readiness.usedAt < RECENT_USE_MS;
-          if (recent && readiness.known && this.serves(state.url, model, '') && !listed.has(model)) this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
+          if (listed !== 'unauthorized' && recent && readiness.known && this.serves(state.url, model, '') && !listed.has(model)) this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
         }
         this.pump();
       }
@@ -397,6 +403,7 @@ export class ReplicaBalancer {
       if (!r.healthy) return `${r.url}: out of rotation (${r.reason})`;
       return `${r.url}: has not loaded ${request.model} (its keeper loads it when it can)`;
     });
-    return `no inference replica could take requests for ${request.model} for ${Math.round(patience / 1000)} s:\n  ${lines.join('\n  ')}`;
+    // One line: it becomes a run's pause reason.
+    return `no inference replica could take requests for ${request.model} for ${Math.round(patience / 1000)} s: ${lines.join('; ')}`;
   }
 }

@@ -56,7 +56,7 @@ export class ReplicaPolicy {
     let lastFault = '';
     for (let attempt = 0; attempt < MAX_REPLICA_TRIES; attempt++) {
       const noReplicaMs = this.options.noReplicaSeconds === undefined ? undefined : this.options.noReplicaSeconds * 1000;
-      const lease = await this.balancer.acquire({ servers, model: request.model, baseModel, preferred, maxInFlight: maxInFlightPerServer, noReplicaMs, signal });
+      const lease = await this.balancer.acquire({ servers, model: request.model, baseModel, preferred, maxInFlight: maxInFlightPerServer, noReplicaMs, apiKey: this.options.apiKey, signal });
       // One signal for the request: the episode's (cancelled) or the lease's (the replica found dead meanwhile).
       const cancel = new AbortController();
       const abort = () => cancel.abort();

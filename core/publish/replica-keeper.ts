@@ -79,9 +79,14 @@ export class ReplicaKeeper {
   }
 
   private async keep(replica: string, rows: ReplicaVersionRecord[]): Promise<void> {
-    const listed = await listReplicaModels(replica);
-    // Out of reach: nothing to load it into; the rollout workers hold it out of rotation meanwhile.
-    if (listed === null) return;
+    let listed = await listReplicaModels(replica);
+    if (listed === 'unauthorized') {
+      // A replica that wants a key: the run's (its apiKeyEnv, read by this worker).
+      const deps = await this.options.loadDeps(rows[0].runId, this.stop.signal).catch(() => null);
+      listed = deps ? await listReplicaModels(replica, { apiKey: deps.apiKey }) : null;
+    }
+    // Out of reach (or still refusing): nothing to load it into; the rollout workers hold it out of rotation meanwhile.
+    if (listed === null || listed === 'unauthorized') return;
     for (const row of rows) {
       if (this.stop.signal.aborted) return;
       if (row.state === 'ready' && listed.has(row.policyVersion)) continue;

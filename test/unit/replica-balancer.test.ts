@@ -5,6 +5,7 @@
  * replica that dies, comes back or forgets its adapters does to them.
  */
 import { mkdtempSync, promises as fs } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -171,6 +172,22 @@ describe('the replica balancer', () => {
     relay.close();
   });
 
+  test('a replica that wants a key stays in rotation while its turns take long: its health checks send the key', async () => {
+    const slow = await startReplica(0, undefined, { profile: 'balanced', speedup: 1 });
+    const gate = await startKeyGate(slow.port, 'sk-replica');
+    const b = new ReplicaBalancer({ readiness: new Readiness(), logger, healthCheckMs: 100, watchMs: 100, healthTimeoutMs: 300, watchTimeoutMs: 300 });
+    balancers.push(b);
+    const keyed = `http://127.0.0.1:${gate.port}/v1`;
+    const policy = new ReplicaPolicy(b, { servers: [keyed], baseModel: BASE, apiKey: 'sk-replica', requestTimeoutSeconds: 30, maxInFlightPerServer: 4 });
+    const reply = await policy.episode().complete({ model: BASE, messages, temperature: 1, seed: 1 });
+    expect(reply.content.length).toBeGreaterThan(0);
+    // Its health was checked while the turn was in flight, with the key, and it never left the rotation.
+    expect(gate.modelChecks.length).toBeGreaterThan(0);
+    expect(gate.modelChecks.every((auth) => auth === 'Bearer sk-replica')).toBe(true);
+    expect(b.views([keyed])[0]).toMatchObject({ healthy: true, inFlight: 0, reason: null });
+    await gate.close();
+  });
+
   test('a published version goes only to the replicas that loaded it', async () => {
     const rs = [await startReplica(), await startReplica(), await startReplica()];
     const readiness = new Readiness();
@@ -289,6 +306,26 @@ async function startRelay(target: number): Promise<{ port: number; blackHole(): 
       server.close();
     },
   };
+}
+
+/** An HTTP front for a replica that answers 401 without `Bearer <key>`, as vLLM started with --api-key does. */
+async function startKeyGate(target: number, key: string): Promise<{ port: number; modelChecks: string[]; close(): Promise<void> }> {
+  const modelChecks: string[] = [];
+  const server = http.createServer((req, res) => {
+    const auth = req.headers.authorization ?? '';
+    if (req.url?.endsWith('/models')) modelChecks.push(auth);
+    if (auth !== `Bearer ${key}`) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"invalid API key"}');
+      return;
+    }
+    const upstream = http.request({ host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { port: (server.address() as net.AddressInfo).port, modelChecks, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
 async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {
