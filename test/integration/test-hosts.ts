@@ -79,9 +79,20 @@ export class TestHost {
     return `${PREFIX}-${this.name}0`;
   }
 
-  /** Its mount namespace: /tmp and <repo>/.data as empty tmpfs of its own, held by an anchor process. */
+  /**
+   * Its mount namespace: /tmp and <repo>/.data as empty tmpfs of its own, held by an anchor process.
+   * The repository is carried over the new /tmp (held at /mnt meanwhile): a clone may itself live in /tmp.
+   */
   async boot(): Promise<void> {
-    const script = `mount -t tmpfs -o size=1g tmpfs /tmp && mount -t tmpfs -o size=1g tmpfs '${ROOT}/.data' && echo ready && exec sleep infinity`;
+    const script = [
+      `mount --rbind '${ROOT}' /mnt`,
+      'mount -t tmpfs -o size=1g tmpfs /tmp',
+      `mkdir -p '${ROOT}'`,
+      `mount --move /mnt '${ROOT}'`,
+      `mount -t tmpfs -o size=1g tmpfs '${ROOT}/.data'`,
+      'echo ready',
+      'exec sleep infinity',
+    ].join(' && ');
     const anchor = spawn('ip', ['netns', 'exec', this.netns, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.anchor = anchor;
     await new Promise<void>((resolve, reject) => {
