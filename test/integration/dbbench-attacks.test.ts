@@ -6,6 +6,7 @@
  * the episode is left on the server.
  */
 import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { RowDataPacket } from 'mysql2/promise';
 import { DbBenchEnvironment, type DbBenchEpisodeHandle } from '../../core/envs/dbbench/environment';
@@ -161,39 +162,6 @@ describe('scoring reads only a plain base table, within its time limit', () => {
 });
 
 describe('caps on what an episode may grow', () => {
-  test('SET max_heap_table_size is without effect: a MEMORY table still fills at the default cap', async () => {
-    if (!(await onMariaDb())) return;
-    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
-    try {
-      await episode.step(sql('SET max_heap_table_size = 4294967296'));
-      await episode.step(sql('CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY'));
-      const fill = await episode.step(sql("INSERT INTO m SELECT REPEAT('x', 1000) FROM seq_1_to_100000"));
-      expect(fill.observation).toMatch(/^1114 \(HY000\): The table 'm' is full/);
-      const [rows] = await host.admin.query<RowDataPacket[]>(
-        "SELECT DATA_LENGTH AS data, MAX_DATA_LENGTH AS maxData FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'm'",
-        [episode.sandboxName],
-      );
-      expect(Number(rows[0].maxData)).toBeLessThanOrEqual(host.limits.maxMemoryTableBytes);
-      // Memory comes in blocks: the last one may reach a little past the declared maximum.
-      expect(Number(rows[0].data)).toBeLessThan(host.limits.maxMemoryTableBytes * 1.1);
-    } finally {
-      await episode.close();
-    }
-  }, 30_000);
-
-  test('a MEMORY table made under a raised max_heap_table_size ends the episode before it can grow', async () => {
-    if (!(await onMariaDb())) return;
-    const { episode, outcome } = await play([
-      sql('SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY'),
-      sql("INSERT INTO m SELECT REPEAT('x', 1000) FROM seq_1_to_100000"),
-      FINAL_ANSWER,
-    ]);
-    expect(outcome).toMatchObject({ done: true, reward: 0, failureType: 'execution_error' });
-    expect(outcome.observation).toMatch(/MEMORY table 'm' may grow to \d+ bytes, past the sandbox's 16777216/);
-    expect(episode.result()).toMatchObject({ ending: 'resource_limit', statements: 1 });
-    await expectNothingLeft(episode.sandboxName);
-  }, 30_000);
-
   test('growing the database with INSERT ... SELECT ends the episode at the cap', async () => {
     if (!(await onMariaDb())) return;
     const grow = sql("INSERT INTO big SELECT REPEAT('x', 1000000) FROM seq_1_to_4");
@@ -204,6 +172,139 @@ describe('caps on what an episode may grow', () => {
     expect(episode.result()?.statements).toBeLessThanOrEqual(10);
     await expectNothingLeft(episode.sandboxName);
   }, 60_000);
+});
+
+/** The episode database's folder in the server's datadir, when the server runs on this machine (null when it does not). */
+async function databaseFolder(name: string): Promise<string | null> {
+  const [rows] = await host.admin.query<RowDataPacket[]>('SELECT @@datadir AS dir');
+  const dir = String(rows[0].dir);
+  return existsSync(dir) ? path.join(dir, name) : null;
+}
+
+/** Bytes of the files in a folder (0 once it is gone). */
+function folderBytes(folder: string): number {
+  if (!existsSync(folder)) return 0;
+  return readdirSync(folder).reduce((n, file) => n + statSync(path.join(folder, file)).size, 0);
+}
+
+/** The size of InnoDB's server-wide temporary tablespace (ibtmp1), as the server reports it. */
+async function ibtmp1Bytes(): Promise<number> {
+  const [rows] = await host.admin.query<RowDataPacket[]>("SELECT FILE_SIZE AS bytes FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = 'innodb_temporary'");
+  return Number(rows[0].bytes);
+}
+
+async function serverMemoryUsed(): Promise<number> {
+  const [rows] = await host.admin.query<RowDataPacket[]>("SHOW GLOBAL STATUS LIKE 'Memory_used'");
+  return Number(rows[0].Value);
+}
+
+/** The highest reading of `probe` while `work` runs (sampled every 20 ms), and what `work` gave. */
+async function peakWhile<T>(work: Promise<T>, probe: () => Promise<number>): Promise<{ value: T; peak: number }> {
+  let settled = false;
+  const done = work.finally(() => {
+    settled = true;
+  });
+  let peak = await probe();
+  while (!settled) {
+    peak = Math.max(peak, await probe());
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { value: await done, peak: Math.max(peak, await probe()) };
+}
+
+describe('engines and temporary tables: nothing outside the caps, nothing left on the server', () => {
+  const MiB = 1024 * 1024;
+
+  test('a CSV table (which reports no size) ends the episode as a wrong answer, even after the right INSERT; its folder never passes the cap', async () => {
+    if (!(await onMariaDb())) return;
+    const gold = String(tasks.find((t) => t.taskId === DML_TASK)!.entry.label[0]);
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    const folder = await databaseFolder(episode.sandboxName);
+    let largest = 0;
+    let outcome = await episode.step(sql(gold));
+    const attack = [sql('CREATE TABLE c (a LONGTEXT NOT NULL) ENGINE = CSV'), ...Array(12).fill(sql("INSERT INTO c SELECT REPEAT('x', 1000000) FROM seq_1_to_4")), FINAL_ANSWER];
+    for (const reply of attack) {
+      if (outcome.done) break;
+      outcome = await episode.step(reply);
+      if (folder) largest = Math.max(largest, folderBytes(folder));
+    }
+    // Judged from the host first: the files on the server's disk, then what the episode recorded.
+    if (folder) expect({ largest, underCap: largest <= host.limits.maxDatabaseBytes }).toEqual({ largest, underCap: true });
+    expect(outcome).toMatchObject({ done: true, reward: 0, success: false, failureType: 'wrong_answer' });
+    expect(outcome.observation).toMatch(/table 'c' is stored by CSV, which the sandbox does not allow/);
+    expect(episode.result()).toMatchObject({
+      ending: 'refused',
+      status: 'agent_invalid_action',
+      statements: 2,
+      answer: expect.stringMatching(/^\(not scored: table 'c' is stored by CSV/),
+    });
+    await expectNothingLeft(episode.sandboxName);
+  }, 60_000);
+
+  test('every way to a table of another engine, or with its files elsewhere, ends the episode at that statement as a wrong answer', async () => {
+    if (!(await onMariaDb())) return;
+    // DATA DIRECTORY needs no FILE privilege: the server writes the table's files wherever its OS user may.
+    const outside = `d${Date.now()}`;
+    const attacks: Array<{ replies: string[]; reason: RegExp }> = [
+      { replies: [sql('CREATE TABLE m (a VARCHAR(100)) ENGINE = MEMORY')], reason: /table 'm' is stored by MEMORY, which the sandbox does not allow/ },
+      { replies: [sql('CREATE TABLE u (a INT) ENGINE = MRG_MyISAM')], reason: /table 'u' is stored by MRG_MyISAM, which the sandbox does not allow/ },
+      { replies: [sql('CREATE TABLE a (a INT NOT NULL)'), sql('ALTER TABLE a ENGINE = CSV')], reason: /table 'a' is stored by CSV, which the sandbox does not allow/ },
+      { replies: [sql("CREATE TABLE s (a VARCHAR(10) NOT NULL) ENGINE = CSV SELECT 'x' AS a")], reason: /table 's' is stored by CSV, which the sandbox does not allow/ },
+      {
+        replies: [sql("SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY SELECT REPEAT('x', 1000) AS a FROM seq_1_to_1000")],
+        reason: /table 'm' is stored by MEMORY, which the sandbox does not allow/,
+      },
+      { replies: [sql(`CREATE TABLE ${outside} (a INT) ENGINE = MyISAM DATA DIRECTORY = '/tmp'`)], reason: new RegExp(`table '${outside}' keeps its files outside the database's folder \\(DATA DIRECTORY\\)`) },
+    ];
+    for (const { replies, reason } of attacks) {
+      const { episode, outcome } = await play([...replies, FINAL_ANSWER]);
+      const seen = { replies, done: outcome.done, failureType: outcome.failureType, ending: episode.result()?.ending, statements: episode.result()?.statements };
+      expect(seen).toEqual({ replies, done: true, failureType: 'wrong_answer', ending: 'refused', statements: replies.length });
+      expect(episode.result()?.answer).toMatch(/^\(not scored: /);
+      expect(episode.result()?.answer).toMatch(reason);
+      await expectNothingLeft(episode.sandboxName);
+    }
+    // Dropped with the database (when the server runs on this machine, its /tmp is this one).
+    expect(existsSync(`/tmp/${outside}.MYD`)).toBe(false);
+  }, 60_000);
+
+  test('a temporary InnoDB table is refused, and the server-wide ibtmp1 (which only a restart shrinks) does not grow', async () => {
+    if (!(await onMariaDb())) return;
+    const before = await ibtmp1Bytes();
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    let observation: string;
+    try {
+      // About 50 MB, were it allowed (1 s of it took ibtmp1 from 12 to 140 MiB): far past the tolerance.
+      observation = (await episode.step(sql("CREATE TEMPORARY TABLE t ENGINE = InnoDB SELECT REPEAT('x', 10000) AS a FROM seq_1_to_5000"))).observation;
+    } finally {
+      await episode.close();
+    }
+    const grewBy = (await ibtmp1Bytes()) - before;
+    expect({ grewBy, small: grewBy <= 4 * MiB }).toEqual({ grewBy, small: true });
+    expect(observation).toMatch(/^1044 \(42000\): Access denied for user/);
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
+
+  test("a temporary MEMORY table under a raised max_heap_table_size is refused, and the server's memory does not rise", async () => {
+    if (!(await onMariaDb())) return;
+    const before = await serverMemoryUsed();
+    const episode = await env.startEpisode(DML_TASK, { maxTurns: 16 });
+    try {
+      // About 150 MB, were it allowed, held until the statement's time limit by the last row's SLEEP.
+      const attack = sql(
+        'SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TEMPORARY TABLE m (a VARCHAR(1000), b INT) ENGINE = MEMORY ' +
+          "SELECT REPEAT('x', 1000) AS a, IF(seq = 150000, SLEEP(100), 0) AS b FROM seq_1_to_150000",
+      );
+      const { value: outcome, peak } = await peakWhile(episode.step(attack), serverMemoryUsed);
+      // Other sessions on a shared server move the figure a little; the attack would move it by 150 MB.
+      const roseBy = peak - before;
+      expect({ roseBy, small: roseBy < 32 * MiB }).toEqual({ roseBy, small: true });
+      expect(outcome.observation).toMatch(/^1044 \(42000\): Access denied for user/);
+    } finally {
+      await episode.close();
+    }
+    await expectNothingLeft(episode.sandboxName);
+  }, 30_000);
 });
 
 describe("a killed worker's leftovers", () => {

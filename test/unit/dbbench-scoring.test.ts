@@ -165,6 +165,14 @@ describe('scoring an episode', () => {
     });
   });
 
+  test('an episode the sandbox refused is a wrong answer whatever its table or answer, the refusal recorded as the answer', () => {
+    const refusal = "table 'c' is stored by CSV, which the sandbox does not allow (only InnoDB, MyISAM, Aria)";
+    const expected = { correct: false, reward: 0, failureType: 'wrong_answer', status: 'agent_invalid_action', answer: `(not scored: ${refusal})` };
+    // A table that would have hashed to the right answer, and a query answer that matches its label, count for nothing.
+    expect(scoreEpisode({ ...update, ending: 'refused', refusal })).toEqual(expected);
+    expect(scoreEpisode({ ...query, ending: 'refused', refusal })).toEqual(expected);
+  });
+
   test('normalized matching applies to queries when chosen', () => {
     expect(scoreEpisode({ ...query, answer: ' ["3.001"]' }).correct).toBe(false);
     expect(scoreEpisode({ ...query, answer: ' ["3.001"]', matching: 'normalized' }).correct).toBe(true);

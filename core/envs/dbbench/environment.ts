@@ -103,6 +103,7 @@ class DbBenchEpisode implements Episode {
       this.statements += 1;
       this.lastStatementFailed = result.outcome === 'error';
     }
+    if (result.refused) return this.finish('refused', undefined, result.refused);
     if (result.capExceeded) return this.finish('resource_limit', undefined, result.capExceeded);
     return { observation: result.observation, done: false, kind: observationKind(result) };
   }
@@ -112,8 +113,8 @@ class DbBenchEpisode implements Episode {
     let tableHash: string | undefined;
     let tableRefused: string | undefined;
     try {
-      // A database past its cap is not read: the episode failed, and hashing it is what the cap bounds.
-      if (isDmlType(type) && ending !== 'resource_limit') {
+      // A database past its cap, or holding a refused table, is not read: the episode failed, and reading it is what the checks guard.
+      if (isDmlType(type) && ending !== 'resource_limit' && ending !== 'refused') {
         const verdict = await this.sandbox.scoreTable(entry.table, tableHashQuery(entry.table));
         if (verdict.kind === 'hash') tableHash = verdict.hash;
         else tableRefused = verdict.reason;
@@ -129,6 +130,7 @@ class DbBenchEpisode implements Episode {
       answer,
       tableHash,
       tableRefused,
+      refusal: ending === 'refused' ? reason : undefined,
       lastStatementFailed: this.lastStatementFailed,
       matching: this.matching,
     });
@@ -150,7 +152,7 @@ class DbBenchEpisode implements Episode {
         ? `Format error: ${reason}. The episode ends here (${verdict}).`
         : ending === 'turn_limit'
           ? `Turn limit reached without a Final Answer (${verdict}).`
-          : ending === 'resource_limit'
+          : ending === 'resource_limit' || ending === 'refused'
             ? `The episode ends: ${reason} (${verdict}).`
             : `Answer recorded (${verdict}).`;
     return {
@@ -159,7 +161,7 @@ class DbBenchEpisode implements Episode {
       success: score.correct,
       reward: score.reward,
       failureType: score.failureType,
-      kind: ending === 'invalid' || ending === 'resource_limit' ? 'error' : 'ok',
+      kind: ending === 'invalid' || ending === 'resource_limit' || ending === 'refused' ? 'error' : 'ok',
     };
   }
 

@@ -11,10 +11,11 @@
  * not carry over between turns.
  *
  * The agent is an adversary. After every statement the host checks what the
- * episode's database has grown to (caps below; over one, the episode ends).
+ * episode's database holds: a table of an engine outside the few it allows
+ * ends the episode as a wrong answer, and so does growth past the caps below.
  * Scoring reads the answer table as the admin, so it first locks the episode
  * user out and ends its sessions, refuses anything under the table's name
- * but a plain base table of a known engine without generated columns, and
+ * but a plain base table of an allowed engine without generated columns, and
  * runs the hash under a time limit and a watchdog that kills its session.
  */
 import { randomBytes } from 'node:crypto';
@@ -34,10 +35,8 @@ export interface SandboxLimits extends StatementLimits {
   maxUserConnections: number;
   /** Time limit of the admin's scoring statement (server-side, plus a watchdog that kills its session). */
   scoringTimeMs: number;
-  /** What the episode's database may hold on disk and in memory (data and indexes); checked after every statement. */
+  /** What the episode's database may hold on disk (data and indexes); checked after every statement. */
   maxDatabaseBytes: number;
-  /** The largest a MEMORY table may be declared to grow (its MAX_DATA_LENGTH, fixed by max_heap_table_size at creation). */
-  maxMemoryTableBytes: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -47,8 +46,6 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   maxResultBytes: 4 * 1024 * 1024,
   scoringTimeMs: 10_000,
   maxDatabaseBytes: 64 * 1024 * 1024,
-  // MariaDB's and MySQL's default max_heap_table_size.
-  maxMemoryTableBytes: 16 * 1024 * 1024,
 };
 
 export interface SandboxHostOptions {
@@ -102,10 +99,17 @@ function grantDatabase(name: string): string {
   return quoteId(name.replace(/[_%\\]/g, (c) => `\\${c}`));
 }
 
-/** The privileges an episode user holds on its own database: everything but routines, events and grants. */
+/**
+ * The privileges an episode user holds on its own database: everything but
+ * routines, events, grants and temporary tables. A temporary table is
+ * invisible to the admin's checks (information_schema shows it to its own
+ * session only), and InnoDB keeps its pages in the server-wide ibtmp1, which
+ * grows with it and shrinks only when the server restarts. No DBBench task
+ * uses one (AgentBench's tasks and gold labels hold no TEMPORARY).
+ */
 const EPISODE_PRIVILEGES = [
   'SELECT', 'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'ALTER', 'INDEX', 'REFERENCES',
-  'CREATE TEMPORARY TABLES', 'LOCK TABLES', 'CREATE VIEW', 'SHOW VIEW', 'TRIGGER',
+  'LOCK TABLES', 'CREATE VIEW', 'SHOW VIEW', 'TRIGGER',
 ].join(', ');
 
 const COLLATION: Record<ServerFlavor, string> = {
@@ -117,8 +121,17 @@ const COLLATION: Record<ServerFlavor, string> = {
 /** MySQL 8's default; MariaDB's is 1M. AgentBench's table hash and agents' GROUP_CONCATs ran under MySQL's. */
 const GROUP_CONCAT_MAX_LEN = 1024;
 
-/** Engines whose tables the admin may read to score: local storage, nothing that reads files or other servers. */
-const SCORABLE_ENGINES = new Set(['innodb', 'myisam', 'aria', 'memory']);
+/**
+ * The engines an episode's tables may use: local disk storage whose size
+ * information_schema reports (InnoDB's by its files). Any other ends the
+ * episode: CSV and ARCHIVE report no size, so they would grow past the cap
+ * unseen; BLACKHOLE, MRG_MyISAM, CONNECT, FEDERATED and their kind read or
+ * write elsewhere; MEMORY holds the server's RAM, up to a max_heap_table_size
+ * the creating statement may raise for itself (SET STATEMENT), and no task
+ * needs it. Scoring reads only a table of one of these.
+ */
+const ALLOWED_ENGINES = ['InnoDB', 'MyISAM', 'Aria'] as const;
+const ALLOWED_ENGINE_KEYS = new Set(ALLOWED_ENGINES.map((e) => e.toLowerCase()));
 
 /** Past the scoring time limit, the watchdog kills the hash's session after this grace. */
 const SCORING_WATCHDOG_GRACE_MS = 1000;
@@ -244,34 +257,45 @@ export class Sandbox {
       started,
       errorResult: (error) => this.errorResult(error, started),
     });
-    const overCap = await this.capExceeded();
-    if (!overCap) return result;
-    return { ...this.errorResult({ message: `${overCap}; the episode ends here`, limit: 'size' }, started), capExceeded: overCap };
+    const breach = await this.checkDatabase();
+    if (!breach) return result;
+    const ended = this.errorResult({ message: `${breach.reason}; the episode ends here`, limit: breach.kind }, started);
+    return breach.kind === 'size' ? { ...ended, capExceeded: breach.reason } : { ...ended, refused: breach.reason };
   }
 
   /**
-   * What the database has grown past, if anything: its total size (data and
-   * indexes; InnoDB's by its files, which the statistics trail), or a MEMORY
-   * table declared larger than the cap (a raised max_heap_table_size, which
-   * any session may set for itself, fixes it at creation).
+   * What the database holds that the sandbox does not allow, if anything: a
+   * table (or sequence) of an engine outside ALLOWED_ENGINES or with its
+   * files outside the database's folder (DATA or INDEX DIRECTORY, which needs
+   * no FILE privilege and writes wherever the server's OS user may, and
+   * DROP DATABASE leaves an InnoDB table's folder there), or a total size
+   * (data and indexes; InnoDB's by its files, which the statistics trail)
+   * past the cap. The engine comes first: a CSV table reports no size.
    */
-  async capExceeded(): Promise<string | null> {
-    const { maxDatabaseBytes, maxMemoryTableBytes } = this.host.limits;
+  async checkDatabase(): Promise<{ kind: 'refused' | 'size'; reason: string } | null> {
     const [tables] = await this.host.admin.query<RowDataPacket[]>(
-      'SELECT TABLE_NAME AS name, ENGINE AS engine, DATA_LENGTH AS data, INDEX_LENGTH AS indexes, MAX_DATA_LENGTH AS maxData ' +
+      'SELECT TABLE_NAME AS name, TABLE_TYPE AS type, ENGINE AS engine, CREATE_OPTIONS AS options, DATA_LENGTH AS data, INDEX_LENGTH AS indexes ' +
         'FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?',
       [this.name],
     );
     let bytes = 0;
     for (const table of tables) {
-      const engine = String(table.engine ?? '').toLowerCase();
-      if (engine === 'memory' && Number(table.maxData) > maxMemoryTableBytes) {
-        return `MEMORY table '${String(table.name)}' may grow to ${Number(table.maxData)} bytes, past the sandbox's ${maxMemoryTableBytes}`;
+      // A view stores nothing (its ENGINE is NULL); anything else without a known engine is refused with the rest.
+      if (table.type === 'VIEW') continue;
+      const engine = table.engine == null ? '' : String(table.engine);
+      if (!ALLOWED_ENGINE_KEYS.has(engine.toLowerCase())) {
+        const reason = `table '${String(table.name)}' is stored by ${engine || 'no engine'}, which the sandbox does not allow (only ${ALLOWED_ENGINES.join(', ')})`;
+        return { kind: 'refused', reason };
       }
-      if (engine !== 'innodb') bytes += Number(table.data ?? 0) + Number(table.indexes ?? 0);
+      const elsewhere = /\b(DATA|INDEX) DIRECTORY\s*=/i.exec(String(table.options ?? ''));
+      if (elsewhere) {
+        return { kind: 'refused', reason: `table '${String(table.name)}' keeps its files outside the database's folder (${elsewhere[1].toUpperCase()} DIRECTORY), which the sandbox does not allow` };
+      }
+      if (engine.toLowerCase() !== 'innodb') bytes += Number(table.data ?? 0) + Number(table.indexes ?? 0);
     }
     bytes += await this.host.innodbFileBytes(this.name, this.flavor);
-    return bytes > maxDatabaseBytes ? `the episode's database holds ${bytes} bytes, past the sandbox's ${maxDatabaseBytes}` : null;
+    const { maxDatabaseBytes } = this.host.limits;
+    return bytes > maxDatabaseBytes ? { kind: 'size', reason: `the episode's database holds ${bytes} bytes, past the sandbox's ${maxDatabaseBytes}` } : null;
   }
 
   private errorResult(error: SqlErrorInfo, started: number): StatementResult {
@@ -319,7 +343,7 @@ export class Sandbox {
     if (!found) return `no table named '${tableName}'`;
     if (found.type !== 'BASE TABLE') return `'${tableName}' is a ${String(found.type)}, not a base table`;
     const engine = String(found.engine ?? '');
-    if (!SCORABLE_ENGINES.has(engine.toLowerCase())) return `'${tableName}' is stored by ${engine || 'no engine'}, not a local table engine`;
+    if (!ALLOWED_ENGINE_KEYS.has(engine.toLowerCase())) return `'${tableName}' is stored by ${engine || 'no engine'}, not a local table engine`;
     const [columns] = await admin.query<RowDataPacket[]>(
       'SELECT TABLE_NAME AS tableName, COLUMN_NAME AS name FROM information_schema.COLUMNS ' +
         "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND (COALESCE(GENERATION_EXPRESSION, '') <> '' OR EXTRA LIKE '%GENERATED%')",

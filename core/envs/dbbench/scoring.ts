@@ -19,12 +19,14 @@ export type AnswerMatching = 'exact' | 'normalized';
 
 /**
  * How an episode ended: a final answer, a format error (AgentBench ends the
- * episode there), the turn limit, or its database outgrowing a sandbox cap.
+ * episode there), the turn limit, its database outgrowing a sandbox cap, or
+ * its database holding what the sandbox refuses (a table of an engine it
+ * does not allow).
  */
-export type EpisodeEnding = 'answer' | 'invalid' | 'turn_limit' | 'resource_limit';
+export type EpisodeEnding = 'answer' | 'invalid' | 'turn_limit' | 'resource_limit' | 'refused';
 
 /** AgentBench's SampleStatus for the ending. */
-export type AgentBenchStatus = 'completed' | 'agent_validation_failed' | 'task_limit_reached';
+export type AgentBenchStatus = 'completed' | 'agent_validation_failed' | 'agent_invalid_action' | 'task_limit_reached';
 
 export type LabelCell = string | number | boolean | null;
 
@@ -177,6 +179,8 @@ export interface EpisodeScoreInput {
   tableHash?: string;
   /** DML: why the answer table was not hashed (not a base table, too slow to hash...): a wrong answer. */
   tableRefused?: string;
+  /** With the `refused` ending: what the sandbox refused. The episode is a wrong answer, whatever its table or answer. */
+  refusal?: string;
   /** Whether the last SQL statement the agent ran failed with an error. */
   lastStatementFailed: boolean;
   matching: AnswerMatching;
@@ -196,6 +200,7 @@ const STATUS: Record<EpisodeEnding, AgentBenchStatus> = {
   invalid: 'agent_validation_failed',
   turn_limit: 'task_limit_reached',
   resource_limit: 'task_limit_reached',
+  refused: 'agent_invalid_action',
 };
 
 /**
@@ -203,14 +208,20 @@ const STATUS: Record<EpisodeEnding, AgentBenchStatus> = {
  * ending (AgentBench hashes the table even after a format error or the turn
  * limit). Queries: the final answer under the chosen matching; an episode that
  * gave none is scored as v0.2 scores its empty answer.
+ * An episode the sandbox refused (a table of an engine it does not allow) is
+ * a wrong answer, recorded as `(not scored: <why>)`, whatever it answered.
  * A failed episode's failure type: its ending (a cap outgrown is an
- * `execution_error`), else `wrong_answer` for a table that was not hashed,
- * else `execution_error` when the last statement it ran failed, else `wrong_answer`.
+ * `execution_error`, a refusal a `wrong_answer`), else `wrong_answer` for a
+ * table that was not hashed, else `execution_error` when the last statement
+ * it ran failed, else `wrong_answer`.
  */
 export function scoreEpisode(input: EpisodeScoreInput): EpisodeScore {
   let correct: boolean;
   let answer: string;
-  if (isDmlType(input.type) && input.tableRefused !== undefined) {
+  if (input.ending === 'refused') {
+    answer = `(not scored: ${input.refusal ?? 'the sandbox refused the episode'})`;
+    correct = false;
+  } else if (isDmlType(input.type) && input.tableRefused !== undefined) {
     answer = `(not hashed: ${input.tableRefused})`;
     correct = false;
   } else if (isDmlType(input.type)) {
@@ -228,7 +239,7 @@ export function scoreEpisode(input: EpisodeScoreInput): EpisodeScore {
     if (input.ending === 'invalid') failureType = 'format_error';
     else if (input.ending === 'turn_limit') failureType = 'turn_limit';
     else if (input.ending === 'resource_limit') failureType = 'execution_error';
-    else if (input.tableRefused !== undefined) failureType = 'wrong_answer';
+    else if (input.ending === 'refused' || input.tableRefused !== undefined) failureType = 'wrong_answer';
     else failureType = input.lastStatementFailed ? 'execution_error' : 'wrong_answer';
   }
   return { correct, reward: correct ? 1 : 0, failureType, status: STATUS[input.ending], answer };

@@ -24,8 +24,8 @@ export interface SqlErrorInfo {
   errno?: number;
   sqlState?: string;
   message: string;
-  /** Set when a sandbox limit, not the statement itself, ended it (or, for `size`, ended the episode after it). */
-  limit?: 'time' | 'size';
+  /** Set when a sandbox limit, not the statement itself, ended it (or, for `size` and `refused`, ended the episode after it). */
+  limit?: 'time' | 'size' | 'refused';
 }
 
 export interface StatementResult {
@@ -41,6 +41,8 @@ export interface StatementResult {
   elapsedMs: number;
   /** Set when the episode's database outgrew a sandbox cap with this statement: what it outgrew. The episode ends. */
   capExceeded?: string;
+  /** Set when this statement left a table of an engine the sandbox does not allow: which. The episode ends as a wrong answer. */
+  refused?: string;
 }
 
 export function toErrorInfo(err: unknown): SqlErrorInfo {
