@@ -212,19 +212,18 @@ describe("the answer policy: what of the model's patch is scored", () => {
 });
 
 describe('the verdict', () => {
-  const canaries = [{ file: 't/test_a.py', id: 't/test_a.py::test_c1' }, { file: 't/test_b.py', id: 't/test_b.py::test_c2' }];
+  const canaries = [{ file: 't/test_a.py', id: 't/test_a.py::test_c1', source: 'test_c' }, { file: 't/test_b.py', id: 't/test_b.py::test_c2', source: null }];
   const statuses = (canary: 'FAILED' | 'PASSED' | null) => new Map([['t/test_a.py::test_real', 'PASSED' as const], ...canaries.filter(() => canary).map((c) => [c.id, canary!] as const)]);
 
   test('is believed when every canary failed and pytest exited 1 (tests failed)', () => {
-    expect(distrust(statuses('FAILED'), canaries, 1, true)).toBeNull();
+    expect(distrust(statuses('FAILED'), canaries, 1)).toBeNull();
   });
 
-  test('is not believed when a canary passed, when canaries are missing from an all-passing run, or when the exit status disagrees', () => {
-    expect(distrust(statuses('PASSED'), canaries, 0, true)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED, PASSED/);
-    expect(distrust(statuses(null), canaries, 0, true)).toMatch(/not reported/);
-    expect(distrust(statuses('FAILED'), canaries, 0, true)).toMatch(/exit status 0 disagrees/);
-    // A run whose real tests failed is not resolved anyway; missing canaries there say nothing.
-    expect(distrust(statuses(null), canaries, 1, false)).toBeNull();
+  test('is not believed when a canary passed, when canaries are missing (whatever the real tests did), or when the exit status disagrees', () => {
+    expect(distrust(statuses('PASSED'), canaries, 0)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED, PASSED/);
+    expect(distrust(statuses(null), canaries, 0)).toMatch(/not reported \(t\/test_a\.py::test_c1, t\/test_b\.py::test_c2\)/);
+    expect(distrust(statuses(null), canaries, 1)).toMatch(/not reported/);
+    expect(distrust(statuses('FAILED'), canaries, 0)).toMatch(/exit status 0 disagrees/);
   });
 
   test("pytest's config file is found as pytest finds it: from the tests' folder upwards, a pyproject.toml only with its pytest table", () => {

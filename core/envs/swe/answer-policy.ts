@@ -8,7 +8,15 @@
  * compiled code, symlinks) or whose added code reaches into the test
  * machinery is refused whole. Under RL the policy is an adversary: whatever
  * scoring honours, it learns to use.
+ *
+ * Two checks read the added code: a scan of every kept file's added lines as
+ * text (here), and, for Python files, a check of the syntax tree after the
+ * patch (answer_ast.py, run by scoring in the sandbox once git has applied
+ * the patch): the patch may change its own package's objects only, and may
+ * not reach objects through names it computes.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { isTestPath } from './trees';
 
 /** Where an instance's package lives in its tree: folders (with their __init__.py) and single-file modules. */
@@ -71,6 +79,8 @@ interface FilePatch {
   /** The file's path after the change (null when it is deleted). */
   target: string | null;
   added: string[];
+  /** The line numbers, in the file after the change, of the added lines. */
+  addedAt: number[];
 }
 
 export interface AnswerDecision {
@@ -118,9 +128,19 @@ function parseFilePatch(text: string): FilePatch | { error: string } {
     else if (lines.some((l) => l.startsWith('new file mode'))) to = path;
     else from = to = path;
   }
-  const added = firstHunk === -1 ? [] : all.slice(firstHunk).filter((l) => l.startsWith('+')).map((l) => l.slice(1));
+  const added: string[] = [];
+  const addedAt: number[] = [];
+  let line = 0;
+  for (const l of firstHunk === -1 ? [] : all.slice(firstHunk)) {
+    const hunk = /^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(l);
+    if (hunk) line = Number(hunk[1]);
+    else if (l.startsWith('+')) {
+      added.push(l.slice(1));
+      addedAt.push(line++);
+    } else if (l.startsWith(' ') || l === '') line++;
+  }
   const paths = [...new Set([from, to].filter((p): p is string => p !== null))];
-  return { text, paths, target: to, added };
+  return { text, paths, target: to, added, addedAt };
 }
 
 function inScope(file: string, scope: PackageScope): boolean {
@@ -192,4 +212,42 @@ export function reachIntoTestMachinery(added: readonly string[]): string | null 
     }
   }
   return null;
+}
+
+/** The syntax-tree checker (answer_ast.py), staged in the sandbox beside the tree after the patch. */
+export const ANSWER_AST_SOURCE = readFileSync(path.join(__dirname, 'answer_ast.py'), 'utf8');
+export const ANSWER_AST_PATH = '/io/harness-s-answer-ast.py';
+/** How long the checker may take: it parses each file once; a file it cannot finish is refused. */
+export const ANSWER_AST_TIMEOUT_SECONDS = 60;
+
+/**
+ * What the syntax-tree checker is asked, as JSON, or null when the kept patch
+ * adds no Python lines: each Python file the patch leaves (path relative to
+ * the tree) with the line numbers of its added lines, and the package's own
+ * top-level names (imports of them are the package's objects).
+ */
+export function answerAstRequest(keptPatch: string, scope: PackageScope): string | null {
+  const files: Array<{ path: string; added: number[] }> = [];
+  for (const part of keptPatch.split(/(?=^diff --git )/m).filter((p) => p.startsWith('diff --git '))) {
+    const file = parseFilePatch(part);
+    if ('error' in file) throw new Error(`the kept patch cannot be read again: ${file.error}`);
+    if (file.target?.endsWith('.py') && file.addedAt.length) files.push({ path: file.target, added: file.addedAt });
+  }
+  if (!files.length) return null;
+  const names = [...scope.packageDirs.map((d) => d.split('/').pop()!), ...scope.modules.map((m) => m.split('/').pop()!.replace(/\.py$/, ''))];
+  return JSON.stringify({ package_names: [...new Set(names)].sort(), files });
+}
+
+/** The checker's command in the sandbox (the tests' interpreter, isolated: no site, no path from the environment or the current folder). */
+export function answerAstCommand(requestFile: string): string {
+  return `python -I -S ${ANSWER_AST_PATH} ${requestFile}`;
+}
+
+/** Why the checker refuses the answer, or null; a checker that did not finish or answer refuses it too (saying so). */
+export function answerAstVerdict(result: { exitCode: number | null; output: string; timedOut: boolean }): string | null {
+  if (result.timedOut) return `its Python could not be checked within ${ANSWER_AST_TIMEOUT_SECONDS} s`;
+  const line = result.output.split('\n').reverse().find((l) => l.startsWith('HARNESS-S-AST '));
+  if (result.exitCode !== 0 || !line) return `its Python could not be checked (the checker exited ${result.exitCode}: ${result.output.trim().slice(-300)})`;
+  const verdict = JSON.parse(line.slice('HARNESS-S-AST '.length)) as { refused: string | null };
+  return verdict.refused;
 }

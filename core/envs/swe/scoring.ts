@@ -12,7 +12,10 @@
  */
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { applyAnswerPolicy, packageScopeOf, type AnswerDecision, type PackageScope } from './answer-policy';
+import {
+  ANSWER_AST_PATH, ANSWER_AST_SOURCE, ANSWER_AST_TIMEOUT_SECONDS, answerAstCommand, answerAstRequest, answerAstVerdict, applyAnswerPolicy, packageScopeOf,
+  type AnswerDecision, type PackageScope,
+} from './answer-policy';
 import { passes, parsePytestLog, type TestStatus } from './pytest-log';
 import type { HarnessSSource, SweInstance } from './instances';
 import { sourceOf, Workspace } from './workspace';
@@ -91,13 +94,38 @@ async function filesBeyond(workspace: Workspace, allowed: readonly string[], sig
 
 export async function evaluatePatch(instance: SweInstance, fullPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
   const started = Date.now();
+  const answer = applyAnswerPolicy(fullPatch, packageScope(sourceOf(instance)));
+  if (answer.refused) return unscored(instance, `the answer is refused: ${answer.refused}`, false, (Date.now() - started) / 1000);
+  return evaluateAnswer(instance, answer, { signal, started, checkSyntaxTree: true });
+}
+
+export interface AnswerScoringOptions {
+  signal?: AbortSignal;
+  /** When the scoring began (the answer policy's time counts). */
+  started?: number;
+  /**
+   * Run the answer policy's syntax-tree check (answer_ast.py) on the tree
+   * after the patch, before the tests: part of the answer policy, so
+   * evaluatePatch asks for it and a test of the verdict alone does not.
+   */
+  checkSyntaxTree?: boolean;
+  /** Canaries per test file (verdict.ts); null plants every one that can be made, to check them all. */
+  canariesPerFile?: number | null;
+}
+
+/**
+ * The test run for an answer the answer policy has already taken (kept and
+ * trimmed, not refused). evaluatePatch is the way in; this is exported so
+ * that the verdict can be tested against code the policy would refuse.
+ */
+export async function evaluateAnswer(instance: SweInstance, answer: AnswerDecision, options: AnswerScoringOptions = {}): Promise<SweEvaluation> {
+  const { signal } = options;
+  const started = options.started ?? Date.now();
   const failToPass = instance.FAIL_TO_PASS;
   const passToPass = instance.PASS_TO_PASS;
   const source = sourceOf(instance);
   const scope = packageScope(source);
-  const answer = applyAnswerPolicy(fullPatch, scope);
   const empty = (error: string, applied: boolean): SweEvaluation => unscored(instance, error, applied, (Date.now() - started) / 1000);
-  if (answer.refused) return empty(`the answer is refused: ${answer.refused}`, false);
   const workspace = Workspace.create(instance, `score-${instance.instance_id}`);
   try {
     const apply = async (name: string, patch: string) => {
@@ -113,12 +141,24 @@ export async function evaluatePatch(instance: SweInstance, fullPatch: string, si
       // git apply reads more than git diff writes (old-style `---`/`+++` parts hidden after a hunk, for one): judge what it wrote.
       const beyond = await filesBeyond(workspace, answer.files, signal);
       if (beyond.length) return empty(`the answer is refused: applying it wrote files the answer policy did not check: ${beyond.slice(0, 20).join(', ')}`, false);
+      // The syntax tree of each Python file as the tests will import it, parsed (never run) in the sandbox by the tests' own interpreter.
+      const request = options.checkSyntaxTree ? answerAstRequest(answer.patch, scope) : null;
+      if (request) {
+        workspace.stage(path.posix.basename(ANSWER_AST_PATH), ANSWER_AST_SOURCE);
+        const requestFile = workspace.stage('harness-s-answer-ast.json', request);
+        const checked = await workspace.exec(answerAstCommand(requestFile), { timeoutSeconds: ANSWER_AST_TIMEOUT_SECONDS, maxOutputBytes: 64 * 1024 }, signal);
+        for (const name of [ANSWER_AST_PATH, requestFile]) rmSync(path.join(workspace.dir, 'io', path.posix.basename(name)), { force: true });
+        const refused = answerAstVerdict(checked);
+        if (refused) return empty(`the answer is refused: ${refused}`, false);
+      }
     }
     if (instance.test_patch.trim() !== '') {
       const applied = await apply('test.patch', instance.test_patch);
       if (applied.exitCode !== 0) return empty(`the test patch does not apply over the model's patch: ${applied.output.trim().slice(0, 1000)}`, true);
     }
-    const canaries = plantCanaries(workspace.repo, source.test_files);
+    const canaries = plantCanaries(workspace.repo, source.test_files, {
+      python: path.join(source.venv, 'bin', 'python'), passToPass, tree: source.tree, reservedText: instance.test_patch, perFile: options.canariesPerFile,
+    });
     workspace.stage(path.posix.basename(RUNNER_PATH), RUNNER_SOURCE);
     const emptyConfig = workspace.stage('harness-s-pytest.ini', '[pytest]\n');
     freezeForTests(workspace.repo);
@@ -132,7 +172,7 @@ export async function evaluatePatch(instance: SweInstance, fullPatch: string, si
     const f2p = count(failToPass);
     const p2p = count(passToPass);
     const allPassed = f2p.passed === f2p.total && p2p.passed === p2p.total;
-    const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode, allPassed);
+    const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode);
     const notes = [
       ...(result.timedOut ? [`the tests ran over ${TEST_TIMEOUT_SECONDS} s`] : result.flooded ? ['the tests wrote more output than allowed'] : []),
       ...(distrusted ? [distrusted] : []),

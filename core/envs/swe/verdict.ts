@@ -9,17 +9,24 @@
  * - the tests run on a tree the sandbox user cannot write (a root worker
  *   gives it back to root first), so the answer cannot rewrite the test files
  *   between collections, and the patches it could read the tests from are gone;
- * - canaries: a test with a random name that must fail is appended to every
- *   test file. Code that rewrites outcomes wholesale (a patched TestReport, a
- *   wrapped runner, edited test functions) makes them pass, and the run is
- *   then not believed; pytest's exit status must agree with its report too.
+ * - canaries: in every test file, copies of a few of its own tests that pass
+ *   before and after the fix, each with one assertion changed so that it
+ *   fails (canaries.py), named from the file's own words and put among its
+ *   tests at random. Code that rewrites outcomes wholesale (a patched
+ *   TestReport, a no-op unittest runner, edited test functions) makes them
+ *   pass, and code that spares them by a pattern has none to go by (no
+ *   random-looking name, no fixed place, the same class and style as the
+ *   real tests). A canary that passes, or is missing, and the run is not
+ *   believed; pytest's exit status must agree with its report too.
  *
  * Nothing run in the same process as the package can be proven unforgeable:
  * code that singles out the real tests and evades the answer policy's scan
  * is not caught here (docs/swe.md says what each layer stops).
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, lstatSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { isUtf8 } from 'node:buffer';
 import path from 'node:path';
 import { PYTEST_CONFIG_FILES } from './answer-policy';
 import type { HarnessSSource } from './instances';
@@ -62,19 +69,71 @@ export function pytestConfigFile(tree: string, testFiles: readonly string[]): st
 
 export interface Canary {
   file: string;
+  /** The id pytest reports it by (one per case of a parametrized test). */
   id: string;
+  /** The real test it is a copy of (`Class::test_name`), or null for the plain canary a file gets when none of its tests can be copied. */
+  source: string | null;
 }
 
-/** Appends a failing test with a random name to each test file that exists (regular files only); returns their ids. */
-export function plantCanaries(repo: string, testFiles: readonly string[]): Canary[] {
+export interface CanaryOptions {
+  /** The interpreter that parses the test files (the instance's venv's, the Python its tests run with). */
+  python: string;
+  /** The tests known to pass before and after the fix (PASS_TO_PASS): only these are copied, and their ids give the copies' ids. */
+  passToPass: readonly string[];
+  /** A folder whose identifiers a canary's name must not take (the base tree: a test class may inherit from another file). */
+  tree?: string;
+  /** More text whose identifiers are taken (the test patch). */
+  reservedText?: string;
+  /** Canaries per file; null copies every test that can be copied (to check them all). Default 3. */
+  perFile?: number | null;
+  /** For a reproducible choice (tests); a fresh random choice otherwise. */
+  seed?: number;
+}
+
+const PLANTER = path.join(__dirname, 'canaries.py');
+
+interface PlantedFile {
+  file: string;
+  text: string;
+  fallback: string | null;
+  canaries: Array<{ id: string; name: string; source: string | null; mutation: string }>;
+}
+
+/** A failing test with a random name appended to a file (not read or rewritten, whatever its encoding). */
+function appendPlainCanary(host: string, file: string): Canary {
+  const name = `test_${randomBytes(6).toString('hex')}`;
+  const a = randomBytes(2).readUInt16BE();
+  appendFileSync(host, `\n\ndef ${name}():\n    assert ${a} == ${a + 1}\n`);
+  return { file, id: `${file}::${name}`, source: null };
+}
+
+/**
+ * Plants canaries in each test file that exists (regular files only; see
+ * canaries.py for how they are made) and returns their ids. The files are
+ * read and written here; the script only parses their text, it imports
+ * nothing. A file that is not UTF-8 gets the plain appended canary.
+ */
+export function plantCanaries(repo: string, testFiles: readonly string[], options: CanaryOptions): Canary[] {
   const canaries: Canary[] = [];
+  const files: Array<{ file: string; text: string; ids: readonly string[] }> = [];
   for (const file of testFiles) {
     const host = path.join(repo, file);
     if (!existsSync(host) || !lstatSync(host).isFile()) continue;
-    const name = `test_${randomBytes(6).toString('hex')}`;
-    const a = randomBytes(2).readUInt16BE();
-    appendFileSync(host, `\n\ndef ${name}():\n    assert ${a} == ${a + 1}\n`);
-    canaries.push({ file, id: `${file}::${name}` });
+    const bytes = readFileSync(host);
+    if (!isUtf8(bytes)) canaries.push(appendPlainCanary(host, file));
+    else files.push({ file, text: bytes.toString('utf8'), ids: options.passToPass.filter((id) => id.startsWith(`${file}::`)) });
+  }
+  if (files.length === 0) return canaries;
+  const request = { files, tree: options.tree ?? null, reserved_text: options.reservedText ?? '', per_file: options.perFile === undefined ? 3 : options.perFile, seed: options.seed ?? null };
+  const result = spawnSync(options.python, ['-I', '-S', '-B', PLANTER], { input: JSON.stringify(request), encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 120_000 });
+  if (result.error || result.status !== 0) {
+    const why = result.error?.message ?? `exit ${result.status}${result.signal ? ` (${result.signal})` : ''}: ${String(result.stderr).trim().split('\n').slice(-10).join('\n')}`;
+    throw new Error(`planting the scoring's canaries in ${repo} with ${options.python} ${PLANTER} failed: ${why}`);
+  }
+  const planted = (JSON.parse(result.stdout) as { files: PlantedFile[] }).files;
+  for (const entry of planted) {
+    writeFileSync(path.join(repo, entry.file), entry.text);
+    canaries.push(...entry.canaries.map((c) => ({ file: entry.file, id: c.id, source: c.source })));
   }
   return canaries;
 }
@@ -97,14 +156,18 @@ export function verdictCommand(source: HarnessSSource, configFile: string | null
 }
 
 /**
- * Why the run is not believed, or null: a canary that did not fail, or an
- * exit status that is not pytest's "some tests failed" (the canaries fail).
- * A canary missing from a run whose tests did not all pass says nothing.
+ * Why the run is not believed, or null: a canary that did not fail, a
+ * canary missing from the report (the run was cut short or its report
+ * rewritten), or an exit status that is not pytest's "some tests failed"
+ * (the canaries fail). Whether the real tests passed does not matter: under
+ * honest code a canary never passes, and goes missing only when its file did
+ * not load, in which case the real tests beside it are missing too and the
+ * run is not resolved anyway. (A run that timed out or flooded its output is
+ * not believed before it gets here.)
  */
-export function distrust(statuses: ReadonlyMap<string, TestStatus>, canaries: readonly Canary[], exitCode: number | null, allPassed: boolean): string | null {
+export function distrust(statuses: ReadonlyMap<string, TestStatus>, canaries: readonly Canary[], exitCode: number | null): string | null {
   const passing = canaries.filter((c) => passes(statuses.get(c.id)) || statuses.get(c.id) === 'XPASS');
   if (passing.length) return `tampered with: the scoring's own failing tests were reported ${passing.map((c) => statuses.get(c.id)).join(', ')} (${passing.map((c) => c.id).join(', ')})`;
-  if (!allPassed) return null;
   const missing = canaries.filter((c) => statuses.get(c.id) === undefined);
   if (missing.length) return `tampered with or cut short: the scoring's own failing tests were not reported (${missing.map((c) => c.id).join(', ')})`;
   if (exitCode !== 1) return `tampered with: pytest's exit status ${exitCode} disagrees with its report (failing tests, so 1)`;
