@@ -7,6 +7,9 @@ import { findTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { uiUrlFor } from '../infra/temporal-dev-server';
 import { temporalAddressFromEnv } from '../workers/temporal-env';
 import { enginesStatus, type EnginesStatus } from '../infra/engines/servers';
+import { cgroupSupport } from '../core/envs/sandbox-cgroup';
+import { sizedFolderSupport } from '../core/envs/sized-folder';
+import { DBBENCH_SERVER_CAPS, readDbBenchServerCaps } from '../core/envs/dbbench/server-caps';
 
 export interface Check {
   name: string;
@@ -91,6 +94,48 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
       fix: 'for the sim: `npx harness-s dev` starts the sim cluster; for vLLM: start it with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True',
     });
   }
+
+  // What sandboxes write on the disk (SWE workspaces, AppWorld output folders) is bounded by file systems of a fixed size
+  // where this process can mount them; elsewhere by polling, which is reported, not a failure.
+  const sized = sizedFolderSupport();
+  checks.push({
+    name: 'sized folders',
+    ok: true,
+    detail: sized.ok
+      ? `SWE workspaces and AppWorld output folders are file systems of their bound's size: ${sized.detail}, made and removed in ${Math.round(sized.seconds! * 1000)} ms`
+      : `${sized.detail}: SWE workspaces are bounded by polling their size (a burst of writes goes past the bound until it is seen, files deleted but held open are never seen), AppWorld output folders by the per-file limit only`,
+    fix: sized.ok ? undefined : 'run the workers as root, with loop devices and mkfs.ext4 (e2fsprogs), for workspaces and output folders of a fixed size',
+  });
+
+  // DBBench's server is optional (only DBBench runs use it): what it lacks is reported, not a failure.
+  try {
+    const caps = await readDbBenchServerCaps();
+    const mib = (bytes: number) => `${bytes / 1024 / 1024}M`;
+    checks.push({
+      name: 'dbbench server',
+      ok: true,
+      detail: caps.missing.length
+        ? `${caps.server} is not set up for adversarial episodes (a statement could take the server's disk or memory, or write outside its database): ${caps.missing.join('; ')}`
+        : `${caps.server}: ibtmp1 capped at ${mib(caps.ibtmp1MaxBytes!)}, max_heap_table_size at ${mib(caps.sessionMaxHeapTableBytes)}`,
+      fix: caps.missing.length
+        ? `start it with --innodb-temp-data-file-path=ibtmp1:12M:autoextend:max:${mib(DBBENCH_SERVER_CAPS.ibtmp1MaxBytes)} --maximum-max_heap_table_size=${mib(DBBENCH_SERVER_CAPS.maxHeapTableBytes)}${caps.symlinks ? ' --symbolic-links=0' : ''} (docker-compose.yml's mysql has the first two; .ci/db-users.sh writes all three for a local MariaDB)${caps.missing.some((m) => m.includes('PUBLIC')) ? '; revoke what PUBLIC and the anonymous user hold (REVOKE ALL ON `test`.* FROM PUBLIC)' : ''}`
+        : undefined,
+    });
+  } catch (err) {
+    checks.push({ name: 'dbbench server', ok: true, detail: `no answer (${(err as Error).message}) — optional, for DBBench runs`, fix: 'set DBBENCH_MYSQL_URL to the admin login of a MySQL 8 or MariaDB server' });
+  }
+
+  // Sandboxes (SWE, AppWorld) run without a cgroup where there is none: per-process limits only, reported, not a failure.
+  const cgroups = cgroupSupport();
+  checks.push(
+    cgroups.available
+      ? { name: 'sandbox cgroups', ok: true, detail: `cgroup v${cgroups.version} (${cgroups.parents.join(', ')}): each sandbox's memory and processes are limited in total` }
+      : {
+          name: 'sandbox cgroups', ok: true,
+          detail: `none (${cgroups.reason}): SWE and AppWorld sandboxes are limited per process only, so forked processes together can use more memory than a sandbox's limit`,
+          fix: "run the workers as root on a host with cgroup v2's memory and pids controllers, or cgroup v1's memory and pids hierarchies mounted read-write",
+        },
+  );
 
   // The real CPU stack is optional: reported, never a failure of the embedded default.
   const engines = await enginesStatus();

@@ -6,10 +6,13 @@
  * bounded, nothing of the sandbox outlives its episode, and nothing of one
  * episode reaches the next. The control: the gold solution still scores 1.
  */
+import { statfsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import os from 'node:os';
 import { AppWorldEnvironment, type AppWorldEpisode } from '../../core/envs/appworld/environment';
 import { processesOfUid, SANDBOX_ROOT } from '../../core/envs/appworld/sandbox';
 import { SOCKET_DIR } from '../../core/envs/appworld/servers';
+import { sizedFolderSupport } from '../../core/envs/sized-folder';
 import type { StepOutcome } from '../../core/envs/environment';
 import { loadFixtureTasks, setupAppWorld } from '../../infra/appworld/install';
 
@@ -245,3 +248,168 @@ test('a folder tree deeper than a path may be long, left in the outputs, is remo
   const { outcomes: next } = await play(qa.id, qa.solution);
   expect(next.at(-1)).toMatchObject({ done: true, success: true, reward: 1 });
 }, 300_000);
+
+/**
+ * The red team's attack: forked children that each stay far under the
+ * per-process limit but together hold more than the sandbox may. The
+ * sandbox's memory is its cgroup's to bound (all its processes together);
+ * an env of its own gives it a small limit, so the test is quick.
+ */
+describe('memory per sandbox (a cgroup per sandbox)', () => {
+  const SANDBOX_MEMORY = 768 * 1024 ** 2;
+  let small: AppWorldEnvironment;
+  beforeAll(async () => {
+    const install = await setupAppWorld();
+    small = new AppWorldEnvironment({
+      appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, dataset: 'fixture', servers: 1, harnesses: [],
+      limits: { executeSeconds: 30, sandboxMemoryBytes: SANDBOX_MEMORY },
+    });
+  }, 600_000);
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  test("four forked children cannot together hold more than the sandbox's memory: the episode ends as an execution error with the limit named", async () => {
+    // 4 x 250 MiB, each page touched: 1000 MiB against 768 MiB for the whole sandbox (each child is far under the per-process limit).
+    const children = [
+      `posix = ${sneak('posix')}`,
+      `select = ${sneak('select')}`,
+      'pids = []',
+      'for i in range(4):',
+      '    pid = posix.fork()',
+      '    if pid == 0:',
+      '        x = bytearray(250 * 2**20)',
+      "        x[::4096] = b'x' * len(x[::4096])",
+      '        select.select([], [], [], 3)',
+      '        posix._exit(0)',
+      '    pids.append(pid)',
+      'codes = [posix.waitpid(p, 0)[1] for p in pids]',
+      "print('all held' if all(c == 0 for c in codes) else 'some were killed')",
+    ].join('\n');
+    const episode = await small.startEpisode(qa.id, { maxTurns: 2 });
+    let outcome: StepOutcome;
+    try {
+      outcome = await episode.step(fence(children));
+    } finally {
+      await episode.close();
+    }
+    expect(outcome.observation).not.toContain('all held');
+    expect(outcome.observation).toMatch(/the sandbox's memory limit of 768 MiB was reached/);
+    expect(outcome).toMatchObject({ done: true, success: false, reward: 0, failureType: 'execution_error' });
+    // The host's view: the sandbox's group never held more than its limit, and nothing of the sandbox is left.
+    expect(episode.sandboxPeakMemoryBytes).toBeGreaterThan(0);
+    expect(episode.sandboxPeakMemoryBytes!).toBeLessThanOrEqual(SANDBOX_MEMORY);
+    expect(await leftAfter(episode.sandboxUid!)).toEqual([]);
+  }, 300_000);
+});
+
+/** Bytes in use on the host's file system holding `dir`, as statvfs counts them. */
+function diskUsed(dir: string): number {
+  const s = statfsSync(dir);
+  return (s.blocks - s.bfree) * s.bsize;
+}
+
+/**
+ * The red team's attacks on the disk, through the one folder the agent's
+ * code can write (its episode's output folder): files deleted but held open,
+ * and a burst of fallocate. An env of its own gives the folder a small size,
+ * so the tests are quick; the attacks are far bigger. Other work on this
+ * machine moves the host's disk use too: SLACK leaves room for it.
+ */
+(sizedFolderSupport().ok ? describe : describe.skip)("an episode's output folder is a file system of its size (the worker is root)", () => {
+  const OUTPUTS = 256 * 1024 ** 2;
+  const SLACK = 256 * 1024 ** 2;
+  let sized: AppWorldEnvironment;
+  beforeAll(async () => {
+    const install = await setupAppWorld();
+    sized = new AppWorldEnvironment({
+      appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, dataset: 'fixture', servers: 1, harnesses: [],
+      limits: { executeSeconds: 30, outputsBytes: OUTPUTS },
+    });
+  }, 600_000);
+  afterAll(async () => {
+    await sized?.close();
+  });
+
+  /** One turn of `code` in a fresh episode, the host's disk sampled (every 20 ms) while it runs; after the episode closes, how long its space took to come back. */
+  async function attack(code: string) {
+    const tmp = os.tmpdir();
+    const episode = await sized.startEpisode(qa.id, { maxTurns: 2 });
+    const start = diskUsed(tmp);
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, diskUsed(tmp) - start)), 20);
+    let outcome: StepOutcome;
+    try {
+      outcome = await episode.step(fence(code));
+      peak = Math.max(peak, diskUsed(tmp) - start);
+    } finally {
+      clearInterval(sampler);
+      await episode.close();
+    }
+    // The folder goes once the server is gone (asynchronously), and the host's file system counts freed blocks as free once
+    // its journal commits them: up to 15 s for the space to come back.
+    const deadline = Date.now() + 15_000;
+    while (diskUsed(tmp) - start >= SLACK && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    return { outcome, peak, after: diskUsed(tmp) - start };
+  }
+
+  const outputsFolder = [`posix = ${sneak('posix')}`, `base = '${SANDBOX_ROOT}/experiments/outputs/' + posix.listdir('${SANDBOX_ROOT}/experiments/outputs')[0]`];
+
+  test("files deleted but held open (24 x 250 MiB, 6 GiB) stop at the folder's size with ENOSPC; the host's disk grows by no more than that, and gets it back", async () => {
+    const { outcome, peak, after } = await attack([
+      ...outputsFolder,
+      // Held by the server's interpreter (it lives as long as the episode), never in any listing.
+      'held = []',
+      'written = 0',
+      'refused = None',
+      'try:',
+      '    for i in range(24):',
+      "        name = base + '/held' + str(i)",
+      '        fd = posix.open(name, posix.O_WRONLY | posix.O_CREAT, 0o600)',
+      '        posix.unlink(name)',
+      '        held.append(fd)',
+      '        for _ in range(250):',
+      '            written += posix.write(fd, bytes(2**20))',
+      'except OSError as e:',
+      '    refused = e.errno',
+      "print('written', written, 'refused', refused)",
+      // Let go once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
+      'for fd in held:',
+      '    posix.close(fd)',
+    ].join('\n'));
+    const got = /written (\d+) refused (\w+)/.exec(outcome.observation);
+    expect(got).not.toBeNull();
+    expect(got![2]).toBe('28'); // ENOSPC
+    expect(Number(got![1])).toBeLessThanOrEqual(OUTPUTS);
+    expect(peak).toBeLessThan(OUTPUTS + SLACK);
+    expect(after).toBeLessThan(SLACK);
+  }, 300_000);
+
+  test("a burst of fallocate (40 x 250 MiB, 10 GB) stops at the folder's size with ENOSPC; the host's disk grows by no more than that", async () => {
+    const { outcome, peak, after } = await attack([
+      ...outputsFolder,
+      'made = 0',
+      'refused = None',
+      'try:',
+      '    for i in range(40):',
+      "        fd = posix.open(base + '/burst' + str(i), posix.O_WRONLY | posix.O_CREAT, 0o600)",
+      '        try:',
+      '            posix.posix_fallocate(fd, 0, 250 * 2**20)',
+      '        finally:',
+      '            posix.close(fd)',
+      '        made += 1',
+      'except OSError as e:',
+      '    refused = e.errno',
+      "print('made', made, 'refused', refused)",
+      // Removed once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
+      'for i in range(made + 1):',
+      "    posix.unlink(base + '/burst' + str(i))",
+    ].join('\n'));
+    const got = /made (\d+) refused (\w+)/.exec(outcome.observation);
+    expect(got).not.toBeNull();
+    expect(got![2]).toBe('28'); // ENOSPC
+    expect(Number(got![1]) * 250 * 2 ** 20).toBeLessThanOrEqual(OUTPUTS);
+    expect(peak).toBeLessThan(OUTPUTS + SLACK);
+    expect(after).toBeLessThan(SLACK);
+  }, 300_000);
+});

@@ -5,14 +5,16 @@
  * asserted is seen from the host.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SweEnvironment } from '../../core/envs/swe/environment';
 import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
 import { SANDBOX_UID } from '../../core/envs/swe/sandbox';
-import { sweepWorkspaces, workRoot } from '../../core/envs/swe/workspace';
+import { cgroupSupport } from '../../core/envs/sandbox-cgroup';
+import { sweepWorkspaces, workRoot, WORKSPACE_GROWTH } from '../../core/envs/swe/workspace';
+import { mountsUnder, sizedFolderSupport } from '../../core/envs/sized-folder';
 import { specFiles, specHarnesses } from '../../core/envs/registry';
 import { SWE_POOL_DIR, sweRegistration } from '../../core/envs/swe/registration';
 import { loadHarnessPool } from '../../core/harness/spec';
@@ -231,9 +233,8 @@ describe('attack episodes are contained', () => {
     const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5 });
     const dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
     try {
-      // 40 files of 100 MB: 4 GB when nothing stops it.
+      // 40 files of 100 MB: 4 GB when nothing stops it. (A sized workspace stops it with ENOSPC; a polled one by killing it.)
       const outcome = await episode.step(bash('for i in $(seq 1 40); do head -c 100000000 /dev/zero > fill$i; done; echo finished', 300));
-      expect(outcome.observation).not.toContain('finished');
       expect(outcome.observation).toMatch(/workspace grew past its bound/);
       expect(outcome).toMatchObject({ done: true, reward: 0, success: false });
       const bytes = Number(execFileSync('du', ['-sb', path.join(dir, 'repo')], { encoding: 'utf8' }).split('\t')[0]);
@@ -246,10 +247,12 @@ describe('attack episodes are contained', () => {
 
   test('creating files past the bound on entries stops the command too', async () => {
     const out = await inEpisode((step) =>
-      step(bash('mkdir many && cd many && seq 1 300000 | xargs touch; echo finished', 300)),
+      step(bash('mkdir many && cd many && seq 1 300000 | xargs touch; ls | wc -l', 300)),
     );
-    expect(out).not.toContain('finished');
     expect(out).toMatch(/workspace grew past its bound/);
+    // Fewer than 300,000 made: the bound is 100,000 over the tree's entries.
+    const made = /^(\d+)$/m.exec(out);
+    if (made) expect(Number(made[1])).toBeLessThan(150_000);
   });
 
   test('the editor shows a huge folder and a one-line 4 MB file capped, quickly, without holding up the worker', async () => {
@@ -286,5 +289,113 @@ describe('attack episodes are contained', () => {
     for (const name of [old, young, 'unrelated']) execFileSync('mkdir', ['-p', path.join(root, name, 'repo')]);
     expect(sweepWorkspaces({ olderThanMs: 6 * 3600_000, root })).toEqual([old]);
     expect(readdirSync(root).sort()).toEqual([young, 'unrelated'].sort());
+  });
+});
+
+/** Bytes in use on the host's file system holding `dir`, as statvfs counts them. */
+function diskUsed(dir: string): number {
+  const s = statfsSync(dir);
+  return (s.blocks - s.bfree) * s.bsize;
+}
+
+/** Runs `fn` while the host's disk use is sampled (every 20 ms): its start, and the most it grew over it while `fn` ran. */
+async function diskGrowth<T>(dir: string, fn: () => Promise<T>): Promise<{ result: T; start: number; peak: number }> {
+  const start = diskUsed(dir);
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, diskUsed(dir) - start)), 20);
+  try {
+    const result = await fn();
+    return { result, start, peak: Math.max(peak, diskUsed(dir) - start) };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+// The red team's attacks on the disk: space the workspace's size never showed (files deleted but held open) and a
+// burst faster than a poll. Other work on this machine moves the host's disk use too: SLACK leaves room for it.
+(sizedFolderSupport().ok ? describe : describe.skip)("the workspace is a file system of its bound's size (the worker is root)", () => {
+  const SLACK = 256 * 1024 ** 2;
+  const BOUND = Number(execFileSync('du', ['-sB1', instance.harness_s!.tree], { encoding: 'utf8' }).split('\t')[0]) + WORKSPACE_GROWTH.bytes;
+
+  /** One command in a fresh episode, the host's disk watched while it runs; then the episode is closed and its workspace must be gone. */
+  async function attack(command: string) {
+    const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5 });
+    const dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+    try {
+      const { result: outcome, start, peak } = await diskGrowth(workRoot(), () => episode.step(bash(command, 300)));
+      await episode.close();
+      // The host's file system counts freed blocks as free once its journal commits them: up to 15 s for the space to come back.
+      const deadline = Date.now() + 15_000;
+      while (diskUsed(workRoot()) - start >= SLACK && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      return { outcome, peak, after: diskUsed(workRoot()) - start, dir };
+    } finally {
+      await episode.close();
+    }
+  }
+
+  test("files deleted but held open (24 x 250 MiB, 6 GiB) stop at the bound with ENOSPC; the host's disk grows by no more than the bound, and gets it back", async () => {
+    // Each file is opened on a shell fd, deleted, then written: no listing of the workspace ever shows it.
+    const { outcome, peak, after, dir } = await attack('for i in $(seq 3 26); do eval "exec $i>held$i"; rm held$i; head -c 262144000 /dev/zero >&$i || echo "held$i: refused"; done; sleep 2; echo finished');
+    expect(outcome.observation).toMatch(/No space left on device/);
+    expect(outcome.observation).toMatch(/held\d+: refused/);
+    expect(outcome.observation).toMatch(/workspace grew past its bound/);
+    expect(outcome).toMatchObject({ done: true, reward: 0, success: false });
+    expect(peak).toBeLessThan(BOUND + SLACK);
+    expect(after).toBeLessThan(SLACK);
+    expect(existsSync(dir)).toBe(false);
+    expect(mountsUnder(dir)).toEqual([]);
+  });
+
+  test("a burst of fallocate (40 x 250 MiB, 10 GB, in far less than a second) stops at the bound with ENOSPC; the host's disk grows by no more than the bound", async () => {
+    const { outcome, peak, after, dir } = await attack('for i in $(seq 1 40); do fallocate -l 250M burst$i || break; done; ls burst* | wc -l');
+    expect(outcome.observation).toMatch(/fallocate failed: No space left on device/);
+    expect(outcome.observation).toMatch(/workspace grew past its bound/);
+    expect(outcome).toMatchObject({ done: true, reward: 0, success: false });
+    expect(peak).toBeLessThan(BOUND + SLACK);
+    expect(after).toBeLessThan(SLACK);
+    expect(mountsUnder(dir)).toEqual([]);
+  });
+});
+
+/** Four forked children, each touching every page of `mib` MiB and holding it for two seconds: "all held" when none was killed. */
+const fourChildren = (mib: number) =>
+  `python -c "
+import os, time
+for i in range(4):
+    if os.fork() == 0:
+        x = bytearray(${mib} * 2**20)
+        x[::4096] = b'x' * len(x[::4096])
+        print('child', i, 'holds ${mib} MiB', flush=True)
+        time.sleep(2)
+        os._exit(0)
+codes = [os.wait()[1] for _ in range(4)]
+print('all held' if all(c == 0 for c in codes) else 'some were killed', flush=True)
+"`;
+
+/** The sandbox groups of this worker still there (there should be none once its commands ended). */
+function groupsLeft(): string[] {
+  const found = cgroupSupport();
+  if (!found.available) return [];
+  return found.parents.flatMap((parent) => readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith(`w${process.pid}-`)).map((e) => path.join(parent, e.name)));
+}
+
+// The red team's attack: forked children that each stay under the per-process limit but together hold far more.
+(cgroupSupport().available ? describe : describe.skip)('memory and processes are bounded per sandbox (a cgroup per command)', () => {
+  const LIMIT = 256 * 1024 ** 2;
+  const small = new SweEnvironment({ instances: [instance], harnesses: env.harnesses(), limits: { sandboxMemoryBytes: LIMIT } });
+
+  test("four forked children cannot together hold more than the sandbox's memory: the command is killed and the episode ends as an execution error", async () => {
+    const episode = await small.startEpisode(instance.instance_id, { maxTurns: 5 });
+    try {
+      // 4 x 100 MiB: 400 MiB against 256 MiB for the sandbox (each child is far under the 4 GiB per-process limit).
+      const outcome = await episode.step(bash(fourChildren(100), 60));
+      expect(outcome.observation).not.toContain('all held');
+      expect(outcome.observation).toMatch(/the sandbox's memory limit of 256 MiB was reached/);
+      expect(outcome).toMatchObject({ done: true, success: false, reward: 0, failureType: 'execution_error' });
+    } finally {
+      await episode.close();
+    }
+    // This worker's groups, not the sandbox user's processes: other workers on the host run commands as nobody too.
+    expect(groupsLeft()).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 /** AppWorld's env config (workflow-safe: the run config's `env` union holds it). */
 import { z } from 'zod';
 import { FrozenPoolHash, oneHarnessSource } from '../config-parts';
+import { SandboxSizeConfig } from '../sandbox-config';
 
 export const AppWorldEnvConfig = z
   .strictObject({
@@ -15,6 +16,8 @@ export const AppWorldEnvConfig = z
     harnessDir: z.string().min(1).optional(),
     /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
     pool: FrozenPoolHash,
+    /** Each sandbox (an episode's server, an evaluator) in total: memory (MiB, default 4096) and processes (default 64). */
+    sandbox: SandboxSizeConfig,
   })
   .superRefine(oneHarnessSource);
 export type AppWorldEnvConfig = z.infer<typeof AppWorldEnvConfig>;

@@ -15,6 +15,7 @@ import type { ChatMessage } from '../../policy/trajectory';
 import type { Environment, Episode, StepOutcome } from '../environment';
 import type { TaskRef } from '../task';
 import { AppWorldServerError, AppWorldTimeoutError, EXECUTION_FAILED, type EvaluateOutput, type InitializeOutput } from './client';
+import { memoryText } from '../sandbox-cgroup';
 import type { AppWorldLimits } from './sandbox';
 import { AppWorldServers, AppWorldUngradableError, type Lease } from './servers';
 
@@ -107,6 +108,11 @@ class AppWorldEpisode implements Episode {
     return this.lease.uid;
   }
 
+  /** The most memory the server's sandbox held at once, all its processes together (its cgroup's count; null without one). */
+  get sandboxPeakMemoryBytes(): number | null {
+    return this.lease.peakMemoryBytes();
+  }
+
   async step(action: string): Promise<StepOutcome> {
     if (this.result) throw new Error(`episode ${this.task.taskId} has ended`);
     const code = codeOf(action);
@@ -120,11 +126,14 @@ class AppWorldEpisode implements Episode {
     } catch (err) {
       this.signal?.throwIfAborted();
       if (!(err instanceof AppWorldServerError)) throw err;
+      if (this.lease.memoryLimitReached()) return this.overMemory('');
       // The agent's code runs in the server: a server that stops answering is the agent's doing, and ends its episode.
       const why = err instanceof AppWorldTimeoutError ? `the code ran past the ${limits.executeSeconds} s limit` : `the AppWorld server stopped answering (${err.message})`;
       return this.stop(`Execution stopped: ${why}; the sandbox was killed and the episode ends.`);
     }
     const { output } = reply;
+    // Read now, not left to the worker's watch: the reply may come before the watch sees the kill.
+    if (this.lease.memoryLimitReached()) return this.overMemory(output.slice(0, OBSERVATION_CHARS));
     const shown = reply.cut
       ? `${output.slice(0, OBSERVATION_CHARS)}\n[output cut: the reply was over ${limits.replyBytes} bytes, and reading stopped there]`
       : output.length > OBSERVATION_CHARS
@@ -147,6 +156,12 @@ class AppWorldEpisode implements Episode {
     this.lease.release();
     this.result = { taskId: this.task.taskId, completed: false, evaluation: null, stopped: observation };
     return { observation, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+  }
+
+  /** Code whose processes together ran the sandbox out of memory ends the episode ungraded (its server was killed). */
+  private overMemory(output: string): StepOutcome {
+    const limit = memoryText(this.lease.limits.sandboxMemoryBytes);
+    return this.stop(`${output ? `${output}\n` : ''}Execution stopped: the sandbox's memory limit of ${limit} was reached (all of its processes together); the sandbox was killed and the episode ends.`);
   }
 
   outOfTurns(): Promise<StepOutcome> {

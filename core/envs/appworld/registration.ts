@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { UserError } from '../../errors';
 import type { EnvRegistration } from '../registration';
+import { sandboxSizeLimits } from '../sandbox-config';
 import { AppWorldEnvConfig } from './config';
 import { AppWorldEnvironment, APPWORLD_SYSTEM_PROMPT } from './environment';
 import { appWorldInstall } from './install-location';
@@ -18,7 +19,7 @@ export const appWorldRegistration: EnvRegistration<AppWorldEnvConfig> = {
     if (!install) throw new UserError('env.kind appworld: the appworld package is not installed on this machine: run `npx harness-s appworld setup` (it installs it from PyPI and builds the fixture world)');
     return new AppWorldEnvironment({
       appworld: install.appworld, root: config.root ?? install.fixtureRoot, cache: install.cache,
-      dataset: config.dataset, servers: config.servers, harnesses: pool.harnesses(),
+      dataset: config.dataset, servers: config.servers, harnesses: pool.harnesses(), limits: sandboxSizeLimits(config.sandbox),
     });
   },
 };

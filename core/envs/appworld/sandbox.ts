@@ -17,16 +17,20 @@ export interface AppWorldLimits {
   executeSeconds: number;
   /** Bytes of an /execute reply read; the reply is cut there while it streams. */
   replyBytes: number;
-  /** Processes (and threads) of the sandbox's uid. */
+  /** Processes (and threads) of the sandbox's uid, and of its cgroup. */
   maxProcesses: number;
   /** Address space per process. */
   maxMemoryBytes: number;
+  /** Memory of the whole sandbox, all its processes together (its cgroup's limit, where there is one). */
+  sandboxMemoryBytes: number;
   /** Largest file a process may write. */
   maxFileBytes: number;
   /** CPU seconds per process (the server's own over the whole episode). */
   cpuSeconds: number;
   /** The sandbox's /tmp and /dev/shm (tmpfs) each. */
   tmpBytes: number;
+  /** The episode's output folder (the world it saves, AppWorld's logs): a file system of this size when the worker is root. */
+  outputsBytes: number;
 }
 
 export const DEFAULT_APPWORLD_LIMITS: AppWorldLimits = {
@@ -34,9 +38,11 @@ export const DEFAULT_APPWORLD_LIMITS: AppWorldLimits = {
   replyBytes: 1024 * 1024,
   maxProcesses: 64,
   maxMemoryBytes: 4 * 1024 ** 3,
+  sandboxMemoryBytes: 4 * 1024 ** 3,
   maxFileBytes: 256 * 1024 ** 2,
   cpuSeconds: 900,
   tmpBytes: 64 * 1024 ** 2,
+  outputsBytes: 1024 ** 3,
 };
 
 export interface SandboxSpec extends Omit<PythonSandboxSpec, 'limits' | 'hostname' | 'workdir' | 'env'> {

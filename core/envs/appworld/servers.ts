@@ -13,11 +13,17 @@
  *   server is gone (regular files only), and never runs the agent's code.
  *
  * Everything is killed with the worker (--die-with-parent) and by close().
+ * An episode's output folder, the one folder its code can write, is a file
+ * system of `limits.outputsBytes` when the worker is root (sized-folder.ts):
+ * writes past it fail with ENOSPC. What a dead worker left (its folders, the
+ * file systems mounted in them) is swept by the next worker on the host.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { makeSizedFolder } from '../sized-folder';
+import { SandboxCgroup } from '../sandbox-cgroup';
 import { asRoot, seccompFile, sandboxKiller } from '../swe/sandbox';
 import { removeTree } from '../swe/workspace';
 import { AppWorldClient, AppWorldServerError, EvaluateOutput, parseOutput } from './client';
@@ -81,16 +87,29 @@ interface Sandbox {
   exited: Promise<void>;
   /** stdout, as it came (the evaluator's answer). */
   stdout: Buffer[];
+  /** Whether the sandbox ran out of memory (its cgroup's limit, all its processes together); it is killed when it does. */
+  memoryLimitReached: () => boolean;
+  /** The most memory the sandbox's processes held at once, as its cgroup counted it (kept once it is gone); null without a cgroup. */
+  peakMemoryBytes: () => number | null;
 }
 
+/** How often a running sandbox's cgroup is asked whether it ran out of memory (a small file read). */
+const OOM_WATCH_INTERVAL_MS = 200;
+
 function startSandbox(spec: Omit<SandboxSpec, 'uid'>, uid: number): Sandbox {
+  // The sandbox's own cgroup (null where there is none: then prlimit's per-process limits are all there is).
+  const cgroup = SandboxCgroup.create({ memoryBytes: spec.limits.sandboxMemoryBytes, processes: spec.limits.maxProcesses });
+  const [file, args] = cgroup ? cgroup.wrap(['bwrap', ...appWorldSandboxArgv({ ...spec, uid })]) : ['bwrap', appWorldSandboxArgv({ ...spec, uid })];
   const filter = openSync(seccompFile(), 'r');
   let child: ChildProcess;
   try {
     // fd 3: bubblewrap's info (the sandbox's init), so a kill aims at it; fd SECCOMP_FD: the seccomp program.
     const stdio: Array<'pipe' | number> = ['pipe', 'pipe', 'pipe', 'pipe'];
     stdio[SECCOMP_FD] = filter;
-    child = spawn('bwrap', appWorldSandboxArgv({ ...spec, uid }), { stdio, env: {} });
+    child = spawn(file, args, { stdio, env: {} });
+  } catch (err) {
+    void cgroup?.remove();
+    throw err;
   } finally {
     closeSync(filter);
   }
@@ -108,14 +127,32 @@ function startSandbox(spec: Omit<SandboxSpec, 'uid'>, uid: number): Sandbox {
   });
   child.stderr!.on('data', keep);
   child.stdin!.on('error', () => undefined);
+  // The kernel kills one process of a group out of memory; the rest of the sandbox is killed once the worker sees it.
+  let outOfMemory = false;
+  let peak: number | null = null;
+  const killer = sandboxKiller(child, false);
+  const oomWatch = cgroup
+    ? setInterval(() => {
+        if (!outOfMemory && cgroup.memoryLimitReached()) {
+          outOfMemory = true;
+          sandbox.kill();
+        }
+      }, OOM_WATCH_INTERVAL_MS)
+    : undefined;
+  // Once the sandbox is gone, what its group counted is kept and the group removed.
+  const ended = async () => {
+    clearInterval(oomWatch);
+    if (cgroup?.memoryLimitReached()) outOfMemory = true;
+    peak = cgroup?.peakMemoryBytes() ?? null;
+    await cgroup?.remove();
+  };
   const exited = new Promise<void>((resolve) => {
-    child.once('close', () => resolve());
+    child.once('close', () => void ended().then(resolve));
     child.once('error', (err) => {
       log.push(`cannot start bwrap: ${err.message}`);
-      resolve();
+      void ended().then(resolve);
     });
   });
-  const killer = sandboxKiller(child, false);
   const sandbox: Sandbox = {
     child,
     uid: asRoot() ? uid : null,
@@ -127,6 +164,8 @@ function startSandbox(spec: Omit<SandboxSpec, 'uid'>, uid: number): Sandbox {
     killed: false,
     exited,
     stdout,
+    memoryLimitReached: () => outOfMemory || (cgroup?.memoryLimitReached() ?? false),
+    peakMemoryBytes: () => peak ?? cgroup?.peakMemoryBytes() ?? null,
   };
   return sandbox;
 }
@@ -152,6 +191,49 @@ function folderFor(dir: string, uid: number | null): string {
   return dir;
 }
 
+/** Entries an episode's output folder may hold: AppWorld saves one database per app, and a few logs. */
+const OUTPUTS_ENTRIES = 10_000;
+
+/** An episode's output folder, only `uid`'s: a file system of `bytes` when the worker can mount one, a plain folder otherwise. */
+function outputsFolder(dir: string, bytes: number, uid: number | null): string {
+  makeSizedFolder(dir, { bytes, entries: OUTPUTS_ENTRIES }, uid ?? undefined);
+  chmodSync(dir, 0o700);
+  if (uid !== null) chownSync(dir, uid, uid);
+  return dir;
+}
+
+/** The start of every worker's state folder's name (in the system's temporary folder). */
+const STATE_PREFIX = 'harness-s-appworld-';
+
+/** A process as `<pid>.<start time>` (from /proc: a pid alone may have been reused); null when it is not running, or there is no /proc. */
+function processTag(pid: number | 'self'): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command's name (which may hold spaces), from the third on: the start time is the 22nd.
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return `${pid === 'self' ? process.pid : pid}.${start}`;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Removes the state folders of workers that are gone (their episodes'
+ * folders, the file systems mounted in them unmounted first): a worker's
+ * folder names its process, so one still running keeps its own. Nothing is
+ * swept where there is no /proc to tell. Returns the names removed.
+ */
+export function sweepAppWorldFolders(root = os.tmpdir()): string[] {
+  if (processTag('self') === null) return [];
+  const removed: string[] = [];
+  for (const name of readdirSync(root)) {
+    const owner = new RegExp(`^${STATE_PREFIX}(\\d+)\\.(\\d+)-`).exec(name);
+    if (!owner || processTag(Number(owner[1])) === `${owner[1]}.${owner[2]}`) continue;
+    if (removeTree(path.join(root, name), { loops: true })) removed.push(name);
+  }
+  return removed;
+}
+
 interface Server {
   sandbox: Sandbox;
   id: string;
@@ -170,6 +252,10 @@ export interface Lease {
   evaluate(signal?: AbortSignal): Promise<EvaluateOutput>;
   /** Stops the server and removes its folders. */
   release(): void;
+  /** Whether the server's sandbox ran out of memory (all its processes together); it was killed then. */
+  memoryLimitReached(): boolean;
+  /** The most memory the server's sandbox held at once (its cgroup's count); null without a cgroup. */
+  peakMemoryBytes(): number | null;
 }
 
 /** Waiters for a free episode slot. */
@@ -204,6 +290,9 @@ class Slots {
   }
 }
 
+/** Whether this process has swept dead workers' state folders. */
+let swept = false;
+
 export class AppWorldServers {
   readonly limits: AppWorldLimits;
   private readonly venv: string;
@@ -221,10 +310,15 @@ export class AppWorldServers {
     this.slots = new Slots(spec.max);
   }
 
-  /** The worker's folder for its sandboxes' files: traversable, not listable, by the sandboxes' uids. */
+  /** The worker's folder for its sandboxes' files: traversable, not listable, by the sandboxes' uids. Named for this process, for the sweeper. */
   private stateDir(): string {
     if (!this.state) {
-      this.state = mkdtempSync(path.join(os.tmpdir(), 'harness-s-appworld-'));
+      // What workers that died left is removed first, once per process.
+      if (!swept) {
+        swept = true;
+        sweepAppWorldFolders();
+      }
+      this.state = mkdtempSync(path.join(os.tmpdir(), `${STATE_PREFIX}${processTag('self') ?? `${process.pid}.0`}-`));
       chmodSync(this.state, 0o711);
       mkdirSync(path.join(this.state, 'eval'), { mode: 0o755 });
     }
@@ -243,7 +337,7 @@ export class AppWorldServers {
     const owner = asRoot() ? uid : null;
     const dir = path.join(this.stateDir(), id);
     mkdirSync(path.join(dir, 'tasks'), { recursive: true, mode: 0o755 });
-    const outputs = folderFor(path.join(dir, 'outputs'), owner);
+    const outputs = outputsFolder(path.join(dir, 'outputs'), this.limits.outputsBytes, owner);
     const run = folderFor(path.join(dir, 'run'), owner);
     const data = path.join(this.spec.root, 'data');
     // The task's files come later (lease); no ground truth is ever in view.
@@ -334,6 +428,8 @@ export class AppWorldServers {
         await leased.sandbox.exited;
         return this.evaluate(leased, taskId, evalSignal);
       },
+      memoryLimitReached: () => leased.sandbox.memoryLimitReached(),
+      peakMemoryBytes: () => leased.sandbox.peakMemoryBytes(),
       release: () => {
         if (released) return;
         released = true;

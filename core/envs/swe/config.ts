@@ -1,6 +1,7 @@
 /** The SWE env's config (workflow-safe: the run config's `env` union holds it). */
 import { z } from 'zod';
 import { FrozenPoolHash, oneHarnessSource } from '../config-parts';
+import { SandboxSizeConfig } from '../sandbox-config';
 
 export const SweEnvConfig = z
   .strictObject({
@@ -11,6 +12,8 @@ export const SweEnvConfig = z
     harnessDir: z.string().min(1).optional(),
     /** A frozen pool (by its hash) in place of the shipped or harnessDir pool. */
     pool: FrozenPoolHash,
+    /** Each command's sandbox in total: memory (MiB, default 4096) and processes (default 256). */
+    sandbox: SandboxSizeConfig,
   })
   .superRefine(oneHarnessSource);
 export type SweEnvConfig = z.infer<typeof SweEnvConfig>;

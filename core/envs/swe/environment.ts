@@ -13,7 +13,8 @@ import { evaluatePatch, unscored, type SweEvaluation } from './scoring';
 import { passes } from './pytest-log';
 import { EditorError, FileEditor, parseSweAction, TOOLS } from './tools';
 import { sweepWorkspaces, Workspace } from './workspace';
-import { WORKSPACE } from './sandbox';
+import { DEFAULT_LIMITS, WORKSPACE, type SandboxLimits } from './sandbox';
+import { memoryText } from '../sandbox-cgroup';
 
 /** Workspaces older than this are a dead worker's leftovers (episodes last minutes). */
 export const STALE_WORKSPACE_MS = 6 * 60 * 60 * 1000;
@@ -60,6 +61,7 @@ class SweEpisode implements Episode {
     readonly task: TaskRef,
     private readonly instance: SweInstance,
     private readonly workspace: Workspace,
+    private readonly limits: Partial<SandboxLimits>,
     private readonly signal?: AbortSignal,
   ) {
     this.editor = new FileEditor(workspace.repo, OBSERVATION_BYTES);
@@ -89,6 +91,7 @@ class SweEpisode implements Episode {
       case 'execute_bash': {
         const result = await this.workspace.exec(action.arguments.command, { timeoutSeconds: action.arguments.timeout ?? 120, maxOutputBytes: OBSERVATION_BYTES }, this.signal);
         if (result.workspaceOverBound) return this.overBound(result.output);
+        if (result.memoryLimitReached) return this.overMemory(result.output);
         const notes = [
           result.outputTruncated ? `[output cut: ${result.outputBytes} bytes in all, the first ${OBSERVATION_BYTES} shown]` : '',
           result.timedOut ? `[killed: the command ran over ${action.arguments.timeout ?? 120} s]` : '',
@@ -114,6 +117,17 @@ class SweEpisode implements Episode {
     const why = 'the workspace grew past its bound (disk use or number of files): the command was stopped and the episode ended';
     this.result = { instanceId: this.instance.instance_id, submitted: false, patch: '', evaluation: unscored(this.instance, why) };
     return { observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+  }
+
+  /** A command whose sandbox ran out of memory (all its processes together) ends the episode unscored. */
+  private overMemory(output: string): StepOutcome {
+    const why = `the sandbox's memory limit of ${memoryText(this.workspaceMemory())} was reached (all of the command's processes together): the command was killed and the episode ended`;
+    this.result = { instanceId: this.instance.instance_id, submitted: false, patch: '', evaluation: unscored(this.instance, why) };
+    return { observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+  }
+
+  private workspaceMemory(): number {
+    return this.limits.sandboxMemoryBytes ?? DEFAULT_LIMITS.sandboxMemoryBytes;
   }
 
   outOfTurns(): Promise<StepOutcome> {
@@ -156,6 +170,8 @@ export interface SweEnvironmentOptions {
   dataFile?: string;
   instances?: SweInstance[];
   harnesses: Harness[];
+  /** Limits of every command's sandbox (the config's sandbox size), each defaulting to DEFAULT_LIMITS. */
+  limits?: Partial<SandboxLimits>;
 }
 
 export class SweEnvironment implements Environment {
@@ -194,8 +210,9 @@ export class SweEnvironment implements Environment {
       this.swept = true;
       sweepWorkspaces({ olderThanMs: STALE_WORKSPACE_MS });
     }
-    const workspace = Workspace.create(instance, taskId);
-    return new SweEpisode({ taskId, kind: instanceKind(instance) }, instance, workspace, options.signal);
+    const limits = this.options.limits ?? {};
+    const workspace = Workspace.create(instance, taskId, limits);
+    return new SweEpisode({ taskId, kind: instanceKind(instance) }, instance, workspace, limits, options.signal);
   }
 }
 

@@ -1,6 +1,7 @@
 /** The SWE env's registration (core/envs/registration.ts). */
 import path from 'node:path';
 import type { EnvRegistration } from '../registration';
+import { sandboxSizeLimits } from '../sandbox-config';
 import { SweEnvConfig } from './config';
 import { SweEnvironment, SWE_SYSTEM_PROMPT } from './environment';
 
@@ -11,5 +12,5 @@ export const sweRegistration: EnvRegistration<SweEnvConfig> = {
   config: SweEnvConfig,
   poolDir: SWE_POOL_DIR,
   systemPrompt: SWE_SYSTEM_PROMPT,
-  create: (config, pool) => new SweEnvironment({ dataFile: config.data, harnesses: pool.harnesses() }),
+  create: (config, pool) => new SweEnvironment({ dataFile: config.data, harnesses: pool.harnesses(), limits: sandboxSizeLimits(config.sandbox) }),
 };

@@ -8,22 +8,27 @@
  *   (--disable-userns), and a seccomp filter (seccomp.ts) refusing the
  *   syscalls a shell, git, Python and pytest do not need;
  * - a read-only system (/usr, a few files of /etc, the Python it runs, /dev)
- *   and one writable folder, the workspace, at /workspace, whose size is
- *   watched (over its bound, the command is killed); /tmp and /dev/shm are
- *   small tmpfs;
+ *   and one writable folder, the workspace, at /workspace: a file system of
+ *   its bound's size when the worker is root (sized-folder.ts), a folder
+ *   whose size is watched otherwise (over its bound, or full, the command is
+ *   killed); /tmp and /dev/shm are small tmpfs;
  * - a clean environment: only PATH, HOME, LANG and what the caller names, so
  *   no worker secret (database URLs, API keys) reaches the command;
  * - run as an unprivileged user (nobody, when the worker is root) with
  *   prlimit limits per command: processes, address space, file size, open
  *   files, CPU seconds; and a wall-clock limit that kills the whole sandbox.
  *
- * There is no cgroup v2 here, so memory is limited per process (address
- * space), not in total: docs/swe.md lists what the isolation does not cover.
+ * Where the worker can make cgroups (sandbox-cgroup.ts), each command also
+ * runs in a cgroup of its own that bounds its memory and processes in total;
+ * elsewhere memory is limited per process (address space) only: docs/swe.md
+ * lists what the isolation does not cover.
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, lstatSync, mkdirSync, openSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../errors';
+import { SandboxCgroup } from '../sandbox-cgroup';
+import { folderFull } from '../sized-folder';
 import { compileSeccomp } from './seccomp';
 import { sweHome } from './trees';
 
@@ -39,9 +44,12 @@ export interface SandboxLimits {
   maxOutputBytes: number;
   /** Output after which the command is killed (a flood, not a result). */
   killAfterOutputBytes: number;
+  /** Processes (and threads): of the sandbox user (prlimit) and of the command's cgroup. */
   maxProcesses: number;
   /** Address space per process. */
   maxMemoryBytes: number;
+  /** Memory of the whole command, all its processes together (its cgroup's limit, where there is one). */
+  sandboxMemoryBytes: number;
   /** Largest file a command may write. */
   maxFileBytes: number;
   maxOpenFiles: number;
@@ -58,6 +66,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   killAfterOutputBytes: 16 * 1024 * 1024,
   maxProcesses: 256,
   maxMemoryBytes: 4 * 1024 ** 3,
+  sandboxMemoryBytes: 4 * 1024 ** 3,
   maxFileBytes: 256 * 1024 ** 2,
   maxOpenFiles: 1024,
   cpuSeconds: 600,
@@ -85,8 +94,14 @@ export interface SandboxRequest {
   limits?: Partial<SandboxLimits>;
   /** Working directory inside the sandbox; /workspace when absent. */
   cwd?: string;
-  /** When given, the workspace is measured while the command runs and after it; over the bound, the command is killed. */
+  /** When given, the workspace is watched while the command runs and measured after it; over the bound, the command is killed. */
   workspaceBound?: WorkspaceBound;
+  /**
+   * The workspace is a file system of the bound's size (sized-folder.ts),
+   * which stops writes past it: while the command runs, it is asked (cheaply,
+   * statfs) whether it is full, rather than measured.
+   */
+  workspaceSized?: boolean;
 }
 
 export interface CommandResult {
@@ -102,6 +117,12 @@ export interface CommandResult {
   seconds: number;
   /** The workspace grew past its bound (the command was killed if still running). */
   workspaceOverBound: boolean;
+  /** The command's cgroup ran out of memory (sandboxMemoryBytes): a process was killed for it, then the whole sandbox. */
+  memoryLimitReached: boolean;
+  /** A fork or clone failed at the cgroup's process limit. */
+  processLimitReached: boolean;
+  /** The most memory the command's processes held at once, as its cgroup counted it; null without a cgroup. */
+  peakMemoryBytes: number | null;
 }
 
 export class SandboxUnavailableError extends UserError {
@@ -252,10 +273,19 @@ export function sandboxKiller(child: ChildProcess, group: boolean): () => void {
 }
 
 /**
+ * With a cgroup bounding each command's processes, the sandbox user's own
+ * process limit (prlimit's, which counts the processes of every sandbox of
+ * the host at once, as all run as nobody) is only a backstop: this many
+ * sandboxes' worth, so one command's fork bomb no longer starves the others.
+ */
+const UID_PROCESSES_PER_SANDBOX_LIMIT = 4;
+
+/**
  * The bubblewrap and prlimit command line for one command. It reads bubblewrap's
  * info from fd 3 and the seccomp program (seccompFile()) from fd 4 of the child.
+ * `inCgroup`: the command runs in a cgroup of its own, which bounds its processes.
  */
-export function sandboxArgv(command: string, request: SandboxRequest): string[] {
+export function sandboxArgv(command: string, request: SandboxRequest, inCgroup = false): string[] {
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
   const etc = sandboxEtc();
   // --as-pid-1: the command is the namespace's init, so nothing of the sandbox outlives it, not even a zombie
@@ -283,7 +313,7 @@ export function sandboxArgv(command: string, request: SandboxRequest): string[] 
   args.push(
     '--',
     '/usr/bin/prlimit',
-    `--nproc=${limits.maxProcesses}`,
+    `--nproc=${inCgroup ? limits.maxProcesses * UID_PROCESSES_PER_SANDBOX_LIMIT : limits.maxProcesses}`,
     `--as=${limits.maxMemoryBytes}`,
     `--fsize=${limits.maxFileBytes}`,
     `--nofile=${limits.maxOpenFiles}`,
@@ -298,6 +328,10 @@ export function sandboxArgv(command: string, request: SandboxRequest): string[] 
 
 /** How often a running command's workspace is measured. */
 const WATCH_INTERVAL_MS = 1000;
+/** How often a running command's sized workspace is asked whether it is full (one statfs). */
+const SIZED_WATCH_INTERVAL_MS = 200;
+/** How often a running command's cgroup is asked whether it ran out of memory (a small file read). */
+const OOM_WATCH_INTERVAL_MS = 200;
 
 /**
  * A folder's disk use (blocks, so many small files count) and entries, as
@@ -350,15 +384,21 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
   if (signal?.aborted) return Promise.reject(signal.reason);
   checkSandbox();
   const limits = { ...DEFAULT_LIMITS, ...request.limits };
-  const [file, args] = dropPrivileges(sandboxArgv(command, request));
+  // The command's own cgroup (null where there is none: then prlimit's per-process limits are all there is).
+  const cgroup = SandboxCgroup.create({ memoryBytes: limits.sandboxMemoryBytes, processes: limits.maxProcesses });
+  const [bwrapFile, bwrapArgs] = dropPrivileges(sandboxArgv(command, request, cgroup !== null));
   const bound = request.workspaceBound;
   const started = Date.now();
+  const [file, args] = cgroup ? cgroup.wrap([bwrapFile, ...bwrapArgs]) : [bwrapFile, bwrapArgs];
   return new Promise((resolve, reject) => {
     // fd 3: bubblewrap's info (the sandbox's init as the host sees it), so a kill can aim at it; fd 4: the seccomp program.
     const filter = openSync(seccompFile(), 'r');
     let child: ChildProcess;
     try {
       child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe', filter], detached: true });
+    } catch (err) {
+      void cgroup?.remove();
+      throw err;
     } finally {
       closeSync(filter);
     }
@@ -389,18 +429,35 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
       timedOut = true;
       kill();
     }, limits.timeoutSeconds * 1000);
-    // The workspace is measured while the command runs (one measurement at a time), and killed once over its bound.
+    // The workspace is watched while the command runs (one look at a time), and the command killed once over its bound.
+    // A sized one cannot grow past it (ENOSPC): it is only asked whether it is full, and the command is killed one
+    // look later, so what it writes has met ENOSPC (and said so) by then.
     let watch: NodeJS.Timeout | undefined;
-    const measure = async () => {
-      const size = await measureTree(request.workspace);
-      if (ended) return;
-      if (bound && overBound(size, bound)) {
-        workspaceOverBound = true;
-        killedForBound = true;
-        kill();
-      } else watch = setTimeout(() => void measure(), WATCH_INTERVAL_MS);
+    const interval = request.workspaceSized ? SIZED_WATCH_INTERVAL_MS : WATCH_INTERVAL_MS;
+    const killForBound = () => {
+      killedForBound = true;
+      kill();
     };
-    if (bound) watch = setTimeout(() => void measure(), WATCH_INTERVAL_MS);
+    const measure = async () => {
+      const over = request.workspaceSized ? await folderFull(request.workspace) : overBound(await measureTree(request.workspace), bound!);
+      if (ended) return;
+      if (over) {
+        workspaceOverBound = true;
+        if (request.workspaceSized) watch = setTimeout(killForBound, interval);
+        else killForBound();
+      } else watch = setTimeout(() => void measure(), interval);
+    };
+    if (bound) watch = setTimeout(() => void measure(), interval);
+    // The kernel kills one process of a group out of memory; the rest of the sandbox is killed once the worker sees it.
+    let memoryLimitReached = false;
+    const oomWatch = cgroup
+      ? setInterval(() => {
+          if (!memoryLimitReached && cgroup.memoryLimitReached()) {
+            memoryLimitReached = true;
+            kill();
+          }
+        }, OOM_WATCH_INTERVAL_MS)
+      : undefined;
     let aborted = false;
     const onAbort = () => {
       aborted = true;
@@ -411,18 +468,25 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
       ended = true;
       clearTimeout(timer);
       clearTimeout(watch);
+      clearInterval(oomWatch);
       signal?.removeEventListener('abort', onAbort);
     };
     child.on('error', (err) => {
       stop();
+      void cgroup?.remove();
       reject(err);
     });
     child.on('close', async (code) => {
       stop();
+      // What the group counted is read before it goes.
+      if (cgroup?.memoryLimitReached()) memoryLimitReached = true;
+      const processLimitReached = cgroup?.processLimitReached() ?? false;
+      const peakMemoryBytes = cgroup?.peakMemoryBytes() ?? null;
+      await cgroup?.remove();
       if (aborted) return reject(signal?.reason);
       // A command that ends between two measurements is measured once more.
-      if (bound && !workspaceOverBound && overBound(await settledSize(request.workspace), bound)) workspaceOverBound = true;
-      const killed = timedOut || flooded || killedForBound;
+      if (bound && !workspaceOverBound && ((request.workspaceSized && (await folderFull(request.workspace))) || overBound(await settledSize(request.workspace), bound))) workspaceOverBound = true;
+      const killed = timedOut || flooded || killedForBound || memoryLimitReached;
       resolve({
         exitCode: killed ? null : code,
         output: Buffer.concat(chunks).toString('utf8'),
@@ -432,6 +496,9 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
         outputTruncated: total > kept,
         seconds: (Date.now() - started) / 1000,
         workspaceOverBound,
+        memoryLimitReached,
+        processLimitReached,
+        peakMemoryBytes,
       });
     });
   });

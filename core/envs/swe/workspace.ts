@@ -3,15 +3,21 @@
  * scoring), given to the sandbox user, removed when the episode closes. Their
  * folder names carry their creation time, so the sweeper can remove what a
  * worker that died mid-episode left behind. No process outlives a command
- * (each runs in its own PID namespace), so folders are all there is to sweep.
- * A workspace may grow by WORKSPACE_GROWTH over its instance's tree: past
- * that, the command that grew it is killed and the result says so.
+ * (each runs in its own PID namespace), so folders (and the file systems
+ * mounted in them) are all there is to sweep.
+ *
+ * A workspace may grow by WORKSPACE_GROWTH over its instance's tree. When the
+ * worker is root, the tree is copied onto a file system of that size
+ * (sized-folder.ts), so writes past it fail with ENOSPC, however they are
+ * made; the command that filled it is killed and the result says so. When it
+ * is not, the workspace is a plain folder, measured while commands run.
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { giveToSandbox, measureTree, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits, type WorkspaceBound } from './sandbox';
+import { makeSizedFolder, releaseMounts } from '../sized-folder';
+import { giveToSandbox, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits, type WorkspaceBound } from './sandbox';
 import { SweDataError, type HarnessSSource, type SweInstance } from './instances';
 import { pythonPrefix, run, sweHome } from './trees';
 
@@ -36,9 +42,13 @@ export function workRoot(): string {
  * Removes a folder a sandbox wrote; a worker that is not root may have
  * to give itself back the rights the agent took away (chmod 000), and Node's
  * rmSync fails on trees deeper than a path may be long, which an agent can
- * build, so rm(1) takes over then. Never throws: what stays is the sweeper's.
+ * build, so rm(1) takes over then. File systems mounted in it (sized folders)
+ * are unmounted first, and nothing is removed while one is left: a removal
+ * never follows into a mount. `loops` also detaches loop devices left backed
+ * by an image in it (for sweepers). Never throws: what stays is the sweeper's.
  */
-export function removeTree(dir: string): boolean {
+export function removeTree(dir: string, options: { loops?: boolean } = {}): boolean {
+  if (!releaseMounts(dir, options)) return false;
   try {
     rmSync(dir, { recursive: true, force: true });
     return true;
@@ -82,10 +92,23 @@ export function commandContext(source: HarnessSSource) {
 /** Where files for the sandbox to read (patches) are mounted, read-only. */
 export const IO_DIR = '/io';
 
+/** Sizes of instances' trees (they do not change once built), measured once per process. */
+const treeSizes = new Map<string, WorkspaceBound>();
+
+/** A tree's disk use and entries, as measureTree counts them. */
+function treeSize(tree: string): WorkspaceBound {
+  let size = treeSizes.get(tree);
+  if (!size) {
+    const blocks = run('find', [tree, '-xdev', '-printf', '%b\\n'], { what: `measuring ${tree}` }).split('\n').filter(Boolean);
+    // %b counts 512-byte blocks.
+    size = { bytes: blocks.reduce((sum, b) => sum + Number(b), 0) * 512, entries: blocks.length };
+    treeSizes.set(tree, size);
+  }
+  return size;
+}
+
 export class Workspace {
   private closed = false;
-  /** The tree's size as copied plus WORKSPACE_GROWTH; measured (asynchronously) once, after the copy. */
-  private bound: Promise<WorkspaceBound> | null = null;
 
   /**
    * `dir` holds `repo/` (mounted at /workspace) and `io/` (mounted read-only
@@ -96,22 +119,36 @@ export class Workspace {
     readonly dir: string,
     readonly source: HarnessSSource,
     readonly baseCommit: string,
+    /** The instance's tree's size plus the growth allowed. */
+    readonly bound: WorkspaceBound,
+    /** Whether `repo` is a file system of the bound's size (else a plain folder, watched by polling). */
+    readonly sized: boolean,
   ) {}
 
   get repo(): string {
     return path.join(this.dir, 'repo');
   }
 
-  /** A fresh copy of the instance's tree (with its git history), owned by the sandbox user. */
-  static create(instance: SweInstance, label: string): Workspace {
+  /** Limits of the workspace's commands besides each command's own (the env's sandbox size). */
+  private limits: Partial<SandboxLimits> = {};
+
+  /**
+   * A fresh copy of the instance's tree (with its git history), owned by the sandbox user; its commands run with `limits`.
+   * The copy is on a file system of the tree's size plus `growth` when the worker can mount one.
+   */
+  static create(instance: SweInstance, label: string, limits: Partial<SandboxLimits> = {}, growth: WorkspaceBound = WORKSPACE_GROWTH): Workspace {
     const source = sourceOf(instance);
     const root = workRoot();
     mkdirSync(root, { recursive: true, mode: 0o755 });
     const safeLabel = label.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 60);
     const dir = path.join(root, `${WORKSPACE_PREFIX}${Date.now()}-${randomBytes(4).toString('hex')}-${safeLabel}`);
     mkdirSync(path.join(dir, 'io'), { recursive: true, mode: 0o755 });
-    const workspace = new Workspace(dir, source, instance.base_commit);
+    let workspace: Workspace;
     try {
+      const tree = treeSize(source.tree);
+      const bound = { bytes: tree.bytes + growth.bytes, entries: tree.entries + growth.entries };
+      workspace = new Workspace(dir, source, instance.base_commit, bound, makeSizedFolder(path.join(dir, 'repo'), bound));
+      workspace.limits = limits;
       run('cp', ['-a', `${source.tree}/.`, workspace.repo], { what: `copying ${instance.instance_id}'s tree` });
       run('cp', ['-a', path.join(source.tree, '.git'), path.join(dir, 'io', 'git')], { what: `copying ${instance.instance_id}'s git repository` });
       run('chmod', ['-R', 'a+rX', path.join(dir, 'io')], { what: `opening ${dir}/io to the sandbox user` });
@@ -120,20 +157,13 @@ export class Workspace {
       removeTree(dir);
       throw err;
     }
-    workspace.bound = measureTree(workspace.repo).then((size) => {
-      if (!size.complete) throw new Error(`cannot measure the workspace ${workspace.repo} made from ${source.tree}`);
-      return { bytes: size.bytes + WORKSPACE_GROWTH.bytes, entries: size.entries + WORKSPACE_GROWTH.entries };
-    });
-    // Its failure is the first command's to report, not an unhandled rejection.
-    workspace.bound.catch(() => undefined);
     return workspace;
   }
 
-  /** Runs a shell command on the workspace in the sandbox; `workspaceOverBound` in the result when the workspace grew past its bound. */
+  /** Runs a shell command on the workspace in the sandbox; `workspaceOverBound` in the result when the workspace grew past its bound (or filled its file system). */
   async exec(command: string, limits?: Partial<SandboxLimits>, signal?: AbortSignal): Promise<CommandResult> {
     if (this.closed) throw new Error(`workspace ${this.dir} is closed`);
-    const workspaceBound = await this.bound!;
-    return runSandboxed(command, { workspace: this.repo, mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }], ...commandContext(this.source), limits, workspaceBound }, signal);
+    return runSandboxed(command, { workspace: this.repo, mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }], ...commandContext(this.source), limits: { ...this.limits, ...limits }, workspaceBound: this.bound, workspaceSized: this.sized }, signal);
   }
 
   /** A file commands can read at /io/<name> (outside the repository, which the sandbox controls): for patches. */
@@ -159,6 +189,7 @@ export class Workspace {
     const limit = 8 * 1024 * 1024;
     const result = await this.exec(git, { timeoutSeconds: 120, maxOutputBytes: limit, killAfterOutputBytes: 2 * limit }, signal);
     if (result.workspaceOverBound) return { patch: '', error: 'the workspace grew past its bound' };
+    if (result.memoryLimitReached) return { patch: '', error: 'taking the diff reached the sandbox\'s memory limit' };
     if (result.outputTruncated || result.flooded) return { patch: '', error: `the changes make a patch of over ${limit / 1024 / 1024} MB` };
     if (result.exitCode !== 0) return { patch: '', error: result.timedOut ? 'taking the diff ran over its time limit' : `taking the diff failed (exit ${result.exitCode})` };
     return { patch: result.output, error: null };
@@ -177,7 +208,7 @@ export function workspaceCreatedAt(name: string): number | null {
   return match ? Number(match[1]) : null;
 }
 
-/** Removes workspaces older than `olderThanMs`: what a worker that died mid-episode left. Returns their names. */
+/** Removes workspaces older than `olderThanMs` (their file systems unmounted first): what a worker that died mid-episode left. Returns their names. */
 export function sweepWorkspaces(options: { olderThanMs: number; now?: number; root?: string }): string[] {
   const root = options.root ?? workRoot();
   if (!existsSync(root)) return [];
@@ -186,7 +217,7 @@ export function sweepWorkspaces(options: { olderThanMs: number; now?: number; ro
   for (const name of readdirSync(root)) {
     const createdAt = workspaceCreatedAt(name);
     if (createdAt === null || now - createdAt <= options.olderThanMs) continue;
-    if (removeTree(path.join(root, name))) removed.push(name);
+    if (removeTree(path.join(root, name), { loops: true })) removed.push(name);
   }
   return removed;
 }
