@@ -305,7 +305,7 @@ describe('run by pytest', () => {
     expect({ errors: [...statuses].filter(([, s]) => s === 'ERROR'), exitCode }).toEqual({ errors: [], exitCode: 1 });
     for (const c of canaries) expect({ id: c.id, status: statuses.get(c.id) }).toEqual({ id: c.id, status: 'FAILED' });
     for (const id of passToPass) expect({ id, status: statuses.get(id) }).toEqual({ id, status: 'PASSED' });
-    expect(distrust(parsePytestLog(log, canaries.map((c) => c.id)), canaries, exitCode)).toBeNull();
+    expect(distrust(parsePytestLog(log, canaries.map((c) => c.id)), canaries, exitCode, true)).toBeNull();
   }, 60_000);
 
   test.each([
@@ -319,7 +319,7 @@ describe('run by pytest', () => {
     for (const c of caught) expect({ id: c.id, status: statuses.get(c.id) }).toEqual({ id: c.id, status: 'PASSED' });
     // The tamper did its work on the real tests: all pass.
     for (const id of passToPass.filter((i) => caughtIn.some((f) => i.startsWith(`${f}::`)))) expect(statuses.get(id)).toBe('PASSED');
-    const verdict = distrust(statuses, canaries, exitCode);
+    const verdict = distrust(statuses, canaries, exitCode, true);
     expect(verdict).toMatch(/^tampered with: the scoring's own failing tests were reported PASSED/);
     for (const c of caught) expect(verdict).toContain(c.id);
   }, 60_000);

@@ -216,14 +216,20 @@ describe('the verdict', () => {
   const statuses = (canary: 'FAILED' | 'PASSED' | null) => new Map([['t/test_a.py::test_real', 'PASSED' as const], ...canaries.filter(() => canary).map((c) => [c.id, canary!] as const)]);
 
   test('is believed when every canary failed and pytest exited 1 (tests failed)', () => {
-    expect(distrust(statuses('FAILED'), canaries, 1)).toBeNull();
+    expect(distrust(statuses('FAILED'), canaries, 1, true)).toBeNull();
   });
 
-  test('is not believed when a canary passed, when canaries are missing (whatever the real tests did), or when the exit status disagrees', () => {
-    expect(distrust(statuses('PASSED'), canaries, 0)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED, PASSED/);
-    expect(distrust(statuses(null), canaries, 0)).toMatch(/not reported \(t\/test_a\.py::test_c1, t\/test_b\.py::test_c2\)/);
-    expect(distrust(statuses(null), canaries, 1)).toMatch(/not reported/);
-    expect(distrust(statuses('FAILED'), canaries, 0)).toMatch(/exit status 0 disagrees/);
+  test('is not believed when a canary passed (whatever the real tests did), or, when the real tests all passed, when canaries are missing or the exit status disagrees', () => {
+    expect(distrust(statuses('PASSED'), canaries, 0, true)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED, PASSED/);
+    expect(distrust(statuses('PASSED'), canaries, 1, false)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED/);
+    expect(distrust(statuses(null), canaries, 0, true)).toMatch(/not reported \(t\/test_a\.py::test_c1, t\/test_b\.py::test_c2\)/);
+    expect(distrust(statuses(null), canaries, 1, true)).toMatch(/not reported/);
+    expect(distrust(statuses('FAILED'), canaries, 0, true)).toMatch(/exit status 0 disagrees/);
+  });
+
+  test('reports a run whose real tests failed as it is: missing canaries there mean a test file that did not load (the answer broke the package), not tampering', () => {
+    expect(distrust(statuses(null), canaries, 2, false)).toBeNull();
+    expect(distrust(statuses('FAILED'), canaries, 2, false)).toBeNull();
   });
 
   test("pytest's config file is found as pytest finds it: from the tests' folder upwards, a pyproject.toml only with its pytest table", () => {

@@ -172,7 +172,7 @@ export async function evaluateAnswer(instance: SweInstance, answer: AnswerDecisi
     const f2p = count(failToPass);
     const p2p = count(passToPass);
     const allPassed = f2p.passed === f2p.total && p2p.passed === p2p.total;
-    const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode);
+    const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode, allPassed);
     const notes = [
       ...(result.timedOut ? [`the tests ran over ${TEST_TIMEOUT_SECONDS} s`] : result.flooded ? ['the tests wrote more output than allowed'] : []),
       ...(distrusted ? [distrusted] : []),

@@ -156,18 +156,20 @@ export function verdictCommand(source: HarnessSSource, configFile: string | null
 }
 
 /**
- * Why the run is not believed, or null: a canary that did not fail, a
- * canary missing from the report (the run was cut short or its report
- * rewritten), or an exit status that is not pytest's "some tests failed"
- * (the canaries fail). Whether the real tests passed does not matter: under
- * honest code a canary never passes, and goes missing only when its file did
- * not load, in which case the real tests beside it are missing too and the
- * run is not resolved anyway. (A run that timed out or flooded its output is
- * not believed before it gets here.)
+ * Why the run is not believed, or null: a canary that did not fail (whatever
+ * the real tests did: under honest code a canary never passes), or, in a run
+ * whose real tests all passed, a canary missing from the report (the run was
+ * cut short or its report rewritten) or an exit status that is not pytest's
+ * "some tests failed" (the canaries fail). A run whose real tests did not all
+ * pass scores 0 anyway, and there a missing canary or another exit status
+ * means a test file that did not load (an answer that breaks the package):
+ * its result is reported as it is, not as tampering. (A run that timed out or
+ * flooded its output is not believed before it gets here.)
  */
-export function distrust(statuses: ReadonlyMap<string, TestStatus>, canaries: readonly Canary[], exitCode: number | null): string | null {
+export function distrust(statuses: ReadonlyMap<string, TestStatus>, canaries: readonly Canary[], exitCode: number | null, allPassed: boolean): string | null {
   const passing = canaries.filter((c) => passes(statuses.get(c.id)) || statuses.get(c.id) === 'XPASS');
   if (passing.length) return `tampered with: the scoring's own failing tests were reported ${passing.map((c) => statuses.get(c.id)).join(', ')} (${passing.map((c) => c.id).join(', ')})`;
+  if (!allPassed) return null;
   const missing = canaries.filter((c) => statuses.get(c.id) === undefined);
   if (missing.length) return `tampered with or cut short: the scoring's own failing tests were not reported (${missing.map((c) => c.id).join(', ')})`;
   if (exitCode !== 1) return `tampered with: pytest's exit status ${exitCode} disagrees with its report (failing tests, so 1)`;
