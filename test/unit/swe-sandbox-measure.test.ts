@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { measureTree } from '../../core/envs/swe/sandbox';
+import { measureTree } from '../../core/envs/swe/workspace-size';
 
 describe("a workspace's measure", () => {
   test('counts every entry and the disk blocks they use, as du does', async () => {

@@ -23,17 +23,16 @@
  * elsewhere memory is limited per process (address space) only: docs/swe.md
  * lists what the isolation does not cover.
  */
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, lstatSync, mkdirSync, openSync, renameSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../errors';
 import { SandboxCgroup } from '../sandbox-cgroup';
 import { folderFull } from '../sized-folder';
-import { compileSeccomp } from './seccomp';
-import { sweHome } from './trees';
+import { measureTree, overBound, settledSize, type WorkspaceBound } from './workspace-size';
+import { asRoot, hardeningArgs, SANDBOX_UID, sandboxEtc, seccompFile, systemMounts } from './sandbox-system';
 
-/** The user commands run as when the worker is root (nobody). */
-export const SANDBOX_UID = 65534;
+export { asRoot, hardeningArgs, pathExists, SANDBOX_UID, seccompFile, systemMounts } from './sandbox-system';
 
 export const WORKSPACE = '/workspace';
 
@@ -73,12 +72,6 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   tmpBytes: 256 * 1024 ** 2,
   shmBytes: 64 * 1024 ** 2,
 };
-
-/** What a workspace may hold: disk use (blocks, so many small files count) and entries (files, folders, links). */
-export interface WorkspaceBound {
-  bytes: number;
-  entries: number;
-}
 
 export interface SandboxRequest {
   /** Host folder mounted writable at /workspace. */
@@ -172,77 +165,8 @@ export function giveToSandbox(dir: string): void {
   if (chown.status !== 0) throw new Error(`cannot give ${dir} to the sandbox user: ${chown.stderr || chown.error?.message}`);
 }
 
-let etcDir: string | null = null;
-
-/** Written whole or not at all: another worker process may be reading the same file. */
-function writeWhole(file: string, data: string | Buffer): void {
-  const partial = `${file}.${process.pid}.partial`;
-  writeFileSync(partial, data, { mode: 0o644 });
-  renameSync(partial, file);
-}
-
-/** A minimal /etc: who the users are (git and Python ask), nothing else of the host's. */
-function sandboxEtc(): string {
-  if (etcDir) return etcDir;
-  // Under the SWE home, not a shared /tmp: another user could plant a link there for a root worker to write through.
-  const dir = path.join(sweHome(), 'sandbox-etc');
-  mkdirSync(dir, { recursive: true, mode: 0o755 });
-  writeWhole(path.join(dir, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nnobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/workspace:/bin/sh\n`);
-  writeWhole(path.join(dir, 'group'), `root:x:0:\nnogroup:x:${SANDBOX_UID}:\n`);
-  writeWhole(path.join(dir, 'hosts'), '127.0.0.1 localhost sandbox\n');
-  etcDir = dir;
-  return dir;
-}
-
-let filterFile: string | null = null;
-
-/**
- * The seccomp program (seccomp.ts) compiled for this machine, in a file
- * (compiled once per process). A bubblewrap command line with `--seccomp N`
- * gets it as fd N: `openSync(seccompFile(), 'r')` in the child's stdio[N].
- */
-export function seccompFile(): string {
-  if (filterFile) return filterFile;
-  const file = path.join(sandboxEtc(), `seccomp-${process.arch}.bpf`);
-  writeWhole(file, compileSeccomp());
-  filterFile = file;
-  return file;
-}
-
-/**
- * The options that keep a sandbox's user namespace its last one and load the
- * seccomp filter from `fd`: for any bubblewrap command line (0.8 or later).
- */
-export function hardeningArgs(fd: number): string[] {
-  return ['--unshare-user', '--disable-userns', '--seccomp', String(fd)];
-}
-
 /** The fd (in the child's stdio) bubblewrap reads the seccomp program from. */
 const SECCOMP_FD = 4;
-
-export const asRoot = (): boolean => process.getuid?.() === 0;
-
-export function pathExists(p: string): boolean {
-  try {
-    lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The read-only system a bubblewrap sandbox here starts from: /usr, the top-level links into it, and the host /etc files named. */
-export function systemMounts(etcFiles: readonly string[]): string[] {
-  const args = ['--ro-bind', '/usr', '/usr'];
-  for (const top of ['bin', 'lib', 'lib64', 'sbin']) {
-    const host = `/${top}`;
-    if (!pathExists(host)) continue;
-    if (lstatSync(host).isSymbolicLink()) args.push('--symlink', `usr/${top}`, host);
-    else args.push('--ro-bind', host, host);
-  }
-  for (const file of etcFiles) if (pathExists(file)) args.push('--ro-bind', file, file);
-  return args;
-}
 
 /**
  * For bubblewrap started with `--info-fd 3` (stdio[3] a pipe): learns the
@@ -332,48 +256,6 @@ const WATCH_INTERVAL_MS = 1000;
 const SIZED_WATCH_INTERVAL_MS = 200;
 /** How often a running command's cgroup is asked whether it ran out of memory (a small file read). */
 const OOM_WATCH_INTERVAL_MS = 200;
-
-/**
- * A folder's disk use (blocks, so many small files count) and entries, as
- * find lists them (one process, not crossing into other file systems, not
- * following links; read as a stream, so a huge tree neither holds up the
- * worker nor fills its memory). `complete` is false when find could not read
- * all of it (a folder the sandbox user made unreadable, or one that went while
- * it read).
- */
-export function measureTree(dir: string): Promise<WorkspaceBound & { complete: boolean }> {
-  return new Promise((resolve) => {
-    const find = spawn('find', [dir, '-xdev', '-printf', '%b\\n'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let blocks = 0;
-    let entries = 0;
-    let partial = '';
-    find.stdout.setEncoding('utf8');
-    find.stdout.on('data', (chunk: string) => {
-      const lines = (partial + chunk).split('\n');
-      partial = lines.pop()!;
-      for (const line of lines) blocks += Number(line);
-      entries += lines.length;
-    });
-    find.on('error', () => resolve({ bytes: Number.POSITIVE_INFINITY, entries: Number.POSITIVE_INFINITY, complete: false }));
-    // %b counts 512-byte blocks.
-    find.on('close', (code) => resolve({ bytes: blocks * 512, entries, complete: code === 0 }));
-  });
-}
-
-const overBound = (size: WorkspaceBound, bound: WorkspaceBound) => size.bytes > bound.bytes || size.entries > bound.entries;
-
-/**
- * The workspace's size once its command has ended. A worker that is not root
- * runs its sandboxes as itself and cannot read what the command made
- * unreadable (chmod 000): it gives itself its rights back first, as it does to
- * remove the folder.
- */
-async function settledSize(dir: string): Promise<WorkspaceBound> {
-  const size = await measureTree(dir);
-  if (size.complete || asRoot()) return size;
-  await new Promise((resolve) => execFile('chmod', ['-R', 'u+rwX', '--', dir], resolve));
-  return measureTree(dir);
-}
 
 /**
  * Runs `command` with bash in a fresh sandbox. What the command does is in

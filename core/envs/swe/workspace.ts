@@ -17,7 +17,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { makeSizedFolder, releaseMounts } from '../sized-folder';
-import { giveToSandbox, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits, type WorkspaceBound } from './sandbox';
+import { giveToSandbox, runSandboxed, WORKSPACE, type CommandResult, type SandboxLimits } from './sandbox';
+import type { WorkspaceBound } from './workspace-size';
 import { SweDataError, type HarnessSSource, type SweInstance } from './instances';
 import { pythonPrefix, run, sweHome } from './trees';
 
