@@ -26,6 +26,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { startTimeOf } from './process-start';
 
 /** What one sandbox may use in total. */
 export interface CgroupLimits {
@@ -86,14 +87,6 @@ function readText(file: string): string | null {
   } catch {
     return null;
   }
-}
-
-/** The start time of a process (clock ticks since boot, /proc/<pid>/stat's 22nd field), or null when there is no such process. */
-function startTimeOf(pid: number): string | null {
-  const stat = readText(`/proc/${pid}/stat`);
-  if (stat === null) return null;
-  // The command name (field 2) is in parentheses and may hold spaces: fields are counted after its closing one.
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
 }
 
 /** This worker's prefix for its groups: its pid and that pid's start time. */

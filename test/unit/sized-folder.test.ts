@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { folderFull, imageOf, makeSizedFolder, mountsUnder } from '../../core/envs/sized-folder';
 import { removeTree, sweepWorkspaces } from '../../core/envs/swe/workspace';
-import { sweepAppWorldFolders } from '../../core/envs/appworld/servers';
+import { sweepAppWorldFolders } from '../../core/envs/appworld/state-folders';
 
 const asRoot = process.getuid?.() === 0;
 const rootTest = asRoot ? test : test.skip;

@@ -28,6 +28,7 @@ import { asRoot, seccompFile, sandboxKiller } from '../swe/sandbox';
 import { removeTree } from '../swe/workspace';
 import { AppWorldClient, AppWorldServerError, EvaluateOutput, parseOutput } from './client';
 import { appWorldSandboxArgv, DEFAULT_APPWORLD_LIMITS, nextSandboxUid, SANDBOX_ROOT, SECCOMP_FD, type AppWorldLimits, type SandboxSpec } from './sandbox';
+import { stateFolderPrefix, sweepAppWorldFolders } from './state-folders';
 
 export interface AppWorldServerSpec {
   /** The `appworld` command of the venv the package is installed in. */
@@ -202,38 +203,6 @@ function outputsFolder(dir: string, bytes: number, uid: number | null): string {
   return dir;
 }
 
-/** The start of every worker's state folder's name (in the system's temporary folder). */
-const STATE_PREFIX = 'harness-s-appworld-';
-
-/** A process as `<pid>.<start time>` (from /proc: a pid alone may have been reused); null when it is not running, or there is no /proc. */
-function processTag(pid: number | 'self'): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command's name (which may hold spaces), from the third on: the start time is the 22nd.
-    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-    return `${pid === 'self' ? process.pid : pid}.${start}`;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Removes the state folders of workers that are gone (their episodes'
- * folders, the file systems mounted in them unmounted first): a worker's
- * folder names its process, so one still running keeps its own. Nothing is
- * swept where there is no /proc to tell. Returns the names removed.
- */
-export function sweepAppWorldFolders(root = os.tmpdir()): string[] {
-  if (processTag('self') === null) return [];
-  const removed: string[] = [];
-  for (const name of readdirSync(root)) {
-    const owner = new RegExp(`^${STATE_PREFIX}(\\d+)\\.(\\d+)-`).exec(name);
-    if (!owner || processTag(Number(owner[1])) === `${owner[1]}.${owner[2]}`) continue;
-    if (removeTree(path.join(root, name), { loops: true })) removed.push(name);
-  }
-  return removed;
-}
-
 interface Server {
   sandbox: Sandbox;
   id: string;
@@ -318,7 +287,7 @@ export class AppWorldServers {
         swept = true;
         sweepAppWorldFolders();
       }
-      this.state = mkdtempSync(path.join(os.tmpdir(), `${STATE_PREFIX}${processTag('self') ?? `${process.pid}.0`}-`));
+      this.state = mkdtempSync(path.join(os.tmpdir(), stateFolderPrefix()));
       chmodSync(this.state, 0o711);
       mkdirSync(path.join(this.state, 'eval'), { mode: 0o755 });
     }
