@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { mapWithConcurrency } from '../core/concurrency';
 import { FAILURE_TYPES } from '../core/failure-types';
-import type { Environment } from '../core/envs/environment';
+import type { Environment } from '../core/harness/environment';
 import { parseEvolutionConfig, type EvolutionConfig } from '../core/evolution/config';
 import type { EvolutionGroup } from '../core/evolution/diagnosis';
 import type { SiblingDirection } from '../core/evolution/failure-directions';

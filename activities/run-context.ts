@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { LatencyProfile } from '../workers/sim-cluster/latency';
 import type { Logger } from 'pino';
 import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
-import type { Environment } from '../core/envs/environment';
+import type { Environment } from '../core/harness/environment';
 import { fetchFrozenPool } from '../core/envs/registry';
 import { FAILURE_TYPES } from '../core/failure-types';
 import type { Harness } from '../core/harness/harness';

@@ -1,5 +1,5 @@
 /** Which tasks a step, a probe pass or an evaluation runs (core/rl/task-sampling.ts). */
-import type { TaskRef } from '../core/envs/task';
+import type { TaskRef } from '../core/harness/task';
 import { tasksFor, type TaskPurpose } from '../core/rl/task-sampling';
 import type { RunContext } from './run-context';
 

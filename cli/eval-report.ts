@@ -1,5 +1,5 @@
 /** The table `harness-s eval` ends with: AgentBench's per-type table for DBBench, AppWorld's completion figures, success per kind elsewhere. */
-import type { Environment } from '../core/envs/environment';
+import type { Environment } from '../core/harness/environment';
 import { DbBenchEnvironment } from '../core/envs/dbbench/environment';
 import { agentBenchReport, type TypeAccuracy } from '../core/envs/dbbench/scoring';
 import type { EvalResult } from './eval';

@@ -3,7 +3,7 @@
  * env's tasks, with a progress bar; every trajectory stored in PostgreSQL.
  */
 import { SingleBar, Presets } from 'cli-progress';
-import type { Environment } from '../core/envs/environment';
+import type { Environment } from '../core/harness/environment';
 import type { Harness } from '../core/harness/harness';
 import { runEpisode } from '../core/harness/runtime';
 import { PolicyClient } from '../core/policy/client';

@@ -24,3 +24,18 @@ export function hashSeed(...parts: Array<string | number>): number {
   }
   return h >>> 0;
 }
+
+/**
+ * Draws `count` distinct items (fewer if the pool is smaller) by a partial
+ * Fisher-Yates shuffle seeded from (seed, step).
+ */
+export function drawDistinct<T>(pool: readonly T[], count: number, seed: number, step: number): T[] {
+  const random = mulberry32(hashSeed('tasks', seed, step));
+  const items = pool.slice();
+  const n = Math.min(count, items.length);
+  for (let i = 0; i < n; i++) {
+    const j = i + Math.floor(random() * (items.length - i));
+    [items[i], items[j]] = [items[j], items[i]];
+  }
+  return items.slice(0, n);
+}

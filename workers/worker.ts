@@ -15,7 +15,7 @@ import { ReplicaBalancer } from '../core/policy/replica-balancer';
 import { replicaTaskQueue, replicaUrl } from '../core/policy/replicas';
 import { ReplicaKeeper } from '../core/publish/replica-keeper';
 import type { RunConfig } from '../core/config';
-import type { Environment } from '../core/envs/environment';
+import type { Environment } from '../core/harness/environment';
 import type { EnvServices } from '../core/envs/registration';
 import { createEnvironment } from '../core/envs/registry';
 import { processSettings } from '../core/settings';

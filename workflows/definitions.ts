@@ -13,10 +13,10 @@ import type { WorkerReplicaViews } from '../core/policy/replicas';
 import type { ReplicaPublishOutcome } from './publish';
 import type { ReplicaStatus } from './replica-status';
 export type { ReplicaStatus } from './replica-status';
-import type { TaskRef } from '../core/envs/task';
+import type { TaskRef } from '../core/harness/task';
 import type { DrawnGroup } from '../core/rl/batch-fill';
 export type { EvaluationSummary } from '../core/rl/evaluation';
-export type { RunSummary, SiblingRescueStats } from '../core/rl/step-summary';
+export type { RunSummary, SiblingRescueStats } from '../core/report/run-summary';
 
 export const TASK_QUEUES = {
   control: 'harness-s-control',

@@ -10,7 +10,7 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
-import type { TaskRef } from '../core/envs/task';
+import type { TaskRef } from '../core/harness/task';
 import type { GroupSummary } from '../core/rl/groups';
 import type { WorkerReplicaViews } from '../core/policy/replicas';
 import type { RolloutGroupResult } from '../activities';

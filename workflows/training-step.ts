@@ -16,7 +16,7 @@ import {
   ApplicationFailure, condition, executeChild, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { TaskRef } from '../core/envs/task';
+import type { TaskRef } from '../core/harness/task';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { assembleTrainingGroups } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';

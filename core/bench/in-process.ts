@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { mapWithConcurrency } from '../concurrency';
 import type { RunConfig } from '../config';
-import type { Environment } from '../envs/environment';
+import type { Environment } from '../harness/environment';
 import type { SimWorld } from '../envs/sim/world';
 import { runEpisode } from '../harness/runtime';
 import { selectPool, splitPool } from '../harness/pool';

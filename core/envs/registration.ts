@@ -18,7 +18,7 @@ import type { FrozenPool } from '../harness/frozen-pool';
 import type { Harness } from '../harness/harness';
 import type { LoadedSpec } from '../harness/spec';
 import type { Settings } from '../settings';
-import type { Environment } from './environment';
+import type { Environment } from '../harness/environment';
 import type { SharedSessionLeases } from './session-leases';
 
 /** What every env config has: its kind, and where its harnesses come from when not the shipped pool. */

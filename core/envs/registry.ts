@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { EnvConfig } from './env-configs';
 import { ENV_KINDS } from './env-configs';
-import type { Environment } from './environment';
+import type { Environment } from '../harness/environment';
 import type { AnyEnvRegistration, EnvPool, EnvServices } from './registration';
 import { simRegistration } from './sim/registration';
 import { charsetRegistration } from './charset/registration';

@@ -8,9 +8,19 @@
  */
 import { contentHash, poolHash, type PoolManifest } from '../harness/frozen-pool';
 import type { RepairDirection } from '../harness/direction';
-import type { StoredCandidate } from '../store/evolution-store';
 import type { PoolEffect } from './effect-matrix';
 import type { CandidateResult, FreshEffect } from './selection';
+
+/** A candidate harness as the evolution store keeps it. */
+export interface StoredCandidate {
+  candidateId: string;
+  round: number;
+  direction: string;
+  slot: number;
+  parent: string;
+  spec: Record<string, unknown>;
+  version: string;
+}
 
 /** A sibling as frozen: its validation figures, and its effect on its targets measured afresh (what it is judged by). */
 export type FrozenSibling = CandidateResult & FreshEffect & { validationRescueRate: number };

@@ -4,7 +4,7 @@
  * (core/harness/spec.ts) or, for the sim, from its world file.
  */
 import type { RepairDirection } from './direction';
-import type { TaskRef } from '../envs/task';
+import type { TaskRef } from './task';
 
 export type ActionRealization =
   | { ok: true; action: string; repaired: boolean }

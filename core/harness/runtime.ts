@@ -2,7 +2,7 @@
  * The harness runtime: one agent loop for every environment and harness.
  * It records each assistant turn's exact tokens so training never re-tokenizes.
  */
-import type { Environment, Episode, StepOutcome } from '../envs/environment';
+import type { Environment, Episode, StepOutcome } from './environment';
 import type { Policy, PolicyReply } from '../policy/client';
 import {
   assembleTokenSamples, type ChatMessage, type HarnessIntervention, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens,

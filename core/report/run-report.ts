@@ -6,7 +6,8 @@
  */
 import { parseStoredRunConfig } from '../config';
 import type { EvaluationSummary } from '../rl/evaluation';
-import { summarizeRunSteps, type RunSpend, type RunSummary } from '../rl/step-summary';
+import type { RunSpend } from '../rl/step-summary';
+import { summarizeRunSteps, type RunSummary } from './run-summary';
 import type { BehaviorProfiles } from '../router/profiles';
 import type { RunStore, StoredRoutingDecision } from '../store/run-store';
 import type { StoredStepSummary } from '../store/rows';

@@ -7,8 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { RouterStrategy, VoterConfig } from '../config';
-import { hashSeed } from '../random';
-import { drawDistinct } from '../rl/task-sampling';
+import { drawDistinct, hashSeed } from '../random';
 import type { BehaviorProfiles } from './profiles';
 import { rankByValidation, type DeadGroup } from './validation';
 import { bordaCount, collectVotes, failureSummary, type VoteContext, type VoteOutcome } from './vote';

@@ -9,6 +9,9 @@ import type { ChatMessage, FailureType } from '../policy/trajectory';
 import { UserError } from '../errors';
 import { contentHash } from '../harness/frozen-pool';
 import { storableMessage } from './rows';
+import type { StoredCandidate } from '../evolution/freeze';
+
+export type { StoredCandidate };
 
 export class EvolutionNameInUseError extends UserError {
   override name = 'EvolutionNameInUseError';
@@ -46,16 +49,6 @@ export interface StoredProposal {
   verdict: 'accepted' | 'invalid' | 'off_direction';
   reason: string | null;
   createdAt: Date;
-}
-
-export interface StoredCandidate {
-  candidateId: string;
-  round: number;
-  direction: string;
-  slot: number;
-  parent: string;
-  spec: Record<string, unknown>;
-  version: string;
 }
 
 export interface StoredPool {

@@ -13,7 +13,7 @@ import { AppWorldEnvironment, type AppWorldEpisode } from '../../core/envs/appwo
 import { processesOfUid, SANDBOX_ROOT } from '../../core/envs/appworld/sandbox';
 import { SOCKET_DIR } from '../../core/envs/appworld/servers';
 import { sizedFolderSupport } from '../../core/envs/sized-folder';
-import type { StepOutcome } from '../../core/envs/environment';
+import type { StepOutcome } from '../../core/harness/environment';
 import { loadFixtureTasks, setupAppWorld } from '../../infra/appworld/install';
 
 const tasks = loadFixtureTasks();

@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseRunConfig, type RunConfigInput } from '../../core/config';
-import type { Environment } from '../../core/envs/environment';
+import type { Environment } from '../../core/harness/environment';
 import { serverKey } from '../../core/envs/session-leases';
 import { KEYPAD_DIR } from '../../core/envs/openenv/install-location';
 import { RunStore } from '../../core/store/run-store';

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { WebSocketServer } from 'ws';
 import { parseRunConfig, type RunConfigInput } from '../../core/config';
 import { UserError } from '../../core/errors';
-import type { Environment } from '../../core/envs/environment';
+import type { Environment } from '../../core/harness/environment';
 import { createEnvironment, harnessById } from '../../core/envs/registry';
 import { openEnvHealthy } from '../../core/envs/openenv/client';
 import { KEYPAD_DIR } from '../../core/envs/openenv/install-location';

@@ -9,7 +9,7 @@
  */
 import { SweEnvironment, type SweEpisodeResult } from '../../core/envs/swe/environment';
 import { loadSweData, setupInstanceSet } from '../../core/envs/swe/build';
-import type { StepOutcome } from '../../core/envs/environment';
+import type { StepOutcome } from '../../core/harness/environment';
 import { specFiles, specHarnesses } from '../../core/envs/registry';
 import { SWE_POOL_DIR, sweRegistration } from '../../core/envs/swe/registration';
 import { loadHarnessPool } from '../../core/harness/spec';

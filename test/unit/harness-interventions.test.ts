@@ -1,5 +1,5 @@
 /** The runtime marks what the harness did to the conversation, on the message it shaped. */
-import type { Environment, Episode, StepOutcome } from '../../core/envs/environment';
+import type { Environment, Episode, StepOutcome } from '../../core/harness/environment';
 import type { Harness } from '../../core/harness/harness';
 import { runEpisode } from '../../core/harness/runtime';
 import type { Policy } from '../../core/policy/client';

@@ -3,7 +3,7 @@ import type { BehaviorProfiles, KindCell } from '../../core/router/profiles';
 import type { StoredRoutingDecision } from '../../core/store/run-store';
 import type { StoredStepSummary } from '../../core/store/rows';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
-import { summarizeRunSteps } from '../../core/rl/step-summary';
+import { summarizeRunSteps } from '../../core/report/run-summary';
 import type { CompareResult } from '../../cli/compare';
 import type { RunReportData } from '../../core/report/run-report';
 

@@ -1,4 +1,5 @@
-import { summarizeRunSteps, type StepSummary } from '../../core/rl/step-summary';
+import type { StepSummary } from '../../core/rl/step-summary';
+import { summarizeRunSteps } from '../../core/report/run-summary';
 
 const step = (n: number, base: number, siblings: StepSummary['siblings']): StepSummary => ({
   step: n, policyVersionBefore: `v${n}`, policyVersion: `v${n + 1}`, profileVersion: 1, tasks: 4, baseRollouts: 16,

@@ -1,5 +1,5 @@
 /** The runtime with an env that offers tools: function calls in, tool messages out, each call answered once. */
-import type { Environment, Episode, StepOutcome } from '../../core/envs/environment';
+import type { Environment, Episode, StepOutcome } from '../../core/harness/environment';
 import type { Harness } from '../../core/harness/harness';
 import { runEpisode, toolCallAction } from '../../core/harness/runtime';
 import type { Policy, PolicyReply, PolicyRequest } from '../../core/policy/client';

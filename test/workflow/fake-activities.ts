@@ -16,10 +16,11 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { RunActivities as Activities } from '../../activities';
 import { parseRunConfig, RunConfigError, type RunConfig } from '../../core/config';
-import type { TaskRef } from '../../core/envs/task';
+import type { TaskRef } from '../../core/harness/task';
 import type { EvaluationSummary } from '../../core/rl/evaluation';
 import type { RolloutSummary } from '../../core/rl/groups';
-import { summarizeRunSteps, totalSpend, type StepSummary } from '../../core/rl/step-summary';
+import { totalSpend, type StepSummary } from '../../core/rl/step-summary';
+import { summarizeRunSteps } from '../../core/report/run-summary';
 import { checkpointDue } from '../../core/rl/training-checkpoints';
 import { type BatchGroup, readTrainingBatch } from '../../core/rl/training-batch';
 import { UserError } from '../../core/errors';

@@ -17,8 +17,8 @@ import { specHarness } from '../../harness/spec-harness';
 import { loadHarnessPool, specFiles, type LoadedSpec } from '../../harness/spec';
 import type { Harness } from '../../harness/harness';
 import { formatZodError } from '../../zod-errors';
-import type { Environment, Episode, StepOutcome } from '../environment';
-import type { TaskRef } from '../task';
+import type { Environment, Episode, StepOutcome } from '../../harness/environment';
+import type { TaskRef } from '../../harness/task';
 import { UserError } from '../../errors';
 
 export const CHARSET_TASKS_FILE = path.join(__dirname, 'tasks.json');

@@ -2,8 +2,8 @@
  * DBBench as an Environment: AgentBench's tasks and protocol, each episode
  * in its own sandbox on a MySQL-compatible server.
  */
-import type { Environment, Episode, StepOutcome } from '../environment';
-import type { TaskRef } from '../task';
+import type { Environment, Episode, StepOutcome } from '../../harness/environment';
+import type { TaskRef } from '../../harness/task';
 import type { Harness } from '../../harness/harness';
 import { agentBenchOpening, agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './agentbench-protocol';
 import { SandboxHost, type Sandbox, type SandboxHostOptions } from './sandbox';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { FailureDirections } from '../../evolution/failure-directions';
 import type { Harness } from '../../harness/harness';
 import { UserError } from '../../errors';
-import type { Environment } from '../environment';
+import type { Environment } from '../../harness/environment';
 import type { AnyEnvRegistration, EnvRegistration } from '../registration';
 import { isModulePath, MODULE_KIND, ModuleEnvConfig } from './config';
 

@@ -2,8 +2,8 @@
  * The SIMULATED environment: a task of a kind succeeds when the agent performs
  * every behaviour the kind requires and then finishes, within its turn budget.
  */
-import type { Environment, Episode, StepOutcome } from '../environment';
-import type { TaskRef } from '../task';
+import type { Environment, Episode, StepOutcome } from '../../harness/environment';
+import type { TaskRef } from '../../harness/task';
 import type { Harness } from '../../harness/harness';
 import { FINISH, loadSimWorld, turnCost, type SimWorld } from './world';
 import { simHarness } from './harnesses';

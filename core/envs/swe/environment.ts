@@ -3,8 +3,8 @@
  * a bubblewrap sandbox, the agent's tools (shell, editor, submit) called
  * through the OpenAI tools API, and SWE-bench's scoring of the final diff.
  */
-import type { Environment, Episode, StepOutcome } from '../environment';
-import type { TaskRef } from '../task';
+import type { Environment, Episode, StepOutcome } from '../../harness/environment';
+import type { TaskRef } from '../../harness/task';
 import type { Harness } from '../../harness/harness';
 import type { ToolDefinition } from '../../policy/trajectory';
 import { instanceKind, SweDataError, type SweInstance } from './instances';

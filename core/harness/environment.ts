@@ -3,7 +3,7 @@
  * (core/envs/registration.ts says how an env joins); the runtime, the router and the workflows see only this.
  */
 import type { ChatMessage, FailureType, ToolDefinition } from '../policy/trajectory';
-import type { Harness } from '../harness/harness';
+import type { Harness } from './harness';
 import type { TaskRef } from './task';
 
 
