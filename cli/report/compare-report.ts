@@ -8,7 +8,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunStore } from '../../core/store/run-store';
 import { budgetText, type CompareResult } from '../compare';
-import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, spendCurveChart, type ArmDifference, type Chart, type SpendPoint } from '../../core/report/charts';
+import { bandOverSeeds, differenceChart, evalEndChart, seedBandChart, spendCurveChart, type ArmDifference, type SpendPoint } from '../../core/report/compare-charts';
+import type { Chart } from '../../core/report/chart';
 import { stepSpend, type StepSpend } from '../../core/rl/step-summary';
 import { chartSections, renderPage, type PageSection, type Table } from '../../core/report/html';
 

@@ -3,7 +3,7 @@
  * SVG, no script, nothing fetched when it is viewed (its Content-Security-Policy
  * forbids every load, so a chart that wanted one would show as an error).
  */
-import type { Chart } from './charts';
+import type { Chart } from './chart';
 import { renderSvg } from './vega';
 
 export interface Table {

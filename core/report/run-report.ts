@@ -14,8 +14,9 @@ import type { StoredStepSummary } from '../store/rows';
 import { UserError } from '../errors';
 import { runLineage, type ParentRun, type RestoreEvent } from '../run-lineage';
 import {
-  deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart, type Chart,
-} from './charts';
+  deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart,
+} from './run-charts';
+import type { Chart } from './chart';
 import { chartSections, renderPage, type Table } from './html';
 import { isSimulatedEnv } from '../envs/sim/config';
 

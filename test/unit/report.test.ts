@@ -1,5 +1,6 @@
 /** The HTML reports of a run and of a compare: charts from stored data, inline SVG, nothing loaded from outside. */
-import { bandOverSeeds, trainerMetricPanel } from '../../core/report/charts';
+import { bandOverSeeds } from '../../core/report/compare-charts';
+import { trainerMetricPanel } from '../../core/report/run-charts';
 import { compareCharts, compareReportPage } from '../../cli/report/compare-report';
 import { runReportCharts, runReportPage } from '../../core/report/run-report';
 import { renderSvg } from '../../core/report/vega';
