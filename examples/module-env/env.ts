@@ -12,8 +12,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { Environment, Episode, StepOutcome } from '../../core/envs/environment';
-import type { TaskRef } from '../../core/envs/task';
+import type { Environment, Episode, StepOutcome } from '../../core/harness/environment';
+import type { TaskRef } from '../../core/harness/task';
 import type { Harness } from '../../core/harness/harness';
 
 /** The env's own settings, from `env.options` in the run config. */
