@@ -6,7 +6,7 @@
 import type { RunConfig } from '../core/config';
 import type { ReplicaBalancer } from '../core/policy/replica-balancer';
 import { ReplicaPolicy } from '../core/policy/replica-policy';
-import { TinkerClient } from '../core/rl/tinker/client';
+import { TinkerClient } from '../core/trainer/tinker/client';
 import { apiKeyOf } from '../core/secrets';
 
 export interface ActivityClients {

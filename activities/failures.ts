@@ -24,8 +24,8 @@ import { UserError } from '../core/errors';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { PublishError } from '../core/policy/publisher';
 import { NoReplicaError } from '../core/policy/replica-balancer';
-import { SamplerWeightsError } from '../core/policy/sampler-weights';
-import { TrainerError, TrainerModelGoneError } from '../core/rl/tinker/client';
+import { SamplerWeightsError } from '../core/trainer/sampler-weights';
+import { TrainerError, TrainerModelGoneError } from '../core/trainer/tinker/client';
 
 /** HTTP statuses with which a policy endpoint refuses the request itself (bad model or adapter name, bad key). */
 const REFUSED = [400, 401, 403, 404, 422];

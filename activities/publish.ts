@@ -16,7 +16,7 @@ import { Context } from '@temporalio/activity';
 import type { RunConfig } from '../core/config';
 import type { PublishResult } from '../core/policy/publisher';
 import { type PublishVia, type ReplicaVersionTarget, replicaUrl } from '../core/policy/replicas';
-import { adapterDirFromEnv } from '../core/policy/sampler-weights';
+import { adapterDirFromEnv } from '../core/trainer/sampler-weights';
 import { loadVersionOnReplica, type ReplicaLoadDeps } from '../core/publish/replica-loader';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';

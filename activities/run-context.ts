@@ -13,7 +13,7 @@ import { fetchFrozenPool } from '../core/envs/registry';
 import { FAILURE_TYPES } from '../core/failure-types';
 import type { Harness } from '../core/harness/harness';
 import { selectPool, splitPool } from '../core/harness/pool';
-import type { TrainerSessions } from '../core/rl/tinker/sessions';
+import type { TrainerSessions } from '../core/trainer/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import type { ActivityClients } from './clients';
 import type { ReplicaAddresses } from '../core/policy/replica-addresses';

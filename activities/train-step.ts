@@ -1,8 +1,8 @@
 /**
  * The trainer's activities (task queue harness-s-trainer): trainStep, one
- * optimizer step on a Tinker-compatible trainer (core/rl/trainer-step.ts),
+ * optimizer step on a Tinker-compatible trainer (core/trainer/trainer-step.ts),
  * and restoreTrainer, the run's model made anew from a checkpoint when the
- * trainer lost it, or a fork's first model (core/rl/trainer-restore.ts).
+ * trainer lost it, or a fork's first model (core/trainer/trainer-restore.ts).
  * Both heartbeat on a clock for as long as they run, also while a trainer
  * request is in flight (a trainer may hold a poll for minutes), and stop when
  * cancelled.
@@ -10,8 +10,8 @@
 import { Context } from '@temporalio/activity';
 import type { LogprobMismatch } from '../core/rl/logprob-mismatch';
 import { countTrainerRestore } from '../core/metrics';
-import { type RestoreInput, restoreTrainerModel } from '../core/rl/trainer-restore';
-import { mismatchOf, runTrainerStep, TRAINER_TOKENS_METRIC, type TrainerStepInput } from '../core/rl/trainer-step';
+import { type RestoreInput, restoreTrainerModel } from '../core/trainer/trainer-restore';
+import { mismatchOf, runTrainerStep, TRAINER_TOKENS_METRIC, type TrainerStepInput } from '../core/trainer/trainer-step';
 import { readTrainingBatch, type TrainingBatchRef } from '../core/rl/training-batch';
 import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';

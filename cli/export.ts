@@ -1,13 +1,13 @@
 /**
  * `harness-s export RUN`: the run's stored config names its trainer (where the
  * sampler weights are) and its inference server (where the export is checked);
- * the export itself is core/policy/export.ts. Results go to stdout, progress
+ * the export itself is core/publish/export.ts. Results go to stdout, progress
  * to stderr, as every command does.
  */
 import { parseStoredRunConfig } from '../core/config';
 import { UserError } from '../core/errors';
-import { checkServerOf, exportPolicy, type ExportCheck, type ExportManifest } from '../core/policy/export';
-import { TinkerClient } from '../core/rl/tinker/client';
+import { checkServerOf, exportPolicy, type ExportCheck, type ExportManifest } from '../core/publish/export';
+import { TinkerClient } from '../core/trainer/tinker/client';
 import { apiKeyOf } from '../core/secrets';
 import type { RunStore } from '../core/store/run-store';
 

@@ -24,7 +24,7 @@ export const FAILURE_TYPES = {
   // Final: the run (or evolution) fails with the message.
   /** The run config or the workflow input is invalid (also core/config.ts RunConfigError's name). */
   RunConfigError: 'RunConfigError',
-  /** A fork's parent has no checkpoint to start from (also core/rl/trainer-restore.ts NoCheckpointError's name). */
+  /** A fork's parent has no checkpoint to start from (also core/trainer/trainer-restore.ts NoCheckpointError's name). */
   NoCheckpointError: 'NoCheckpointError',
   /** The policy endpoint refuses the request itself (bad model or adapter name, bad key). */
   PolicyRequestRefused: 'PolicyRequestRefused',

@@ -13,7 +13,7 @@ import { viewerUrlFromEnv } from '../core/viewer-address';
 import { NativeConnection } from '@temporalio/worker';
 import { databaseUrlFromEnv, dbPoolSizeFromEnv, migrate, RunStore } from '../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from './temporal-env';
-import { trainerHeartbeatSecondsFromEnv } from '../core/rl/tinker/sessions';
+import { trainerHeartbeatSecondsFromEnv } from '../core/trainer/tinker/sessions';
 import { createLogger } from './logger';
 import { metricsPortFromEnv, startMetricsServer } from './metrics-server';
 import { installQuietTemporalRuntime } from './runtime';

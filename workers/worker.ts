@@ -19,7 +19,7 @@ import type { Environment } from '../core/harness/environment';
 import type { EnvServices } from '../core/envs/registration';
 import { createEnvironment } from '../core/envs/registry';
 import { processSettings } from '../core/settings';
-import { keepLiveRunSessions, SESSION_HEARTBEAT_SECONDS, TrainerSessions } from '../core/rl/tinker/sessions';
+import { keepLiveRunSessions, SESSION_HEARTBEAT_SECONDS, TrainerSessions } from '../core/trainer/tinker/sessions';
 import type { RunStore } from '../core/store/run-store';
 import { TASK_QUEUES } from '../workflows/definitions';
 

@@ -13,8 +13,8 @@ import path from 'node:path';
 import type { AdapterProbe } from '../policy/adapter-probe';
 import { publishAdapter, type PublishResult } from '../policy/publisher';
 import type { ReplicaVersionTarget } from '../policy/replicas';
-import { resolveSamplerWeights } from '../policy/sampler-weights';
-import type { TinkerClient } from '../rl/tinker/client';
+import { resolveSamplerWeights } from '../trainer/sampler-weights';
+import type { TinkerClient } from '../trainer/tinker/client';
 import type { ReplicaStore } from '../store/replica-store';
 import { countReplicaLoad } from '../metrics';
 

@@ -5,7 +5,6 @@
 import type { GroupSummary, TrainingGroup } from './groups';
 import { isDeadGroup } from './rescue';
 import type { DroppedGroup } from './batch-fill';
-import type { EvaluationSummary } from './evaluation';
 import type { LogprobMismatch } from './logprob-mismatch';
 import { meanAndStdErr } from '../stats';
 

@@ -22,7 +22,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { type EnginePorts, enginePortsFromEnv, enginesStateDir, SERVED_MODEL_NAME, SKYRL, venvDir, VLLM } from './catalog';
 import { alive, EngineSetupError, installedEngines, type InstalledEngines } from './install';
-import { adapterDirFromEnv } from '../../core/policy/sampler-weights';
+import { adapterDirFromEnv } from '../../core/trainer/sampler-weights';
 import { RESOLVER_FOLDER } from '../../core/publish/replica-loader';
 
 const ServerState = z.object({ pid: z.number().int(), port: z.number().int(), url: z.string(), log: z.string() });

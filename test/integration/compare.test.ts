@@ -11,7 +11,7 @@ import { planCompare, runCompare } from '../../cli/compare';
 import { createActivities } from '../../activities';
 import { createEnvironment } from '../../core/envs/registry';
 import { totalSpend, type StepSummary } from '../../core/rl/step-summary';
-import { TrainerSessions } from '../../core/rl/tinker/sessions';
+import { TrainerSessions } from '../../core/trainer/tinker/sessions';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 import { loadLatencyProfiles, modelledGpuSeconds } from '../../workers/sim-cluster/latency';
 import { silentLogger, startTestStack, type TestStack } from './stack';

@@ -12,7 +12,7 @@ import { parseRunConfig, type RunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
 import { drawDistinct, splitTasks } from '../../core/rl/task-sampling';
 import { startTestStack, silentLogger, uniqueRunId, type TestStack } from './stack';
-import { TrainerSessions } from '../../core/rl/tinker/sessions';
+import { TrainerSessions } from '../../core/trainer/tinker/sessions';
 
 let stack: TestStack;
 beforeAll(async () => {

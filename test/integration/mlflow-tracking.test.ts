@@ -16,7 +16,7 @@ import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import { loadRunReport, runReportPage } from '../../core/report/run-report';
 import { createEnvironment } from '../../core/envs/registry';
-import { TrainerSessions } from '../../core/rl/tinker/sessions';
+import { TrainerSessions } from '../../core/trainer/tinker/sessions';
 import { MlflowClient, type MlflowMetric } from '../../core/tracking/mlflow/client';
 import { mlflowTrackerFor, RUN_ID_TAG } from '../../core/tracking/mlflow/registration';
 import { mlflowInstall } from '../../infra/mlflow/install';

@@ -1,6 +1,6 @@
 /**
  * A Tinker-compatible test trainer for runs whose policy is scripted (not
- * the sim's): the wire protocol of core/rl/tinker/wire.ts (sessions,
+ * the sim's): the wire protocol of core/trainer/tinker/wire.ts (sessions,
  * protobuf forward_backward, seq_id exactly-once, save_weights_for_sampler
  * with an archive download, save_weights of the training state), recording every Datum it receives so tests can
  * check them. It trains nothing: forward_backward answers the sampling
@@ -19,7 +19,7 @@ import {
   encodeForwardBackwardResult,
   PROTOBUF_CONTENT_TYPE,
   type WireDatum,
-} from '../../core/rl/tinker/wire';
+} from '../../core/trainer/tinker/wire';
 import { SCRIPTED_LOGPROB } from './scripted-policy-server';
 
 export interface RecordingTrainer {

@@ -15,7 +15,7 @@ import { createActivities } from '../../activities';
 import { parseRunConfig } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
 import { buildProfiles } from '../../core/router/profiles';
-import { TrainerSessions } from '../../core/rl/tinker/sessions';
+import { TrainerSessions } from '../../core/trainer/tinker/sessions';
 
 const SIBLINGS = ['ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
 let stack: TestStack;

@@ -18,9 +18,9 @@ import type {
 import pino from 'pino';
 import { SIM_PROPOSER_MODEL } from '../../core/envs/sim/proposer';
 import { baseHarness, loadSimWorld, SimHarness } from '../../core/envs/sim/world';
-import { resolveSamplerWeights } from '../../core/policy/sampler-weights';
-import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/rl/tinker/client';
-import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/rl/tinker/wire';
+import { resolveSamplerWeights } from '../../core/trainer/sampler-weights';
+import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/trainer/tinker/client';
+import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/trainer/tinker/wire';
 import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
 import { SimClusterStore } from '../../workers/sim-cluster/checkpoints';
 import { SimTrainerServer } from '../../workers/sim-cluster/trainer-server';

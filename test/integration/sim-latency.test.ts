@@ -9,8 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
-import { TinkerClient } from '../../core/rl/tinker/client';
-import type { WireDatum } from '../../core/rl/tinker/wire';
+import { TinkerClient } from '../../core/trainer/tinker/client';
+import type { WireDatum } from '../../core/trainer/tinker/wire';
 import type { LatencyReport } from '../../workers/sim-cluster/latency';
 import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
 

@@ -8,8 +8,8 @@
  */
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
-import { STEP_OPS } from '../../core/rl/trainer-ops';
-import { TinkerClient } from '../../core/rl/tinker/client';
+import { STEP_OPS } from '../../core/trainer/trainer-ops';
+import { TinkerClient } from '../../core/trainer/tinker/client';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { startTestStack, type TestStack, uniqueRunId } from './stack';
 

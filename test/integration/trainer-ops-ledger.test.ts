@@ -2,8 +2,8 @@
  * The seq_id ledger in PostgreSQL: what makes every trainer op of a step
  * exactly-once under retries, and lets an op the trainer failed be sent anew.
  */
-import { runLedgerOp, STEP_OPS } from '../../core/rl/trainer-ops';
-import { TrainerError } from '../../core/rl/tinker/client';
+import { runLedgerOp, STEP_OPS } from '../../core/trainer/trainer-ops';
+import { TrainerError } from '../../core/trainer/tinker/client';
 import { RunStore } from '../../core/store/run-store';
 import { TEST_DATABASE_URL } from './env';
 import { uniqueRunId } from './stack';

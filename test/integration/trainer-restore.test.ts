@@ -11,9 +11,9 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { checkExport, configHash, EXPORT_MANIFEST, exportPolicy } from '../../core/policy/export';
+import { checkExport, configHash, EXPORT_MANIFEST, exportPolicy } from '../../core/publish/export';
 import { metricsRegistry } from '../../core/metrics';
-import { TinkerClient } from '../../core/rl/tinker/client';
+import { TinkerClient } from '../../core/trainer/tinker/client';
 import { SIM_ADAPTER_PARAMS_FILE } from '../../workers/sim-cluster/checkpoints';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { runView, forkRun } from '../../cli/runs';

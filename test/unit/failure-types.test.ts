@@ -10,8 +10,8 @@ import { asWorkflowFailure } from '../../activities/failures';
 import { RunConfigError } from '../../core/config';
 import { FAILURE_TYPES } from '../../core/failure-types';
 import { PublishError } from '../../core/policy/publisher';
-import { TrainerError, TrainerModelGoneError } from '../../core/rl/tinker/client';
-import { NoCheckpointError } from '../../core/rl/trainer-restore';
+import { TrainerError, TrainerModelGoneError } from '../../core/trainer/tinker/client';
+import { NoCheckpointError } from '../../core/trainer/trainer-restore';
 import { isFinal, outageOf, trainerModelLost } from '../../workflows/failures';
 
 /** What an activity throws when `err` escapes it. */

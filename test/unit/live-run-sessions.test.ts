@@ -1,10 +1,10 @@
 /**
  * A trainer worker's loop over the run store's live runs: which trainer
- * sessions its keepers heartbeat (core/rl/tinker/sessions.ts). The run store
+ * sessions its keepers heartbeat (core/trainer/tinker/sessions.ts). The run store
  * is a list here; no heartbeat is sent (the keepers' clocks are an hour).
  */
 import type { Logger } from 'pino';
-import { keepLiveRunSessions, TrainerSessions, type LiveRunSessions } from '../../core/rl/tinker/sessions';
+import { keepLiveRunSessions, TrainerSessions, type LiveRunSessions } from '../../core/trainer/tinker/sessions';
 import type { LiveTrainerSession } from '../../core/store/run-store';
 
 const HOUR = 3600;

@@ -7,8 +7,8 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { c as tarCreate } from 'tar';
-import { resolveSamplerWeights, SamplerWeightsError } from '../../core/policy/sampler-weights';
-import { TinkerClient } from '../../core/rl/tinker/client';
+import { resolveSamplerWeights, SamplerWeightsError } from '../../core/trainer/sampler-weights';
+import { TinkerClient } from '../../core/trainer/tinker/client';
 
 const unreachable = new TinkerClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'x', pollSeconds: 1, connectionRetrySeconds: 0.01 });
 

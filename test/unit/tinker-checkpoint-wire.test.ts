@@ -6,7 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/rl/tinker/client';
+import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/trainer/tinker/client';
 import {
   ListCheckpointsResponse,
   LoadWeightsRequest,
@@ -14,7 +14,7 @@ import {
   SaveWeightsRequest,
   SaveWeightsResult,
   WeightsInfoResponse,
-} from '../../core/rl/tinker/wire';
+} from '../../core/trainer/tinker/wire';
 
 describe('training-state schemas', () => {
   test('a save_weights body names its checkpoint with letters, digits, "_" and "-"; seq_id and type are optional, as the SDK sends them', () => {

@@ -7,7 +7,7 @@ import {
   encodeSampleResult,
   errorMessage,
   parseTinkerPath,
-} from '../../core/rl/tinker/wire';
+} from '../../core/trainer/tinker/wire';
 
 test('a forward_backward body survives protobuf: tokens as int32, int64 targets, float32 log-probs, seq_id and loss', () => {
   const body = {

@@ -1,5 +1,5 @@
 /** When a step saves the training state, and which checkpoints are kept. */
-import { checkpointDue, checkpointsBeyondKeep, trainingCheckpointName } from '../../core/rl/training-checkpoints';
+import { checkpointDue, checkpointsBeyondKeep, trainingCheckpointName } from '../../core/trainer/training-checkpoints';
 
 test('a checkpoint is due after every N-th step and after the last one; every 0 saves after the last only', () => {
   const due = (every: number, steps: number) => [...Array(steps).keys()].filter((step) => checkpointDue(step, { steps, checkpoint: { every } }));

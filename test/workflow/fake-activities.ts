@@ -21,7 +21,7 @@ import type { EvaluationSummary } from '../../core/rl/evaluation';
 import type { RolloutSummary } from '../../core/rl/groups';
 import { totalSpend, type StepSummary } from '../../core/rl/step-summary';
 import { summarizeRunSteps } from '../../core/report/run-summary';
-import { checkpointDue } from '../../core/rl/training-checkpoints';
+import { checkpointDue } from '../../core/trainer/training-checkpoints';
 import { type BatchGroup, readTrainingBatch } from '../../core/rl/training-batch';
 import { UserError } from '../../core/errors';
 import type { RestoreTrainerResult } from '../../activities/train-step';

@@ -116,7 +116,7 @@ function toRegistration(module: string, file: string, env: ModuleEnv & { harness
       }
       const built = env.create(options, pool.harnesses());
       const missing = ['listTasks', 'describeTask', 'harnesses', 'startEpisode'].filter((m) => typeof (built as unknown as Record<string, unknown>)?.[m] !== 'function');
-      if (missing.length > 0) throw new ModuleEnvError(`env module '${module}' (${file}): create() returned no Environment: it lacks ${missing.join(', ')} (core/envs/environment.ts)`);
+      if (missing.length > 0) throw new ModuleEnvError(`env module '${module}' (${file}): create() returned no Environment: it lacks ${missing.join(', ')} (core/harness/environment.ts)`);
       if (built.id !== env.name) throw new ModuleEnvError(`env module '${module}' (${file}): its Environment's id is '${built.id}', not its name '${env.name}'`);
       return built;
     },

@@ -14,8 +14,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { x as extract } from 'tar';
-import type { TinkerClient } from '../rl/tinker/client';
-import { parseTinkerPath } from '../rl/tinker/wire';
+import type { TinkerClient } from './tinker/client';
+import { parseTinkerPath } from './tinker/wire';
 
 export class SamplerWeightsError extends Error {
   override name = 'SamplerWeightsError';

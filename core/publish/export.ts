@@ -17,10 +17,10 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parseStoredRunConfig } from '../config';
 import { UserError } from '../errors';
-import type { TinkerClient } from '../rl/tinker/client';
+import type { TinkerClient } from '../trainer/tinker/client';
 import type { RunStore } from '../store/run-store';
-import { publishAdapter, PublishError } from './publisher';
-import { resolveSamplerWeights } from './sampler-weights';
+import { publishAdapter, PublishError } from '../policy/publisher';
+import { resolveSamplerWeights } from '../trainer/sampler-weights';
 import { isSimulatedEnv } from '../envs/sim/config';
 
 export const EXPORT_MANIFEST = 'harness-s-export.json';
