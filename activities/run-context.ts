@@ -5,7 +5,7 @@
  * written from the run store into this host's pools folder when it lacks it.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import type { LatencyProfile } from '../workers/sim-cluster/latency';
+import type { LatencyProfile } from '../core/latency-profiles';
 import type { Logger } from 'pino';
 import { keepPreEvaluationShape, parseStoredRunConfig, type RunConfig } from '../core/config';
 import type { Environment } from '../core/harness/environment';

@@ -16,7 +16,7 @@ import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
 import { envIdOf, fetchFrozenPool } from '../core/envs/registry';
 import { isSimulatedEnv } from '../core/envs/sim/config';
-import { type LatencyProfile, modelledGpuSeconds } from '../workers/sim-cluster/latency';
+import { type LatencyProfile, modelledGpuSeconds } from '../core/latency-profiles';
 
 /** A sim step's spend with its SIMULATED GPU-seconds under the latency model that runs (none when it is off). */
 function withGpuSeconds(summary: StepSummary, profile: LatencyProfile | null): StepSummary {

@@ -83,7 +83,7 @@ export function benchCommand(): Command {
   return new Command('bench')
     .description('measure orchestration overhead per rollout (in-process vs Temporal), step time and throughput sync vs pipelined under each SIMULATED latency profile, and history sizes')
     .option('--quick', 'a subset: 512 rollouts only, profile balanced, k = 0 and 1, 3 steps (under two minutes on 2 cores)')
-    .option('--profiles <list>', 'comma-separated latency profiles (default: all of workers/sim-cluster/latency-profiles.json)')
+    .option('--profiles <list>', 'comma-separated latency profiles (default: all of core/latency-profiles.json)')
     .option('--steps <n>', 'steps per run of (b)', number('--steps', 1, true))
     .option('--speedup <x>', 'simulated seconds per real second of the latency model (default 30; the own CPU time of the stack is magnified by it too: 10 keeps the phases within a few % of their modelled time)', number('--speedup', 1, false))
     .option('--json', 'machine-readable: {"overhead" (the 512-rollout figures), "overheadBySize", "rows", "history"}')

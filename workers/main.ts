@@ -7,7 +7,7 @@
  * Runs with `tracking.mlflow` are logged to $MLFLOW_TRACKING_URI.
  */
 import { Command } from 'commander';
-import { latencyProfileFromEnv } from './sim-cluster/latency';
+import { latencyProfileFromEnv } from '../core/latency-profiles';
 import { trackingEndpointsFromEnv } from '../core/tracking/registry';
 import { viewerUrlFromEnv } from '../core/viewer-address';
 import { NativeConnection } from '@temporalio/worker';

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import type { LatencyProfile } from './sim-cluster/latency';
+import type { LatencyProfile } from '../core/latency-profiles';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { type ActivityDeps, createActivities, replicaKeeperLoads } from '../activities';

@@ -13,7 +13,7 @@ import { createEnvironment } from '../../core/envs/registry';
 import { totalSpend, type StepSummary } from '../../core/rl/step-summary';
 import { TrainerSessions } from '../../core/trainer/tinker/sessions';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
-import { loadLatencyProfiles, modelledGpuSeconds } from '../../workers/sim-cluster/latency';
+import { loadLatencyProfiles, modelledGpuSeconds } from '../../core/latency-profiles';
 import { silentLogger, startTestStack, type TestStack } from './stack';
 
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -9,7 +9,7 @@ import { afterEvaluation, afterStep, assessHealth, type HealthWindow, LEARNING, 
 import { summarizeStep, totalSpend } from '../../core/rl/step-summary';
 import { tasksFor } from '../../core/rl/task-sampling';
 import { budgetStepCap, parseBudget, planCompare } from '../../cli/compare';
-import { loadLatencyProfiles, modelledGpuSeconds } from '../../workers/sim-cluster/latency';
+import { loadLatencyProfiles, modelledGpuSeconds } from '../../core/latency-profiles';
 
 const group = (rewards: number[], role: 'base' | 'rescue' = 'base', taskId = 't'): GroupSummary => ({
   taskId, kind: 'k', role,

@@ -6,7 +6,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LatencyModel, LatencyProfileError, loadLatencyProfiles, type LatencyProfile } from '../../workers/sim-cluster/latency';
+import { LatencyProfileError, loadLatencyProfiles, type LatencyProfile } from '../../core/latency-profiles';
+import { LatencyModel } from '../../workers/sim-cluster/latency';
 
 /**
  * Round numbers: a request of 100 prompt and 10 completion tokens takes

@@ -9,7 +9,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import { DEFAULT_WORLD_PATH, SimWorldError, loadSimWorld } from '../../core/envs/sim/world';
-import { LatencyProfileError, LatencyModel } from './latency';
+import { LatencyProfileError } from '../../core/latency-profiles';
+import { LatencyModel } from './latency';
 import { SIM_CLUSTER_PARTS, type SimClusterServes } from './request-counts';
 import { startSimCluster } from './server';
 
