@@ -11,8 +11,8 @@ import { databaseUrlFromEnv, migrate, dbPoolSizeFromEnv, RunStore } from '../cor
 import { trackingEndpointsFromEnv } from '../core/tracking/registry';
 import { viewerUrlFromEnv } from '../core/viewer-address';
 import { LatencyProfileError } from '../core/latency-profiles';
-import { LatencyModel, type SimLatencyOptions } from '../workers/sim-cluster/latency';
-import { startSimCluster } from '../workers/sim-cluster/server';
+import { LatencyModel, type SimLatencyOptions } from '../sim-cluster/latency';
+import { startSimCluster } from '../sim-cluster/server';
 import { createWorkers } from '../workers/worker';
 import { startMetricsServer } from '../workers/metrics-server';
 import { installQuietTemporalRuntime } from '../workers/runtime';

@@ -9,17 +9,12 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../workflows/definitions';
-import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
+import { namespaceFromEnv, temporalAddressFromEnv, uiUrlFor } from '../workers/temporal-env';
+
+export { uiUrlFor };
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
 
 export const DATA_DIR = path.join(PROJECT_ROOT, '.data');
-
-/** The dev server's UI listens on its frontend port + 1000 unless told otherwise. */
-export function uiUrlFor(address: string): string {
-  if (process.env.TEMPORAL_UI_URL) return process.env.TEMPORAL_UI_URL;
-  const [host, port] = address.split(':');
-  return `http://${host}:${Number(port) + 1000}`;
-}
 
 const SEARCH_ATTRIBUTE_FLAGS = Object.values(SEARCH_ATTRIBUTES).map((key) => {
   const type = { KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', TEXT: 'Text', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' }[key.type];

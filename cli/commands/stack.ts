@@ -8,7 +8,7 @@ import { metricsPortFromEnv } from '../../workers/metrics-server';
 import { namespaceFromEnv } from '../../workers/temporal-env';
 import { viewerAddressFromEnv } from '../../core/viewer-address';
 import { dbPoolSizeFromEnv } from '../../core/store/run-store';
-import { serveRunStore } from '../viewer/server';
+import { serveRunStore } from '../../viewer/server';
 import { runDemo } from '../demo';
 import { benchCommand } from '../bench';
 import { summaryText } from '../report';

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { databaseUrlFromEnv, dbPoolSizeFromEnv } from '../../core/store/run-store';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../../workers/temporal-env';
 import { DEFAULT_UI_HOST, viewerAddressFromEnv } from '../../core/viewer-address';
-import { serveRunStore } from '../viewer/server';
+import { serveRunStore } from '../../viewer/server';
 import { action, positiveInt, progress } from './shared';
 
 export function registerUiCommands(program: Command): void {

@@ -69,7 +69,7 @@ export interface StepSpend {
   completionTokens: number;
   /** The tokens the trainer's forward_backward processed. */
   trainerTokens: number;
-  /** SIMULATED: GPU-seconds of the step under the sim cluster's latency model, where it runs (workers/sim-cluster/latency.ts). */
+  /** SIMULATED: GPU-seconds of the step under the sim cluster's latency model, where it runs (sim-cluster/latency.ts). */
   gpuSeconds?: number;
 }
 

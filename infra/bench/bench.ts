@@ -18,7 +18,7 @@ import { parseRunConfig, type RunConfig, type RunConfigInput } from '../../core/
 import { createEnvironment } from '../../core/envs/registry';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import type { RunStore } from '../../core/store/run-store';
-import type { SimCluster } from '../../workers/sim-cluster/server';
+import type { SimCluster } from '../../sim-cluster/server';
 import { readLatency, resetLatency, startBenchCluster } from './sim-latency';
 import {
   benchRunId, releaseRun, runHistory, startBenchRun, stepsWallSeconds, waitForStepClosed, waitUntilHeld,

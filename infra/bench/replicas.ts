@@ -22,7 +22,7 @@ import type { RunConfigInput } from '../../core/config';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { harnessSRun } from '../../workflows';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { startBenchStack } from './stack';
 
 interface Options {

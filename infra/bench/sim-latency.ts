@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { SimWorld } from '../../core/envs/sim/world';
 import { loadLatencyProfiles } from '../../core/latency-profiles';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 
 /** The latency profiles the sim cluster ships with, by name (a bad profiles file fails here, naming what is wrong). */
 export function latencyProfileNames(): string[] {

@@ -11,7 +11,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { Client } from 'pg';
 import { migrate } from '../../core/store/run-store';
-import { serveRunStore } from '../../cli/viewer/server';
+import { serveRunStore } from '../../viewer/server';
 
 const ROLLOUTS_PER_STEP = 1000;
 const TASKS_PER_STEP = 100;

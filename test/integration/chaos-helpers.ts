@@ -19,7 +19,7 @@ import type { RunConfigInput } from '../../core/config';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { migrate, RunStore } from '../../core/store/run-store';
 import { startDevServer, type DevServer } from '../../infra/temporal-dev-server';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { installQuietTemporalRuntime } from '../../workers/runtime';
 import { silentLogger } from './stack';
 

@@ -14,7 +14,7 @@ import { parseStoredRunConfig } from '../../core/config';
 import { configHash, EXPORT_MANIFEST, exportPolicy, SIMULATED_LABEL } from '../../core/publish/export';
 import { TinkerClient } from '../../core/trainer/tinker/client';
 import { parseTinkerPath } from '../../core/trainer/tinker/wire';
-import { SIM_ADAPTER_PARAMS_FILE } from '../../workers/sim-cluster/checkpoints';
+import { SIM_ADAPTER_PARAMS_FILE } from '../../sim-cluster/checkpoints';
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';

@@ -31,7 +31,7 @@ import type { RunConfigInput } from '../../core/config';
 import { RunStore } from '../../core/store/run-store';
 import { harnessSRun } from '../../workflows';
 import { type RunStatus, statusQuery, TASK_QUEUES } from '../../workflows/definitions';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 import { silentLogger, uniqueRunId } from './stack';
 import { waitFor } from './waiting';
@@ -75,7 +75,7 @@ async function startReplica(host: TestHost): Promise<HostProcess> {
   const replica = host.start(
     'replica',
     [
-      process.execPath, '--import', 'tsx', 'workers/sim-cluster/main.ts', '--serve', 'inference', '--host', host.ip, '--port', String(REPLICA_PORT),
+      process.execPath, '--import', 'tsx', 'sim-cluster/main.ts', '--serve', 'inference', '--host', host.ip, '--port', String(REPLICA_PORT),
       '--data-dir', '.data/sim-replica', '--latency', 'balanced', '--servers', '1', '--speedup', String(SPEEDUP), '--log-level', 'warn',
     ],
     env,

@@ -9,7 +9,7 @@ import { changeRunConfig } from '../../cli/runs';
 import { Worker } from '@temporalio/worker';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { buildWorkflowBundle } from '../../workers/worker';
-import { startSimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster } from '../../sim-cluster/server';
 import { silentLogger } from './stack';
 import { sleep, waitFor as waitForWithin } from './waiting';
 

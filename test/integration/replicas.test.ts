@@ -13,7 +13,7 @@ import path from 'node:path';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { harnessSRun } from '../../workflows';
 import { statusQuery, TASK_QUEUES } from '../../workflows/definitions';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { silentLogger, startTestStack, type TestStack, uniqueRunId } from './stack';
 import { waitFor } from './waiting';
 

@@ -3,7 +3,7 @@
  * one process serving only the trainer, others each standing for one vLLM
  * replica (`serve`, `--servers 1` with a latency profile), the requests each
  * answered (/sim/requests), and the process entry's flags
- * (workers/sim-cluster/main.ts), run as a user runs it.
+ * (sim-cluster/main.ts), run as a user runs it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,9 +15,9 @@ import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { resolveSamplerWeights } from '../../core/trainer/sampler-weights';
 import { TinkerClient } from '../../core/trainer/tinker/client';
-import type { LatencyReport } from '../../workers/sim-cluster/latency';
-import type { SimRequestReport } from '../../workers/sim-cluster/request-counts';
-import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
+import type { LatencyReport } from '../../sim-cluster/latency';
+import type { SimRequestReport } from '../../sim-cluster/request-counts';
+import { type SimCluster, startSimCluster } from '../../sim-cluster/server';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const world = loadSimWorld();
@@ -242,9 +242,9 @@ interface SimProcess {
   stop(): Promise<void>;
 }
 
-/** Starts workers/sim-cluster/main.ts and waits for its ready line on stdout. */
+/** Starts sim-cluster/main.ts and waits for its ready line on stdout. */
 async function startProcess(args: string[]): Promise<SimProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/sim-cluster/main.ts', '--port', '0', '--log-level', 'warn', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim-cluster/main.ts', '--port', '0', '--log-level', 'warn', ...args], {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -264,14 +264,14 @@ async function startProcess(args: string[]): Promise<SimProcess> {
 
 /** Runs main.ts to its exit: its code and stderr. */
 async function runToExit(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/sim-cluster/main.ts', '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim-cluster/main.ts', '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   return { code, stderr };
 }
 
-describe('workers/sim-cluster/main.ts', () => {
+describe('sim-cluster/main.ts', () => {
   it('refuses flags that mean nothing with the others given, naming each, with exit code 2', async () => {
     const { code, stderr } = await runToExit(['--serve', 'trainer', '--servers', '1', '--keep-adapters', '--data-dir', tempDir()]);
     expect(code).toBe(2);

@@ -21,9 +21,9 @@ import { baseHarness, loadSimWorld, SimHarness } from '../../core/envs/sim/world
 import { resolveSamplerWeights } from '../../core/trainer/sampler-weights';
 import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/trainer/tinker/client';
 import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/trainer/tinker/wire';
-import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
-import { SimClusterStore } from '../../workers/sim-cluster/checkpoints';
-import { SimTrainerServer } from '../../workers/sim-cluster/trainer-server';
+import { type SimCluster, startSimCluster } from '../../sim-cluster/server';
+import { SimClusterStore } from '../../sim-cluster/checkpoints';
+import { SimTrainerServer } from '../../sim-cluster/trainer-server';
 
 const world = loadSimWorld();
 const BASE = world.model.name;

@@ -1,5 +1,5 @@
 /**
- * The SIMULATED cluster with its latency model on (workers/sim-cluster/latency.ts):
+ * The SIMULATED cluster with its latency model on (sim-cluster/latency.ts):
  * answers wait the profile's time divided by the speedup, and /sim/latency
  * accounts it. A check of the wiring, not a benchmark: lower bounds are
  * firm (a timer never fires early), upper bounds loose (a busy machine is slow).
@@ -11,8 +11,8 @@ import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { TinkerClient } from '../../core/trainer/tinker/client';
 import type { WireDatum } from '../../core/trainer/tinker/wire';
-import type { LatencyReport } from '../../workers/sim-cluster/latency';
-import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
+import type { LatencyReport } from '../../sim-cluster/latency';
+import { type SimCluster, startSimCluster } from '../../sim-cluster/server';
 
 const world = loadSimWorld();
 const silent = pino({ level: 'silent' });

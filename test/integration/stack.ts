@@ -12,7 +12,7 @@ import pino from 'pino';
 import type { RunConfigInput } from '../../core/config';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { RunStore } from '../../core/store/run-store';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { createWorkers, type QueueName } from '../../workers/worker';
 import { installQuietTemporalRuntime } from '../../workers/runtime';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
 import { installedEngines } from '../../infra/engines/install';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 
 const world = loadSimWorld();
 let cluster: SimCluster;

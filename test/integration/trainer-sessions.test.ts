@@ -12,7 +12,7 @@ import path from 'node:path';
 import { NativeConnection } from '@temporalio/worker';
 import { runView } from '../../cli/runs';
 import { loadSimWorld } from '../../core/envs/sim/world';
-import { startSimCluster, type SimCluster } from '../../workers/sim-cluster/server';
+import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 import { createWorkers, type QueueName } from '../../workers/worker';
 import { harnessSRun } from '../../workflows';
 import { pauseSignal, resumeSignal, statusQuery, TASK_QUEUES } from '../../workflows/definitions';

@@ -16,8 +16,8 @@ import { ReplicaAddresses } from '../../core/policy/replica-addresses';
 import { NoReplicaError, ReplicaBalancer } from '../../core/policy/replica-balancer';
 import { ReplicaPolicy } from '../../core/policy/replica-policy';
 import type { ReplicaReadiness } from '../../core/policy/replicas';
-import { type SimCluster, startSimCluster } from '../../workers/sim-cluster/server';
-import { SIM_ADAPTER_PARAMS_FILE } from '../../workers/sim-cluster/checkpoints';
+import { type SimCluster, startSimCluster } from '../../sim-cluster/server';
+import { SIM_ADAPTER_PARAMS_FILE } from '../../sim-cluster/checkpoints';
 
 const logger = pino({ level: 'silent' });
 const world = loadSimWorld();

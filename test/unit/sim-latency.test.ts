@@ -1,5 +1,5 @@
 /**
- * The SIMULATED latency model (workers/sim-cluster/latency.ts) on Jest's fake
+ * The SIMULATED latency model (sim-cluster/latency.ts) on Jest's fake
  * timers: every wait is exact, so the formula, the sequence cap and the
  * speedup are checked to the millisecond without real time passing.
  */
@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LatencyProfileError, loadLatencyProfiles, type LatencyProfile } from '../../core/latency-profiles';
-import { LatencyModel } from '../../workers/sim-cluster/latency';
+import { LatencyModel } from '../../sim-cluster/latency';
 
 /**
  * Round numbers: a request of 100 prompt and 10 completion tokens takes

@@ -1,7 +1,7 @@
 /** The trajectory viewer's pure parts: escaping by construction, its address from the environment, the search's cursor and filters. */
-import { html, href, raw, sparkline, withQuery } from '../../cli/viewer/layout';
-import { decodeCursor, encodeCursor, rolloutFilter } from '../../cli/viewer/trajectory-pages';
-import { groupFilter } from '../../cli/viewer/step-page';
+import { html, href, raw, sparkline, withQuery } from '../../viewer/layout';
+import { decodeCursor, encodeCursor, rolloutFilter } from '../../viewer/trajectory-pages';
+import { groupFilter } from '../../viewer/step-page';
 import { viewerAddressFromEnv, viewerUrlFromEnv } from '../../core/viewer-address';
 
 test('every value put in a page is escaped unless it is markup the viewer made', () => {

@@ -36,9 +36,9 @@
  * the request bodies and reply shapes.
  */
 import { randomBytes } from 'node:crypto';
-import { SimPolicyInputError, seededRandom } from '../../core/envs/sim/policy-model';
-import { END } from '../../core/envs/sim/tokenizer';
-import { CreateModelRequest, CreateSessionRequest, decodeForwardBackwardRequest, encodeForwardBackwardResult, encodeSampleResult, type ForwardBackwardBody, parseTinkerPath, PROTOBUF_CONTENT_TYPE, SessionHeartbeatRequest, TinkerWireError, UnloadModelRequest } from '../../core/trainer/tinker/wire';
+import { SimPolicyInputError, seededRandom } from '../core/envs/sim/policy-model';
+import { END } from '../core/envs/sim/tokenizer';
+import { CreateModelRequest, CreateSessionRequest, decodeForwardBackwardRequest, encodeForwardBackwardResult, encodeSampleResult, type ForwardBackwardBody, parseTinkerPath, PROTOBUF_CONTENT_TYPE, SessionHeartbeatRequest, TinkerWireError, UnloadModelRequest } from '../core/trainer/tinker/wire';
 import { type FutureRecord, hashBody } from './checkpoints';
 import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';

@@ -1,6 +1,6 @@
 /** The SIMULATED trainer's request bodies and reply shapes (FastAPI's, as SkyRL's server answers). */
 import { z } from 'zod';
-import { AdamParams, CHECKPOINT_NAME } from '../../core/trainer/tinker/wire';
+import { AdamParams, CHECKPOINT_NAME } from '../core/trainer/tinker/wire';
 import { type SimHttpReply } from './http';
 
 /** The sim trainer's limit, as SkyRL's max_lora_rank. */

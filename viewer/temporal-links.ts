@@ -4,7 +4,7 @@
  * column ('unknown'), never the page.
  */
 import { Client, Connection } from '@temporalio/client';
-import { uiUrlFor } from '../../infra/temporal-dev-server';
+import { uiUrlFor } from '../workers/temporal-env';
 import type { ViewerLinks } from './run-pages';
 
 /** How long a page waits for Temporal's answer before showing 'unknown'. */

@@ -25,11 +25,11 @@ import {
   SimPolicyInputError,
   SimPolicyModel,
   seededRandom,
-} from '../../core/envs/sim/policy-model';
-import { SIM_PROPOSER_MODEL, simProposal } from '../../core/envs/sim/proposer';
-import { type ChatMessage, END } from '../../core/envs/sim/tokenizer';
-import type { SimWorld } from '../../core/envs/sim/world';
-import { formatZodError } from '../../core/zod-errors';
+} from '../core/envs/sim/policy-model';
+import { SIM_PROPOSER_MODEL, simProposal } from '../core/envs/sim/proposer';
+import { type ChatMessage, END } from '../core/envs/sim/tokenizer';
+import type { SimWorld } from '../core/envs/sim/world';
+import { formatZodError } from '../core/zod-errors';
 import { SamplerWeightsRecord, SIM_ADAPTER_PARAMS_FILE, type SimClusterStore } from './checkpoints';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
 import type { LatencyModel } from './latency';

@@ -38,7 +38,7 @@
  * with at least one sequence in flight, per replica, averaged over replicas),
  * requests and sim tokens; trainer busy seconds, modelled ops and sim tokens.
  */
-import { DEFAULT_LATENCY_FILE, latencyProfile, LatencyProfileError, type LatencyProfile } from '../../core/latency-profiles';
+import { DEFAULT_LATENCY_FILE, latencyProfile, LatencyProfileError, type LatencyProfile } from '../core/latency-profiles';
 
 /** How the cluster is asked for the model (SimClusterOptions.latency, main.ts flags, the embedded stack's env). */
 export interface SimLatencyOptions {

@@ -1,6 +1,6 @@
 /**
  * Process entry of the SIMULATED cluster:
- *   tsx workers/sim-cluster/main.ts --port 8765 --data-dir .data/sim-cluster [--world FILE]
+ *   tsx sim-cluster/main.ts --port 8765 --data-dir .data/sim-cluster [--world FILE]
  *     [--serve all|inference|trainer] [--keep-adapters] [--session-timeout-seconds S]
  *     [--latency PROFILE [--speedup X] [--latency-file FILE] [--servers N]]
  * Logs (pino) go to stderr; once listening, one JSON line
@@ -8,8 +8,8 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
-import { DEFAULT_WORLD_PATH, SimWorldError, loadSimWorld } from '../../core/envs/sim/world';
-import { LatencyProfileError } from '../../core/latency-profiles';
+import { DEFAULT_WORLD_PATH, SimWorldError, loadSimWorld } from '../core/envs/sim/world';
+import { LatencyProfileError } from '../core/latency-profiles';
 import { LatencyModel } from './latency';
 import { SIM_CLUSTER_PARTS, type SimClusterServes } from './request-counts';
 import { startSimCluster } from './server';

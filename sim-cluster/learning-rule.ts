@@ -3,8 +3,8 @@
  * code: Tinker's importance-sampling loss and its gradient over the sim
  * policy's parameters, a forward pass, and one AdamW step. Pure functions.
  */
-import { type PolicyParams, SimPolicyInputError, type SimPolicyModel, addGradient } from '../../core/envs/sim/policy-model';
-import type { AdamParams, WireDatum } from '../../core/trainer/tinker/wire';
+import { type PolicyParams, SimPolicyInputError, type SimPolicyModel, addGradient } from '../core/envs/sim/policy-model';
+import type { AdamParams, WireDatum } from '../core/trainer/tinker/wire';
 
 /** A failure the caller caused; its future fails as the caller's error. */
 export class SimTrainerUserError extends Error {}

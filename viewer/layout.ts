@@ -4,7 +4,7 @@
  * the SIMULATED banner, tables, pagers and sparklines. Pages are plain HTML
  * with inline styles: no script, nothing fetched from anywhere else.
  */
-import { escapeHtml } from '../../core/report/html';
+import { escapeHtml } from '../core/report/html';
 
 /** Markup that is already safe: made by `html` or `raw`. */
 export class Html {

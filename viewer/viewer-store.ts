@@ -5,11 +5,11 @@
  * millions of rollouts opens as fast as a small one; nothing here writes.
  */
 import { Pool, type QueryResultRow } from 'pg';
-import { parseRow } from '../../core/store/rows';
-import { DEFAULT_DB_POOL_SIZE, RunStore, routingDecisionFromRow, stepRecord, type StepRecord, type StoredRoutingDecision } from '../../core/store/run-store';
-import type { ChatMessage, HarnessIntervention, TokenSample } from '../../core/policy/trajectory';
+import { parseRow } from '../core/store/rows';
+import { DEFAULT_DB_POOL_SIZE, RunStore, routingDecisionFromRow, stepRecord, type StepRecord, type StoredRoutingDecision } from '../core/store/run-store';
+import type { ChatMessage, HarnessIntervention, TokenSample } from '../core/policy/trajectory';
 import { z } from 'zod';
-import { UserError } from '../../core/errors';
+import { UserError } from '../core/errors';
 
 export interface RunRow {
   runId: string;

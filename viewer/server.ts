@@ -14,9 +14,9 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { redactedDatabaseUrl } from '../../core/store/run-store';
-import { UI_PORT_VARIABLE, ViewerConfigError } from '../../core/viewer-address';
-import { loadRunReport, runReportPage } from '../../core/report/run-report';
+import { redactedDatabaseUrl } from '../core/store/run-store';
+import { UI_PORT_VARIABLE, ViewerConfigError } from '../core/viewer-address';
+import { loadRunReport, runReportPage } from '../core/report/run-report';
 import { html, page } from './layout';
 import { runPage, runsPage, type ViewerLinks } from './run-pages';
 import { stepPage } from './step-page';

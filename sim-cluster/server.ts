@@ -10,7 +10,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import type { SimWorld } from '../../core/envs/sim/world';
+import type { SimWorld } from '../core/envs/sim/world';
 import { SimClusterStore } from './checkpoints';
 import { SimTrainerServer } from './trainer-server';
 import type { SimApi, SimHttpReply } from './http';

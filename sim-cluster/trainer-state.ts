@@ -4,9 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { type PolicyParams, SimPolicyInputError, SimPolicyModel } from '../../core/envs/sim/policy-model';
-import type { SimWorld } from '../../core/envs/sim/world';
-import { PROTOBUF_CONTENT_TYPE, RetrieveFutureRequest } from '../../core/trainer/tinker/wire';
+import { type PolicyParams, SimPolicyInputError, SimPolicyModel } from '../core/envs/sim/policy-model';
+import type { SimWorld } from '../core/envs/sim/world';
+import { PROTOBUF_CONTENT_TYPE, RetrieveFutureRequest } from '../core/trainer/tinker/wire';
 import { APPLIED_RETENTION, type AppliedOp, type FutureRecord, type SessionRecord, type SimClusterStore, type TrainingModelRecord } from './checkpoints';
 import { SimTrainerUserError } from './learning-rule';
 import type { SimHttpReply } from './http';

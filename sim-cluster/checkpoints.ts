@@ -29,8 +29,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { create as createTar } from 'tar';
 import { z } from 'zod';
-import { PolicyParams } from '../../core/envs/sim/policy-model';
-import { formatZodError } from '../../core/zod-errors';
+import { PolicyParams } from '../core/envs/sim/policy-model';
+import { formatZodError } from '../core/zod-errors';
 
 /** Finished futures kept on disk; older ones are deleted (their retries get 404 and are sent again). */
 export const FUTURE_RETENTION = 1000;

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import { parseTinkerPath, LoadWeightsRequest, SaveWeightsRequest, WeightsInfoRequest } from '../../core/trainer/tinker/wire';
+import { parseTinkerPath, LoadWeightsRequest, SaveWeightsRequest, WeightsInfoRequest } from '../core/trainer/tinker/wire';
 import { hashBody, SAFE_NAME, samplerWeightsUri } from './checkpoints';
 import { SimTrainerUserError } from './learning-rule';
 import type { SimHttpReply, SimHttpRequest } from './http';

@@ -1,8 +1,8 @@
 /**
  * The viewer's run-level pages: the runs, and one run's steps.
  */
-import { isSimulatedEnv } from '../../core/envs/sim/config';
-import type { StepRecord } from '../../core/store/run-store';
+import { isSimulatedEnv } from '../core/envs/sim/config';
+import type { StepRecord } from '../core/store/run-store';
 import { facts, fixed, href, html, page, pager, percent, sparkline, table, withQuery, type Html } from './layout';
 import type { RunRow, ViewerStore } from './viewer-store';
 
