@@ -10,7 +10,7 @@ import { UserError } from './errors';
 import { NO_API_KEY } from './secrets';
 import { FAILURE_TYPES } from './failure-types';
 import { EnvConfig, envFilesNamed } from './envs/env-configs';
-import { SIM_KIND } from './envs/sim/config';
+import { SIM_KIND } from './sim-kind';
 import { TrackingConfig } from './tracking/tracker-configs';
 import { DEFAULT_ROLLOUTS_PER_SLICE, STEP_LIMITS } from './rl/step-slices';
 import { PUBLISH_VIAS } from './policy/replicas';
