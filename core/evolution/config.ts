@@ -10,7 +10,7 @@ import { RepairDirection } from '../harness/direction';
 import { formatZodError, zodErrorPaths } from '../zod-errors';
 import { UserError } from '../errors';
 import { SIBLING_DIRECTIONS } from './failure-directions';
-import { isSimulatedEnv, SIM_KIND } from '../envs/sim/config';
+import { isSimulatedEnv, SIM_KIND } from '../sim-kind';
 
 /** A proposer: any OpenAI-compatible chat endpoint and model (a hosted LLM, vLLM, or the sim cluster's `sim-proposer`). */
 export const ProposerConfig = z.strictObject({

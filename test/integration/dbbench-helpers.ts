@@ -1,7 +1,7 @@
 /** What the DBBench integration tests share: where the server and the dev split are, and admin-side checks. */
 import path from 'node:path';
 import type { RowDataPacket } from 'mysql2/promise';
-import { DEFAULT_DBBENCH_MYSQL_URL } from '../../core/envs/dbbench/sandbox';
+import { DEFAULT_DBBENCH_MYSQL_URL } from '../../core/envs/dbbench/mysql-server';
 import type { AdminQueryable } from '../../core/envs/dbbench/sandbox-admin';
 
 export const DBBENCH_TEST_URL = process.env.DBBENCH_MYSQL_URL || DEFAULT_DBBENCH_MYSQL_URL;

@@ -60,3 +60,11 @@ export async function killSessionsOf(admin: AdminQueryable, name: string): Promi
     }
   }
 }
+
+export async function dropSandbox(admin: AdminQueryable, name: string): Promise<void> {
+  // Locked first, so no new session can log in between the kills and the drop.
+  await admin.query(`ALTER USER IF EXISTS ?@'%' ACCOUNT LOCK`, [name]).catch(() => undefined);
+  await killSessionsOf(admin, name);
+  await admin.query(`DROP USER IF EXISTS ?@'%'`, [name]);
+  await admin.query(`DROP DATABASE IF EXISTS ${quoteId(name)}`);
+}

@@ -10,7 +10,7 @@
  * unless started with --symbolic-links=0).
  */
 import { createConnection, type RowDataPacket } from 'mysql2/promise';
-import { DEFAULT_DBBENCH_MYSQL_URL, parseMysqlUrl } from './sandbox';
+import { DEFAULT_DBBENCH_MYSQL_URL, parseMysqlUrl } from './mysql-server';
 
 /** The caps the project's servers are started with. */
 export const DBBENCH_SERVER_CAPS = {

@@ -1,13 +1,9 @@
 /** The sim env's config (workflow-safe: the run config's `env` union holds it). */
 import { z } from 'zod';
 import { FrozenPoolHash, oneHarnessSource } from '../config-parts';
+import { SIM_KIND } from '../../sim-kind';
 
-export const SIM_KIND = 'sim';
-
-/** Whether an env id is the simulator's: everything that shows its results says SIMULATED. */
-export function isSimulatedEnv(envId: string | undefined): boolean {
-  return envId === SIM_KIND;
-}
+export { isSimulatedEnv, SIM_KIND } from '../../sim-kind';
 
 export const SimEnvConfig = z
   .strictObject({

@@ -4,67 +4,13 @@
  * cluster, same chat-completions interface). It reads the proposal request the
  * workflow sends and answers like a proposer would: one sentence of reasoning,
  * then a ```json block holding `{"spec": <full SimHarness>}`. It is no model:
- * it runs the documented, deterministic search below, so the same request
- * always gets the same answer.
- *
- * Reading the request. The request is the last fenced block opening with
- * ```` ```json proposal-request ```` in the last user message; when that
- * message is a refusal (it starts with "Your answer was refused:"), the most
- * recent user message holding such a block is read instead, and the answer is
- * the same one (the search has one candidate per slot).
- *
- * The search. `behaviours` are the request's `envFacts.behaviours`. The
- * contract behaviours are `envFacts.contractBehaviours` (those that consult
- * the environment; all behaviours when that list is empty or absent); the
- * procedural behaviours are those not in `envFacts.contractBehaviours`. A
- * behaviour was performed in a failing trajectory when an assistant turn says
- * `Action: <b>` or `Maybe: <b>`, or a user turn says `<b> done by harness`.
- *
- * environment_contract and procedural_skill focus each slot on one task kind,
- * so that siblings repair different kinds. Failures are grouped by `kind`;
- * kinds are ordered by how many failures they have (most first; ties in order
- * of first appearance). Slot s focuses on kind number ((s - 1) mod kinds),
- * counting from 0: the focus kind. Within a kind, a behaviour's miss rate is
- * the share of that kind's failing trajectories that did not perform it;
- * behaviours are ranked by miss rate, highest first, ties in envFacts order.
- * A kind's moves, each applied to the parent:
- * - environment_contract works with the contract behaviours only: [hint the
- *   top-ranked contract behaviour], then [scaffold.performs that same
- *   behaviour] (the harness consults the environment itself), then the same
- *   two for the next-ranked contract behaviour, and so on. A child of a
- *   parent gets the first of these moves that changes the parent: a parent
- *   hinting the top-ranked one gets it performed, a parent hinting and
- *   performing it gets the next-ranked one's hint.
- * - procedural_skill works with the procedural behaviours only. Its one move
- *   is the kind's recipe: every procedural behaviour with miss rate >= 0.5
- *   the parent does not hint yet (at least the top-ranked one it does not
- *   hint), hinted in rank order.
- * The candidate for slot s is the focus kind's first move that changes the
- * parent. When an earlier slot already gave that harness, the next kind's
- * first move is taken (kind order, wrapping round); when every kind's first
- * move is taken, the kinds' second moves are tried likewise, and so on.
- *
- * action_realization and trajectory_regulation do not look at kinds. Their
- * moves, each applied to the parent:
- * - action_realization: [formatHint = true], [scaffold.repairFormat = true],
- *   [formatHint = true and scaffold.repairFormat = true].
- * - trajectory_regulation: [avoid finish and extraTurns + 2], [avoid finish],
- *   [extraTurns + 2 and hint verify when verify is a behaviour].
- * The candidate for slot s is the s-th move that changes the parent and
- * gives a harness no earlier move gave, in the order listed: a child of a
- * parent that already has a move gets the next one.
- *
- * The search is deterministic, and two slots of one request's round never
- * give the same candidate (harnesses that differ only in the order of their
- * lists, such as a recipe's hints, are the same candidate). When no candidate is left for the slot (for
- * environment_contract and procedural_skill also when no failures are given),
- * or the request cannot be read (no block, bad JSON, a field missing, not the
- * sim env, direction base, an unknown contract behaviour), the answer is plain
- * text with no json block, saying why; the workflow then drops the candidate.
- * The answer keeps the requested direction and only changes fields of that
- * direction's moves; its description says it comes from the SIMULATED
- * proposer and names the focus kind (if any) and the move. `id` is a
- * placeholder and `parent` the parent's id: the workflow sets both.
+ * it runs a deterministic search, focused per slot on one task kind of the
+ * failures for environment_contract and procedural_skill, and a fixed list of
+ * moves for action_realization and trajectory_regulation, so the same request
+ * always gets the same answer and two slots of a round never give the same
+ * candidate. When no candidate is left or the request cannot be read, the
+ * answer is plain text saying why, and the workflow drops the candidate.
+ * docs/evolution.md ("The SIMULATED proposer") gives the exact moves.
  */
 import { z } from 'zod';
 // The request's wire format is the evolution's own (core/evolution/proposal.ts), read here as any proposer would.
@@ -129,7 +75,7 @@ export type SimProposal =
   | { kind: 'candidate'; spec: SimHarness; move: string; focusKind: string | null; text: string }
   | { kind: 'declined'; reason: string; text: string };
 
-/** The assistant's answer text to a proposal request (see the module comment for the search). */
+/** The assistant's answer text to a proposal request (docs/evolution.md gives the search). */
 export function answerProposalRequest(messages: readonly ProposerMessage[]): string {
   return simProposal(messages).text;
 }
