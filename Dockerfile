@@ -26,6 +26,8 @@ COPY core ./core
 COPY activities ./activities
 COPY workflows ./workflows
 COPY workers ./workers
+COPY sim-cluster ./sim-cluster
+COPY viewer ./viewer
 COPY infra ./infra
 COPY cli ./cli
 COPY data ./data
