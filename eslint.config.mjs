@@ -2,6 +2,7 @@
 // node built-ins or I/O modules (it runs in Temporal's deterministic sandbox).
 import { builtinModules } from 'node:module';
 import tseslint from 'typescript-eslint';
+import house from './eslint/layer-order.mjs';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
 
@@ -16,6 +17,8 @@ export default tseslint.config(
       '@typescript-eslint/no-require-imports': 'error',
     },
   },
+  // The layer order (eslint/layers.mjs): imports run down, never up.
+  { files: ['{core,activities,workflows,workers,sim-cluster,viewer,infra,cli,bin}/**/*.ts'], plugins: { house }, rules: { 'house/layer-order': 'error' } },
   {
     files: ['workflows/**/*.ts'],
     rules: {
