@@ -9,7 +9,8 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../workflows/definitions';
-import { namespaceFromEnv, temporalAddressFromEnv, uiUrlFor } from '../workers/temporal-env';
+import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
+import { uiUrlFor } from '../viewer/temporal-links';
 
 export { uiUrlFor };
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';

@@ -4,8 +4,14 @@
  * column ('unknown'), never the page.
  */
 import { Client, Connection } from '@temporalio/client';
-import { uiUrlFor } from '../workers/temporal-env';
 import type { ViewerLinks } from './run-pages';
+
+/** The dev server's UI listens on its frontend port + 1000 unless told otherwise. */
+export function uiUrlFor(address: string): string {
+  if (process.env.TEMPORAL_UI_URL) return process.env.TEMPORAL_UI_URL;
+  const [host, port] = address.split(':');
+  return `http://${host}:${Number(port) + 1000}`;
+}
 
 /** How long a page waits for Temporal's answer before showing 'unknown'. */
 const STATUS_TIMEOUT_MS = 3_000;

@@ -13,10 +13,3 @@ export function temporalAddressFromEnv(): string {
 export function namespaceFromEnv(): string {
   return process.env.TEMPORAL_NAMESPACE || DEFAULT_NAMESPACE;
 }
-
-/** The dev server's UI listens on its frontend port + 1000 unless told otherwise. */
-export function uiUrlFor(address: string): string {
-  if (process.env.TEMPORAL_UI_URL) return process.env.TEMPORAL_UI_URL;
-  const [host, port] = address.split(':');
-  return `http://${host}:${Number(port) + 1000}`;
-}
