@@ -7,18 +7,16 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { assessHealth, type HealthWindow, LEARNING } from '../core/rl/run-health';
+import { reachesBudget } from '../core/run-budget';
 import { controlActivityOptions } from './activity-options';
 import type { HarnessSRun } from './run-state';
 import { details } from './run-status';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 
-/** Whether the run's budget is spent: no new step starts. */
+/** Whether the run's budget is spent (core/run-budget.ts): no new step starts. */
 export function budgetReached(run: HarnessSRun): boolean {
-  const { budget } = run.config;
-  const spent = run.status.spent;
-  if (!budget || !spent) return false;
-  return (budget.rollouts !== undefined && spent.rollouts >= budget.rollouts) || (budget.tokens !== undefined && spent.tokens >= budget.tokens);
+  return reachesBudget(run.status.spent, run.config.budget);
 }
 
 /**

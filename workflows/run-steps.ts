@@ -8,6 +8,7 @@
 import { executeChild, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { stepSpend, type StepSummary } from '../core/rl/step-summary';
+import { spentAfter } from '../core/run-budget';
 import { afterStep } from '../core/rl/run-health';
 import { TASK_QUEUES } from './definitions';
 import { trackingActivityOptions } from './activity-options';
@@ -75,9 +76,7 @@ export function stepCompleted(run: HarnessSRun, summary: StepSummary): void {
   status.policyVersion = summary.policyVersion;
   status.step += 1;
   run.deadSinceReanchor.push(...summary.deadTaskIds);
-  const spend = stepSpend(summary);
-  const spent = status.spent ?? { rollouts: 0, tokens: 0 };
-  status.spent = { rollouts: spent.rollouts + spend.rollouts, tokens: spent.tokens + spend.promptTokens + spend.completionTokens };
+  status.spent = spentAfter(status.spent, stepSpend(summary));
   if (run.tracked()) void tracking.trackRun({ runId: run.runId }).catch(() => undefined);
   const { health } = run.config;
   if (health) checkHealth(run, afterStep(run.healthWindow, health, summary.liveDrawnFraction ?? summary.liveGroupFraction), summary.step);
