@@ -9,7 +9,7 @@ import { keepPreEvaluationShape, parseRunConfig, parseStoredRunConfig, RunConfig
 import type { EvaluationSummary } from '../core/rl/evaluation';
 import { recordStepMetrics, setRunStalled } from '../core/metrics';
 import type { RunHealth } from '../core/rl/run-health';
-import type { RunSpent } from '../workflows/definitions';
+import { type RunSpent, spentOf } from '../core/run-budget';
 import { totalSpend, type StepSummary } from '../core/rl/step-summary';
 import { summarizeRunSteps, type RunSummary } from '../core/report/run-summary';
 import { defaultClients } from './clients';
@@ -105,8 +105,7 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
     /** What a run's steps before `beforeStep` spent, toward its budget (a recovered or forked run starts from it). */
     async runSpent(input: { runId: string; beforeStep: number }): Promise<RunSpent> {
       const steps = (await store.steps(input.runId)).filter((s) => s.step < input.beforeStep).map((s) => s.summary);
-      const spend = totalSpend(steps);
-      return { rollouts: spend.rollouts, tokens: spend.policyTokens };
+      return spentOf(totalSpend(steps));
     },
 
     async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {

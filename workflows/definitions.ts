@@ -15,6 +15,8 @@ import type { ReplicaStatus } from './replica-status';
 export type { ReplicaStatus } from './replica-status';
 import type { TaskRef } from '../core/harness/task';
 import type { DrawnGroup } from '../core/rl/batch-fill';
+import type { RunSpent } from '../core/run-budget';
+export type { RunSpent } from '../core/run-budget';
 export type { EvaluationSummary } from '../core/rl/evaluation';
 export type { RunSummary, SiblingRescueStats } from '../core/report/run-summary';
 
@@ -58,13 +60,6 @@ export interface ResumePoint {
   spent?: RunSpent;
   /** The health rule's window and verdict, so it goes on where it was. */
   health?: { window: HealthWindow; health: RunHealth };
-}
-
-/** A run's spend so far, as `budget` counts it. */
-export interface RunSpent {
-  rollouts: number;
-  /** The policy's prompt and completion tokens. */
-  tokens: number;
 }
 
 /** harnessSRun's single argument: what the Temporal UI's start form takes as JSON. */
