@@ -1,15 +1,15 @@
 /**
  * Starts a Temporal dev server for the integration tests with the project's
- * own script, on its own port and SQLite file, prepares the test database, and
- * installs the real CPU stack for the real-engine tests (engines setup).
- * History limits are lowered so runs exercise continue-as-new.
+ * own script, on its own port and SQLite file, and prepares the test database.
+ * History limits are lowered so runs exercise continue-as-new. The real CPU
+ * stack is installed by the files that use it (engines.ts), not here: a single
+ * integration test needs no 10 GB install.
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { migrate } from '../../core/store/run-store';
 import { startDevServer } from '../../infra/temporal-dev-server';
-import { setupEngines } from '../../infra/engines/install';
 import { TEST_DATABASE_URL, TEST_TEMPORAL_ADDRESS } from './env';
 
 export default async function globalSetup(): Promise<void> {
@@ -27,6 +27,4 @@ export default async function globalSetup(): Promise<void> {
   // Workers unpack sampler weights here for the inference servers, not into the project's .data.
   process.env.HARNESS_S_ADAPTER_DIR = path.join(dir, 'adapters');
   await migrate(TEST_DATABASE_URL);
-  // The real CPU stack (reused from its cache; installed on a machine's first run, about 3 minutes).
-  await setupEngines((line) => process.stderr.write(`[global-setup] ${line}\n`));
 }

@@ -33,6 +33,7 @@ import { rootCauseMessage } from '../../cli/runs';
 import { linearTrend } from '../../core/stats';
 import { type DevServer, startDevServer } from '../../infra/temporal-dev-server';
 import { freePort } from './chaos-helpers';
+import { enginesForTests, ENGINES_SETUP_TIMEOUT_MS } from './engines';
 import { startFaultProxy, type FaultProxy } from './fault-proxy';
 import { silentLogger, startTestStack, uniqueRunId, type TestStack } from './stack';
 import { killWorkerProcess, startWorkerProcess, stopWorkerProcesses } from './worker-process';
@@ -145,12 +146,13 @@ function realConfig(overrides: Partial<RunConfigInput> = {}): RunConfigInput {
 }
 
 beforeAll(async () => {
+  await enginesForTests();
   engines = await startEngines({ stateDir, ports, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
   trainerUrl = engines.endpoints.trainerBaseUrl;
   vllm = engines.endpoints.policyBaseUrl;
   stack = await startTestStack({ queues: ['control', 'rollout'] });
   await startTrainerWorker();
-}, 600_000);
+}, ENGINES_SETUP_TIMEOUT_MS + 600_000);
 
 afterAll(async () => {
   await stopWorkerProcesses(trainerWorkers);
@@ -415,58 +417,58 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
   test('a trainer worker killed with SIGKILL mid-step, SkyRL killed and restarted so the model is gone, then vLLM killed and restarted mid-step without its adapters: the run restores from its last checkpoint on its own, goes on through the vLLM restart, completes with one optimizer step per training step, and the restored weights are the ones vLLM serves', async () => {
     const runId = uniqueRunId('real-crash');
     const handle = await stack.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2, checkpoint: { every: 4, keep: 2 } }) }],
+      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2, steps: 10, checkpoint: { every: 3, keep: 2 } }) }],
     });
-    // Mid-step: step 6's trainStep activity is running and has sent its forward_backward to the trainer.
+    // Mid-step: step 3's trainStep activity is running and has sent its forward_backward to the trainer.
     const deadline = Date.now() + 600_000;
     let modelId: string | null = null;
     for (;;) {
       modelId ??= (await stack.store.getRun(runId))?.trainerModelId ?? null;
-      const step = await stack.client.workflow.getHandle(`${runId}/step-6`).describe().catch(() => null);
+      const step = await stack.client.workflow.getHandle(`${runId}/step-3`).describe().catch(() => null);
       const training = step?.raw.pendingActivities?.some((a) => a.activityType?.name === 'trainStep');
-      if (modelId && training && (await skyrlCount('FORWARD_BACKWARD', modelId, false)) === 7) break;
-      if ((await stack.store.trainerStep(runId, 6)) || Date.now() > deadline) throw new Error('never caught the run in the trainer step of step 6');
+      if (modelId && training && (await skyrlCount('FORWARD_BACKWARD', modelId, false)) === 4) break;
+      if ((await stack.store.trainerStep(runId, 3)) || Date.now() > deadline) throw new Error('never caught the run in the trainer step of step 3');
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    expect(await stack.store.trainerStep(runId, 6)).toBeNull();
+    expect(await stack.store.trainerStep(runId, 3)).toBeNull();
     await killWorkerProcess(trainerWorkers.at(-1)!);
     await startTrainerWorker();
 
-    // SkyRL dies (SIGKILL) after step 12 and comes back: its database and checkpoints survive, its loaded model does not.
+    // SkyRL dies (SIGKILL) after step 6 and comes back: its database and checkpoints survive, its loaded model does not.
     const waitUntil = Date.now() + 600_000;
-    while ((await stack.store.steps(runId)).length < 13) {
-      if (Date.now() > waitUntil) throw new Error('the run never reached step 12');
+    while ((await stack.store.steps(runId)).length < 7) {
+      if (Date.now() > waitUntil) throw new Error('the run never reached step 6');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     await killAndRestartTrainer({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
 
-    // vLLM dies in step 16's rollouts and comes back with none of the adapters loaded into it at run time.
+    // vLLM dies in step 8's rollouts and comes back with none of the adapters loaded into it at run time.
     for (;;) {
       const status = await handle.query(statusQuery);
-      const sampling = status.inFlight?.some((s) => s.step === 16 && s.phase === 'rollouts');
-      const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 16", [runId]);
+      const sampling = status.inFlight?.some((s) => s.step === 8 && s.phase === 'rollouts');
+      const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 8", [runId]);
       if (sampling && rows[0].n > 0) break;
-      if (Date.now() > waitUntil) throw new Error('the run never reached step 16');
+      if (Date.now() > waitUntil) throw new Error('the run never reached step 8');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const servingBefore = (await handle.query(statusQuery)).policyVersion;
     const vllmDown = Date.now();
     await killAndRestartInference({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
     expect(await vllmModels()).not.toContain(servingBefore);
-    process.stderr.write(`[engines] vLLM was down ${((Date.now() - vllmDown) / 1000).toFixed(0)} s in step 16\n`);
+    process.stderr.write(`[engines] vLLM was down ${((Date.now() - vllmDown) / 1000).toFixed(0)} s in step 8\n`);
 
     const summary = await handle.result();
-    expect(summary.stepsCompleted).toBe(20);
+    expect(summary.stepsCompleted).toBe(10);
     // The version the run samples after the restart is on vLLM again, checked by its probe.
     expect(await vllmModels()).toContain(summary.policyVersion);
     expect(await stack.store.replicas.get(vllm.replace(/\/+$/, ''), summary.policyVersion)).toMatchObject({ state: 'ready' });
     const [restore, ...more] = await stack.store.restores(runId);
     expect(more).toEqual([]);
     expect(restore).toMatchObject({ kind: 'checkpoint', status: 'done', lostModelId: modelId });
-    expect(restore.fromStep).toBe(11); // checkpoints after steps 3, 7, 11, ...: the newest before the kill after step 12
+    expect(restore.fromStep).toBe(5); // checkpoints after steps 2, 5, 8: the newest before the kill after step 6
     const restoredModel = restore.modelId!;
     const steps = (await stack.store.steps(runId)).map((s) => s.summary);
-    expect(steps.map((s) => s.step)).toEqual([...Array(20).keys()]);
+    expect(steps.map((s) => s.step)).toEqual([...Array(10).keys()]);
     const trainedBy = (model: string) => stack.store.trainerOps(runId).then((ops) => ops.filter((o) => o.modelId === model && o.op === 'optim_step' && !o.failed).map((o) => o.step));
     // SkyRL's own records: one optimizer step per step on each model, through the worker kill and the restore.
     const lostSteps = await trainedBy(modelId!);

@@ -13,20 +13,21 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { loadSimWorld } from '../../core/envs/sim/world';
-import { installedEngines } from '../../infra/engines/install';
+import type { InstalledEngines } from '../../infra/engines/install';
+import { enginesForTests, ENGINES_SETUP_TIMEOUT_MS } from './engines';
 import { startSimCluster, type SimCluster } from '../../sim-cluster/server';
 
 const world = loadSimWorld();
 let cluster: SimCluster;
+let installed: InstalledEngines;
 
 beforeAll(async () => {
+  installed = await enginesForTests();
   cluster = await startSimCluster({ world, dataDir: mkdtempSync(path.join(os.tmpdir(), 'sdk-sim-')), logger: pino({ level: 'silent' }) });
-});
+}, ENGINES_SETUP_TIMEOUT_MS);
 afterAll(() => cluster?.close());
 
 test('the official tinker SDK trains, saves and restores the training state, and samples the sim policy through the sim trainer', async () => {
-  const { installed, missing } = installedEngines();
-  if (!installed) throw new Error(`the tinker SDK comes with the real CPU stack, which is not installed (${missing.join('; ')}): run \`harness-s engines setup\``);
   const chat = (await (
     await fetch(`${cluster.url}/v1/chat/completions`, {
       method: 'POST',
