@@ -1,11 +1,12 @@
 /**
  * The run store in PostgreSQL. Every write is idempotent (keyed inserts with
  * ON CONFLICT DO NOTHING), so any activity may run twice and nothing doubles.
- * One store per aggregate, each in its own file; `RunStore` holds them on one
- * connection pool and answers for the runs' own ones with the methods callers
- * have always used.
+ * One store per aggregate, each in its own file, all on one connection pool
+ * that only they query: `RunStore` holds them, some as fields
+ * (`store.evolutions`), the rest behind the methods callers have always
+ * called (`store.getRun`).
  */
-import { Pool } from 'pg';
+import { Pool, type QueryResult, type QueryResultRow } from 'pg';
 import type { Trajectory } from '../policy/trajectory';
 import type { BehaviorProfiles } from '../router/profiles';
 import type { RoutingDecision } from '../router/router';
@@ -21,6 +22,7 @@ import { CheckpointStore } from './checkpoint-store';
 import { TrajectoryStore } from './trajectory-store';
 import { StepStore, type TrainerStepRecord } from './step-store';
 import { RoutingStore } from './routing-store';
+import { ViewerQueries } from './viewer-queries';
 
 export {
   DEFAULT_DATABASE_URL, databaseUrlFromEnv, DB_POOL_SIZE_VARIABLE, DEFAULT_DB_POOL_SIZE, DbPoolSizeError, dbPoolSizeFromEnv,
@@ -46,6 +48,8 @@ export class RunStore {
   readonly sessionLeases: SessionLeaseStore;
   /** Which policy versions each inference replica serves (replica-store.ts). */
   readonly replicas: ReplicaStore;
+  /** What the trajectory viewer reads, page by page (viewer-queries.ts). */
+  readonly viewer: ViewerQueries;
 
   // The stores the methods below answer from.
   readonly #runs: RunsStore;
@@ -53,13 +57,16 @@ export class RunStore {
   readonly #trajectories: TrajectoryStore;
   readonly #steps: StepStore;
   readonly #routing: RoutingStore;
+  readonly #pool: Pool;
 
-  constructor(readonly pool: Pool) {
+  constructor(pool: Pool) {
+    this.#pool = pool;
     this.evolutions = new EvolutionStore(pool);
     this.tracking = new TrackingStore(pool);
     this.trainingBatches = new TrainingBatchStore(pool);
     this.sessionLeases = new SessionLeaseStore(pool);
     this.replicas = new ReplicaStore(pool);
+    this.viewer = new ViewerQueries(pool);
     this.#runs = new RunsStore(pool);
     this.#checkpoints = new CheckpointStore(pool);
     this.#trajectories = new TrajectoryStore(pool);
@@ -82,7 +89,12 @@ export class RunStore {
   }
 
   close(): Promise<void> {
-    return this.pool.end();
+    return this.#pool.end();
+  }
+
+  /** SQL straight at the store's database, for tests that check rows no method reads; the code itself goes through the methods. */
+  queryForTests<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>> {
+    return this.#pool.query<R>(text, values);
   }
 
   // ----------------------------------------------------------------- runs (runs-store.ts)
@@ -95,6 +107,7 @@ export class RunStore {
   markRunFinished(runId: string) { return this.#runs.markRunFinished(runId); }
   liveTrainerSessions(activeWithinSeconds: number) { return this.#runs.liveTrainerSessions(activeWithinSeconds); }
   claimTrainerModel(runId: string, modelId: string, sessionId: string) { return this.#runs.claimTrainerModel(runId, modelId, sessionId); }
+  deleteRun(runId: string) { return this.#runs.deleteRun(runId); }
 
   // ------------------------------------------------- checkpoints and restores (checkpoint-store.ts)
 
@@ -121,6 +134,7 @@ export class RunStore {
     return this.#trajectories.rolloutSummaries(runId, phase, step, taskId, harnessIds);
   }
   tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]) { return this.#trajectories.tokenSamples(runId, phase, step, taskIds); }
+  countStepTrajectories(runId: string, phase: string, step: number) { return this.#trajectories.countStepTrajectories(runId, phase, step); }
   countTrajectories(runId: string, phase = 'train') { return this.#trajectories.countTrajectories(runId, phase); }
 
   // ------------------------------------------------- steps and trainer ops (step-store.ts)
@@ -133,6 +147,7 @@ export class RunStore {
   failTrainerOp(modelId: string, seqId: number, failure: string) { return this.#steps.failTrainerOp(modelId, seqId, failure); }
   trainerOps(runId: string, step?: number) { return this.#steps.trainerOps(runId, step); }
   trainerStep(runId: string, step: number) { return this.#steps.trainerStep(runId, step); }
+  trainedSteps(runId: string) { return this.#steps.trainedSteps(runId); }
 
   // --------------------------------------- profiles, routing and evaluations (routing-store.ts)
 

@@ -102,6 +102,11 @@ export class RunsStore {
     );
   }
 
+  /** Deletes a run and every row stored under it (a bench's scratch run). */
+  async deleteRun(runId: string): Promise<void> {
+    await this.pool.query('DELETE FROM runs WHERE run_id = $1', [runId]);
+  }
+
   /** Marks a run finished, once (its first summary's time stands); its trainer session is no longer kept. */
   async markRunFinished(runId: string): Promise<void> {
     await this.pool.query('UPDATE runs SET finished_at = COALESCE(finished_at, now()) WHERE run_id = $1', [runId]);

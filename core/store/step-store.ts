@@ -123,6 +123,15 @@ export class StepStore {
     }));
   }
 
+  /**
+   * The steps the trainer recorded sampler weights for (trainer_steps, the live rows: a restore supersedes the
+   * steps it redoes). Not the `steps` table: a step can be trained before its summary is stored.
+   */
+  async trainedSteps(runId: string): Promise<number[]> {
+    const { rows } = await this.pool.query<{ step: number }>('SELECT step FROM trainer_steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step', [runId]);
+    return rows.map((r) => r.step);
+  }
+
   async trainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
     const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL', [runId, step]);
     return rows.length === 0 ? null : trainerStepRecord(rows[0]);

@@ -87,6 +87,12 @@ export class TrajectoryStore {
     return new Map(rows.map((r) => [`${r.task_id}/${r.harness_id}/${r.sample}`, r.samples]));
   }
 
+  /** The rollouts stored at one step of a phase so far, superseded ones included (a bench waiting for a step to be under way). */
+  async countStepTrajectories(runId: string, phase: string, step: number): Promise<number> {
+    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND step = $3', [runId, phase, step]);
+    return rows[0].n;
+  }
+
   async countTrajectories(runId: string, phase = 'train'): Promise<number> {
     const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND superseded_by IS NULL', [runId, phase]);
     return rows[0].n;
