@@ -94,7 +94,7 @@ export async function withScratchRun<T>(store: RunStore, what: string, work: (sc
   try {
     return await work({ store, runId });
   } finally {
-    await store.pool.query('DELETE FROM runs WHERE run_id = $1', [runId]);
+    await store.deleteRun(runId);
   }
 }
 

@@ -76,15 +76,6 @@ export function configHash(config: unknown): string {
   return createHash('sha256').update(canonicalJson(config)).digest('hex');
 }
 
-/**
- * The steps the trainer recorded sampler weights for (trainer_steps, the live rows: a restore supersedes the
- * steps it redoes). Not the `steps` table: a step can be trained before its summary is stored.
- */
-export async function trainedSteps(store: RunStore, runId: string): Promise<number[]> {
-  const { rows } = await store.pool.query<{ step: number }>('SELECT step FROM trainer_steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step', [runId]);
-  return rows.map((r) => r.step);
-}
-
 /** "0..7" for a run of consecutive steps, else the list: what a user needs to pick another --step. */
 export function describeSteps(steps: readonly number[]): string {
   if (steps.length === 0) return 'none';
@@ -107,7 +98,7 @@ export async function exportPolicy(
   const run = await store.getRun(args.runId);
   if (!run) throw new UserError(`no run ${args.runId} in the run store (see \`harness-s run list\`)`);
   const config = parseStoredRunConfig(run.config, `stored config of ${args.runId}`);
-  const steps = await trainedSteps(store, args.runId);
+  const steps = await store.trainedSteps(args.runId);
   const step = args.step ?? steps.at(-1);
   if (step === undefined) throw new UserError(`run ${args.runId} has no trained step yet: nothing to export`);
   const trained = await store.trainerStep(args.runId, step);

@@ -108,8 +108,8 @@ async function restartMidStep(
   const handle = await stack.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: { ...config('replica-restart', servers), steps: 3 } }] });
   for (;;) {
     const s = await handle.query(statusQuery);
-    const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 1", [runId]);
-    if (s.inFlight?.some((f) => f.step === 1 && f.phase === 'rollouts') && rows[0].n > 0) break;
+    const stored = await stack.store.countStepTrajectories(runId, 'train', 1);
+    if (s.inFlight?.some((f) => f.step === 1 && f.phase === 'rollouts') && stored > 0) break;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   const port = replicas[1].port;

@@ -193,9 +193,8 @@ export interface ChaosStack {
 export async function startChaosStack(options: { temporalAddress: string; databaseUrl: string }): Promise<ChaosStack> {
   installQuietTemporalRuntime();
   await migrate(options.databaseUrl);
+  // A restarted database cuts idle connections; the pool drops them and reconnects (connect listens for that, so Node does not throw).
   const store = RunStore.connect(options.databaseUrl);
-  // A restarted database cuts idle connections; the pool drops them and reconnects (without a listener, Node would throw).
-  store.pool.on('error', () => undefined);
   const sim = await startSimCluster({
     world: loadSimWorld(),
     dataDir: mkdtempSync(path.join(os.tmpdir(), 'harness-s-sim-')),
@@ -241,7 +240,7 @@ export async function startChaosStack(options: { temporalAddress: string; databa
 export async function waitUntilMidStep(store: RunStore, runId: string, step: number, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const { rows } = await store.pool.query(
+    const { rows } = await store.queryForTests(
       `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`, [runId, step]);
     const recorded = (await store.steps(runId)).length;
     if (rows[0].n > 0 && recorded === step) return;
@@ -285,7 +284,7 @@ export async function runFigures(stack: ChaosStack, runId: string, stepsComplete
 
 /** When the first train trajectory stored after `since` was written (the database's clock), or null. */
 export async function firstTrajectoryAfter(store: RunStore, runId: string, since: number): Promise<number | null> {
-  const { rows } = await store.pool.query(
+  const { rows } = await store.queryForTests(
     `SELECT min(created_at) AS t FROM trajectories WHERE run_id = $1 AND phase = 'train' AND created_at > $2`, [runId, new Date(since)]);
   return rows[0].t ? new Date(rows[0].t).getTime() : null;
 }

@@ -61,7 +61,7 @@ async function waitUntilBothServedAndMidStep(runId: string, identities: string[]
     const activities = await stepActivities(stack.client, runId, STEPS);
     const served = rolloutsByIdentity(activities);
     const recorded = (await stack.store.steps(runId)).length;
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`, [runId, recorded]);
     if (identities.every((id) => (served[id] ?? 0) > 0) && recorded < STEPS && rows[0].n > 0 && rows[0].n < B * G) return recorded;
     if (recorded >= STEPS || Date.now() > deadline) {

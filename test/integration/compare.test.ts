@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 async function sampleOf(runId: string, phase: 'train' | 'eval') {
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT DISTINCT step, task_id FROM trajectories WHERE run_id = $1 AND phase = $2 AND role IN ('base', 'eval') ORDER BY step, task_id`,
     [runId, phase],
   );
@@ -98,7 +98,7 @@ test('the harness-s-pool arm rescues with the frozen pool --pool names, and need
 
 /** Every training rollout of a run as the store holds it: step, task, role, and the tokens the inference server processed. */
 async function trainRollouts(runId: string) {
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT step, task_id, role, prompt_tokens, completion_tokens FROM trajectories WHERE run_id = $1 AND phase = 'train' AND superseded_by IS NULL ORDER BY step, task_id`,
     [runId],
   );

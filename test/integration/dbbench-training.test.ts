@@ -159,7 +159,7 @@ describe('a short DBBench training run through Temporal', () => {
     const summary = await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(1);
 
-    const { rows } = await store.pool.query(
+    const { rows } = await store.queryForTests(
       `SELECT task_id, role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`, [runId]);
     const rescued = rows.filter((r) => r.role === 'rescue');
     expect(rescued.length).toBeGreaterThan(0);

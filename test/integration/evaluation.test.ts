@@ -41,7 +41,7 @@ test('evaluations run every N steps and at the end, on held-out tasks, with equa
     expect(e.rank1.rollouts).toBe(8 * 3);
     for (const [kind, harness] of Object.entries(e.rank1Routes)) expect(harness).toBe(rank1Harness(profiles!, pool, 'base', kind));
     // What the store holds: per task, 3 rollouts under the base harness and 3 under its kind's Rank-1 harness.
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT task_id, task_kind, harness_id, count(*)::int AS n FROM trajectories
        WHERE run_id = $1 AND phase = 'eval' AND step = $2 GROUP BY task_id, task_kind, harness_id`,
       [runId, e.afterSteps],
@@ -53,7 +53,7 @@ test('evaluations run every N steps and at the end, on held-out tasks, with equa
   }
 
   // Held out: no eval task was trained or probed on.
-  const { rows: overlap } = await stack.store.pool.query(
+  const { rows: overlap } = await stack.store.queryForTests(
     `SELECT DISTINCT e.task_id FROM trajectories e JOIN trajectories t ON t.run_id = e.run_id AND t.task_id = e.task_id AND t.phase <> 'eval'
      WHERE e.run_id = $1 AND e.phase = 'eval'`,
     [runId],

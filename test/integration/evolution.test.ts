@@ -164,7 +164,7 @@ describe('evolveHarnessPool on the sim', () => {
     });
     expect(summary.stepsCompleted).toBe(2);
     expect((await stack.store.getRun(runId))?.poolHash).toBe(result.pool);
-    const harnesses = new Set((await stack.store.pool.query('SELECT DISTINCT harness_id FROM trajectories WHERE run_id = $1', [runId])).rows.map((r) => r.harness_id));
+    const harnesses = new Set((await stack.store.queryForTests('SELECT DISTINCT harness_id FROM trajectories WHERE run_id = $1', [runId])).rows.map((r) => r.harness_id));
     for (const h of harnesses) expect([result.base, ...result.siblings.map((s) => s.id)]).toContain(h);
   });
 

@@ -45,7 +45,7 @@ beforeAll(async () => {
   process.env.HARNESS_S_POOLS_DIR = workerPools;
   stack = await startTestStack();
   await stack.store.evolutions.savePool({ poolHash: pool.manifest.hash, env: 'sim', evolutionId: null, manifest: pool.manifest, specs: pool.specs });
-  await stack.store.pool.query('DELETE FROM harness_pools WHERE pool_hash = $1', [MISSING_POOL]);
+  await stack.store.queryForTests('DELETE FROM harness_pools WHERE pool_hash = $1', [MISSING_POOL]);
 });
 afterAll(async () => {
   await stack?.close();

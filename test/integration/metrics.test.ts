@@ -67,7 +67,7 @@ beforeAll(async () => {
   trainerProxy = await startFaultProxy(stack.sim.url);
   const port = await freePort();
   metricsUrl = `http://127.0.0.1:${port}/metrics`;
-  workerStartedAt = (await stack.store.pool.query('SELECT now() AS now')).rows[0].now;
+  workerStartedAt = (await stack.store.queryForTests('SELECT now() AS now')).rows[0].now;
   worker = await startWorkerProcess(undefined, { HARNESS_S_METRICS_PORT: String(port) });
 });
 afterAll(async () => {
@@ -117,7 +117,7 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   const after = (await scrape()).samples;
 
   // Rollouts by harness, role and outcome: everything stored since the worker started, it stored.
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT harness_id, role, success, count(*)::int AS n FROM trajectories WHERE created_at >= $1 GROUP BY 1, 2, 3`,
     [workerStartedAt],
   );
@@ -133,7 +133,7 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
     .toBeGreaterThanOrEqual(storedRollouts);
 
   // Steps: dead and rescued groups are the sums over the recorded summaries; each step's phases observed once.
-  const steps = (await stack.store.pool.query(`SELECT summary FROM steps WHERE completed_at >= $1`, [workerStartedAt])).rows.map((r) => r.summary);
+  const steps = (await stack.store.queryForTests(`SELECT summary FROM steps WHERE completed_at >= $1`, [workerStartedAt])).rows.map((r) => r.summary);
   expect(steps.length).toBe(STEPS);
   expect(total(after, 'harness_s_steps_recorded_total', { env: 'sim' })).toBe(steps.length);
   expect(total(after, 'harness_s_dead_groups_total', { env: 'sim' })).toBe(steps.reduce((n, s) => n + s.deadGroups, 0));
@@ -144,7 +144,7 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   }
 
   // A rescue latency per rescue group started (one first attempt each), and the trainer's ops timed.
-  const { rows: rescues } = await stack.store.pool.query(
+  const { rows: rescues } = await stack.store.queryForTests(
     `SELECT count(DISTINCT (run_id, phase, step, task_id))::int AS n FROM trajectories WHERE created_at >= $1 AND role = 'rescue'`,
     [workerStartedAt],
   );

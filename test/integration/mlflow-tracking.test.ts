@@ -150,7 +150,7 @@ test('trackRun called again (a retry, or one that crashed half way) logs no poin
 
   await activities.trackRun({ runId, final: 'FINISHED' });
   // A call that logged everything but crashed before storing its progress, or before storing the MLflow run's id.
-  await stack.store.pool.query(
+  await stack.store.queryForTests(
     `UPDATE tracking_exports SET external_run_id = NULL, experiment_id = NULL, params_logged = false, logged_steps = '{}', logged_evaluations = '{}',
        report_logged = false, ended_as = NULL
      WHERE run_id = $1`,

@@ -98,7 +98,7 @@ describe('the example module env trains through Temporal', () => {
 
     const run = await stack.store.getRun(runId);
     expect(run?.env).toBe('shout');
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');

@@ -167,7 +167,7 @@ async function midRollouts(runId: string, step: number): Promise<void> {
 }
 
 async function storedInStep(runId: string, step: number): Promise<number> {
-  const { rows } = await store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
+  const { rows } = await store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
   return rows[0].n;
 }
 

@@ -353,7 +353,7 @@ describe('a training run on the shipped keypad env, through Temporal', () => {
     const steps = await stack.store.steps(runId);
     expect(steps.reduce((n, s) => n + s.summary.deadGroups, 0)).toBeGreaterThan(0);
     expect(steps.reduce((n, s) => n + s.summary.rescuedGroups, 0)).toBeGreaterThan(0);
-    const { rows } = await stack.store.pool.query(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+    const { rows } = await stack.store.queryForTests(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescue = rows.filter((r) => r.role === 'rescue');
     expect(base).toHaveLength(2 * 3 * 3);

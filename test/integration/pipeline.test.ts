@@ -51,7 +51,7 @@ async function optimSteps(runId: string): Promise<number> {
 
 /** When each step's first trajectory was stored and when the step was recorded. */
 async function stepTimes(runId: string): Promise<Array<{ step: number; firstRollout: Date; recorded: Date }>> {
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT t.step, min(t.created_at) AS first_rollout, s.completed_at AS recorded
        FROM trajectories t JOIN steps s ON s.run_id = t.run_id AND s.step = t.step AND s.superseded_by IS NULL
       WHERE t.run_id = $1 AND t.phase = 'train' AND t.superseded_by IS NULL GROUP BY t.step, s.completed_at ORDER BY t.step`,
@@ -75,7 +75,7 @@ test('a worker killed mid-pipeline, then restarted: the pipelined run finishes, 
   // Mid-pipeline: a step has rollouts stored while the step before it is not recorded yet.
   const deadline = Date.now() + 90_000;
   for (;;) {
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT max(step)::int AS step FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
     const recorded = (await stack.store.steps(runId)).length;
     if (rows[0].step !== null && rows[0].step >= 1 && rows[0].step > recorded) break;
@@ -95,7 +95,7 @@ test('a worker killed mid-pipeline, then restarted: the pipelined run finishes, 
   expect(await optimSteps(runId)).toBe(steps.filter((s) => s.datums > 0).length);
   // The bound: no step trained samples more than one version old; each trajectory keeps the version that sampled it.
   expect(steps.every((s) => s.staleness !== undefined && s.staleness <= 1)).toBe(true);
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT step, array_agg(DISTINCT policy_version) AS versions FROM trajectories WHERE run_id = $1 AND phase = 'train' GROUP BY step ORDER BY step`, [runId]);
   expect(rows.map((r) => r.versions)).toEqual(steps.map((s) => [s.policyVersionBefore]));
 }, 240_000);

@@ -446,7 +446,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     for (;;) {
       const status = await handle.query(statusQuery);
       const sampling = status.inFlight?.some((s) => s.step === 8 && s.phase === 'rollouts');
-      const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 8", [runId]);
+      const { rows } = await stack.store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 8", [runId]);
       if (sampling && rows[0].n > 0) break;
       if (Date.now() > waitUntil) throw new Error('the run never reached step 8');
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -478,7 +478,7 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(await skyrlCount('OPTIM_STEP', restoredModel)).toBe(steps.filter((s) => s.step > restore.fromStep! && s.datums > 0).length);
     expect(await trainedBy(restoredModel)).toEqual(steps.filter((s) => s.step > restore.fromStep! && s.datums > 0).map((s) => s.step));
     // The restored policy was published before the re-run steps rolled out with it, checked by the probe.
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2 AND superseded_by IS NULL", [runId, restore.fromStep! + 1]);
     expect(rows.map((r) => r.policy_version)).toEqual([restore.policyVersion]);
     // The trainer's log-probs of every trained token, restored model included, match what vLLM served. Whether

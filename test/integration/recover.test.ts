@@ -44,7 +44,7 @@ test('a run terminated mid-step is recovered from its last completed step and po
   const expected = after.reduce((n, s) => n + s.summary.baseRollouts + s.summary.rescueRollouts, 0);
   expect(await stack.store.countTrajectories(runId)).toBe(expected);
   // One profile pass only: the recovered execution reused version 1.
-  const { rows } = await stack.store.pool.query('SELECT count(*)::int AS n FROM profiles WHERE run_id = $1', [runId]);
+  const { rows } = await stack.store.queryForTests('SELECT count(*)::int AS n FROM profiles WHERE run_id = $1', [runId]);
   expect(rows[0].n).toBe(1);
 
   // The run list shows the run once, as it is now: its terminated execution is history.

@@ -59,7 +59,7 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
   const inRollouts = (step: number) => waitFor(`step ${step}'s rollouts`, async () => {
     const s = await handle.query(statusQuery);
     if (!s.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
-    const { rows } = await stack.store.pool.query("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
+    const { rows } = await stack.store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
     return rows[0].n > 0;
   });
 

@@ -60,7 +60,7 @@ test('every dead group routed by the validation rule is recorded with its profil
     expect(d.failureDigest).toMatch(/^[0-9a-f]{16}$/);
     // The outcome is what the stored rescue rollouts show: G/k = 2 per chosen sibling.
     expect(Object.keys(d.outcome ?? {}).sort()).toEqual([...d.chosen].sort());
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT harness_id, count(*)::int AS n, (count(*) FILTER (WHERE success))::int AS ok FROM trajectories
        WHERE run_id = $1 AND phase = 'train' AND step = $2 AND task_id = $3 AND role = 'rescue' GROUP BY harness_id`,
       [runId, d.step, d.taskId],
@@ -89,7 +89,7 @@ test('the all strategy sends a dead group to every sibling while the rescue grou
   expect(decisions.length).toBeGreaterThan(0);
   for (const d of decisions) {
     expect(d.chosen.sort()).toEqual(SIBLINGS);
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND task_id = $2 AND role = 'rescue'`,
       [runId, d.taskId],
     );

@@ -72,7 +72,7 @@ test('each step stores B x G base trajectories plus G for every rescued dead gro
 });
 
 test('rescue trajectories keep their sibling harness and the rescued group keeps size G', async () => {
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT step, task_id, array_agg(DISTINCT harness_id) AS harnesses, count(*)::int AS n
      FROM trajectories WHERE run_id = $1 AND phase = 'train' AND role = 'rescue' GROUP BY step, task_id`,
     [runId],

@@ -95,11 +95,11 @@ test('a run whose endpoints need a key keeps it out of every history, the Web UI
   expect(answers.some((a) => holds(a.text, KEY_ENV))).toBe(true);
 
   // The run store: every row of every table, as text.
-  const { rows: tables } = await stack.store.pool.query<{ name: string }>(
+  const { rows: tables } = await stack.store.queryForTests<{ name: string }>(
     `SELECT quote_ident(table_name) AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`);
   let rowsHoldingEnvName = 0;
   for (const { name } of tables) {
-    const { rows } = await stack.store.pool.query<{ key: number; env: number }>(
+    const { rows } = await stack.store.queryForTests<{ key: number; env: number }>(
       `SELECT count(*) FILTER (WHERE t::text LIKE $1)::int AS key, count(*) FILTER (WHERE t::text LIKE $2)::int AS env FROM ${name} t`, [`%${KEY}%`, `%${KEY_ENV}%`]);
     expect({ table: name, rows: rows[0].key }).toEqual({ table: name, rows: 0 });
     rowsHoldingEnvName += rows[0].env;

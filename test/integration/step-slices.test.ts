@@ -50,7 +50,7 @@ test('the trajectories stored are the rollouts planned: B x G base rollouts and 
   const planned = B * G + rescues * G;
   expect(step.rescueRollouts).toBe(rescues * G);
   expect(await stack.store.countTrajectories(runId)).toBe(planned);
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     `SELECT count(DISTINCT (task_id, harness_id, sample))::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 0 AND superseded_by IS NULL`,
     [runId],
   );

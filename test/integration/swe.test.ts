@@ -173,7 +173,7 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     expect(result.byType).toEqual([{ type: 'markdown', total: 1, passed: 1, accuracy: 1 }]);
     const store = RunStore.connect(TEST_DATABASE_URL);
     try {
-      const { rows } = await store.pool.query(`SELECT success, messages FROM trajectories WHERE run_id = $1`, [result.evalId]);
+      const { rows } = await store.queryForTests(`SELECT success, messages FROM trajectories WHERE run_id = $1`, [result.evalId]);
       expect(rows).toHaveLength(1);
       expect(rows[0].success).toBe(true);
       expect(rows[0].messages.filter((m: { role: string }) => m.role === 'tool').length).toBeGreaterThan(2);
@@ -224,7 +224,7 @@ describe('a short SWE training run through Temporal', () => {
     const runId = uniqueRunId('swe');
     const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
     expect(summary.stepsCompleted).toBe(1);
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT task_id, role, harness_id, success, failure_type FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`, [runId]);
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');

@@ -141,7 +141,7 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
   expect(view.parent).toEqual({ runId: parentRunId, step: forked.checkpointStep });
 
   // The fork's first step rolled out with its loaded policy, whose log-probs equal the parent's policy of that step.
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [forked.runId, forked.checkpointStep + 1]);
   expect(rows.map((r) => r.policy_version)).toEqual([loaded!.policyVersion]);
   const parentStep = (await stack.store.trainerStep(parentRunId, forked.checkpointStep))!;

@@ -137,7 +137,7 @@ test('the live runs are those not finished that did something within the window;
   const quiet = await register('live-quiet');
   const restoring = await register('live-restoring');
   await stack.store.markRunFinished(finished);
-  await stack.store.pool.query("UPDATE runs SET updated_at = now() - interval '8 days' WHERE run_id = $1", [quiet]);
+  await stack.store.queryForTests("UPDATE runs SET updated_at = now() - interval '8 days' WHERE run_id = $1", [quiet]);
   const restore = await stack.store.startRestore({ runId: restoring, kind: 'checkpoint', atStep: 3, fromRunId: null, fromStep: 1, checkpointPath: null, lostModelId: `model-${restoring}`, reason: 'model gone' });
   await stack.store.setRestoreModel(restoring, restore.restore, `model-${restoring}-2`, `session-${restoring}-2`);
 

@@ -149,7 +149,7 @@ test("a step's page shows a dead group's routing decision and its rescue rollout
 
 test("a step's filters keep only the groups with a matching rollout, and the task search finds one task", async () => {
   const dead = await deadTaskAt();
-  const rollouts = await new ViewerStore(stack.store.pool).stepRollouts(runId, dead.step);
+  const rollouts = await new ViewerStore(stack.store).stepRollouts(runId, dead.step);
   const { page } = await visit(`/runs/${encodeURIComponent(runId)}/steps/${dead.step}?harness=${encodeURIComponent(dead.chosen[0])}`);
   const shown = await page.locator('section.group').evaluateAll((s) => s.map((e) => e.getAttribute('data-task')));
   await page.close();
@@ -167,7 +167,7 @@ test("a step's filters keep only the groups with a matching rollout, and the tas
 test("a trajectory's page shows every stored message, the harness's interventions where they happened, the sampled tokens with log-probs and the reward", async () => {
   const dead = await deadTaskAt();
   const rescue = (await stack.store.rolloutSummaries(runId, 'train', dead.step, dead.taskId, dead.chosen))[0];
-  const stored = (await new ViewerStore(stack.store.pool).trajectory(runId, { phase: 'train', step: dead.step, taskId: dead.taskId, harnessId: rescue.harnessId, sample: rescue.sample }))!;
+  const stored = (await new ViewerStore(stack.store).trajectory(runId, { phase: 'train', step: dead.step, taskId: dead.taskId, harnessId: rescue.harnessId, sample: rescue.sample }))!;
   const { page } = await visit(`/runs/${encodeURIComponent(runId)}/trajectories/train/${dead.step}/${encodeURIComponent(dead.taskId)}/${encodeURIComponent(rescue.harnessId)}/${rescue.sample}`);
   const messages = await page.locator('.message').count();
   const marks = await page.locator('.message .intervention .badge.harness').allInnerTexts();
@@ -194,7 +194,7 @@ test('the side-by-side page shows the task under the base harness first, under t
 });
 
 test("the run's rollout search pages by key: the pages do not overlap and together are every match", async () => {
-  const store = new ViewerStore(stack.store.pool);
+  const store = new ViewerStore(stack.store);
   const all: string[] = [];
   let after = null;
   for (;;) {
@@ -203,7 +203,7 @@ test("the run's rollout search pages by key: the pages do not overlap and togeth
     if (!next) break;
     after = next;
   }
-  const { rows } = await stack.store.pool.query(
+  const { rows } = await stack.store.queryForTests(
     "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND role = 'base' AND superseded_by IS NULL", [runId]);
   expect(new Set(all).size).toBe(all.length);
   expect(all).toHaveLength(rows[0].n);
@@ -246,7 +246,7 @@ test('the viewer only reads: a POST is refused with 405, and its database sessio
   expect(response.headers.get('allow')).toBe('GET, HEAD');
   const store = ViewerStore.connect(TEST_DATABASE_URL);
   try {
-    await expect(store.runs.pool.query('DELETE FROM runs WHERE run_id = $1', [runId])).rejects.toThrow(/read-only transaction/);
+    await expect(store.runs.queryForTests('DELETE FROM runs WHERE run_id = $1', [runId])).rejects.toThrow(/read-only transaction/);
   } finally {
     await store.close();
   }

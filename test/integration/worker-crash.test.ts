@@ -41,7 +41,7 @@ test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish
   // Mid-step: some of step 1's rollouts are stored, step 1 is not recorded.
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const { rows } = await stack.store.pool.query(
+    const { rows } = await stack.store.queryForTests(
       `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 1`, [runId]);
     const recorded = (await stack.store.steps(runId)).length;
     if (rows[0].n > 0 && recorded === 1) break;

@@ -80,7 +80,7 @@ const DYNAMIC_ENV_READS: Record<string, string[]> = {
   // Where the trajectory viewer is, for the link on a run's Temporal page.
   'core/viewer-address.ts': ['HARNESS_S_UI_URL', 'HARNESS_S_UI_PORT', 'HARNESS_S_UI_HOST'],
   // The pool size, by a named constant, with the environment passed in for its test.
-  'core/store/run-store.ts': ['HARNESS_S_DB_POOL_SIZE'],
+  'core/store/database.ts': ['HARNESS_S_DB_POOL_SIZE'],
 };
 
 const WORKER_SERVICES = ['control-worker', 'rollout-worker', 'trainer-worker'];
