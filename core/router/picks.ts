@@ -1,5 +1,12 @@
 /** How the router used each sibling under each profile version: chosen, and rescued (a success among its rescue rollouts). */
-import type { StoredRoutingDecision } from '../store/run-store';
+import type { RoutingDecision } from './router';
+
+/** A routing decision as stored, with how each chosen sibling did once its step was recorded. */
+export interface StoredRoutingDecision extends RoutingDecision {
+  step: number;
+  /** harness id -> its rescue rollouts and successes; null until the step is recorded. */
+  outcome: Record<string, { rollouts: number; successes: number }> | null;
+}
 
 export interface PickStats {
   chosen: number;

@@ -5,16 +5,12 @@
  */
 import type { Pool, QueryResultRow } from 'pg';
 import type { BehaviorProfiles } from '../router/profiles';
+import type { StoredRoutingDecision } from '../router/picks';
 import type { RoutingDecision } from '../router/router';
 import type { EvaluationSummary } from '../rl/evaluation';
 import { parseRow, StoredEvaluationSummary, StoredProfileCells, StoredRoutingColumns } from './rows';
 
-/** A routing decision as stored, with how each chosen sibling did once its step was recorded. */
-export interface StoredRoutingDecision extends RoutingDecision {
-  step: number;
-  /** harness id -> its rescue rollouts and successes; null until the step is recorded. */
-  outcome: Record<string, { rollouts: number; successes: number }> | null;
-}
+export type { StoredRoutingDecision };
 
 export class RoutingStore {
   constructor(private readonly pool: Pool) {}
