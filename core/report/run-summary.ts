@@ -77,8 +77,6 @@ export function summarizeRunSteps(
   const last = steps.at(-1);
   const measured = steps.flatMap((s) => (s.logprobMismatch ? [s.logprobMismatch] : []));
   const mismatchTokens = measured.reduce((n, m) => n + m.tokens, 0);
-  // Steps recorded before rewards were summarised have none.
-  const rewardOf = (s: StoredStepSummary | undefined) => (s && typeof s.baseMeanReward === 'number' ? s : undefined);
   return {
     runId: run.runId,
     name: run.name,
@@ -87,10 +85,10 @@ export function summarizeRunSteps(
     policyVersion: last?.policyVersion ?? run.basePolicy,
     baseSuccessStart: steps[0]?.baseSuccessRate ?? null,
     baseSuccessEnd: last?.baseSuccessRate ?? null,
-    rewardStart: rewardOf(steps[0])?.baseMeanReward ?? null,
-    rewardStartStdErr: rewardOf(steps[0])?.baseRewardStdErr ?? null,
-    rewardEnd: rewardOf(last)?.baseMeanReward ?? null,
-    rewardEndStdErr: rewardOf(last)?.baseRewardStdErr ?? null,
+    rewardStart: steps[0]?.baseMeanReward ?? null,
+    rewardStartStdErr: steps[0]?.baseRewardStdErr ?? null,
+    rewardEnd: last?.baseMeanReward ?? null,
+    rewardEndStdErr: last?.baseRewardStdErr ?? null,
     logprobMismatch: mismatchTokens > 0 ? measured.reduce((sum, m) => sum + m.meanAbsDiff * m.tokens, 0) / mismatchTokens : null,
     mismatchByStaleness: mismatchByStaleness(steps),
     deadGroups: steps.reduce((n, s) => n + s.deadGroups, 0),
