@@ -47,6 +47,17 @@ export interface RunSummary {
   rank1EvalEnd: number | null;
 }
 
+/**
+ * A run's summary as a workflow result recorded it: results from before
+ * evaluation existed have no evaluations, and from before pipelining no
+ * mismatch per staleness; both read as empty. `spend` stays absent where
+ * it was not counted (no spend is not zero spend).
+ */
+export function upgradeRunSummary(recorded: RunSummary): RunSummary {
+  const old: Partial<Pick<RunSummary, 'evaluations' | 'mismatchByStaleness'>> = recorded;
+  return { ...recorded, evaluations: old.evaluations ?? [], mismatchByStaleness: old.mismatchByStaleness ?? {} };
+}
+
 const emptyStats = (): SiblingStepStats => ({ groupsChosen: 0, groupsRescued: 0, rollouts: 0, successes: 0 });
 
 function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
