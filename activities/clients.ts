@@ -25,16 +25,14 @@ export const defaultClients: ActivityClients = {
     new ReplicaPolicy(balancer, {
       servers, baseModel: config.policy.model, apiKey: apiKeyOf(config.policy, 'policy'),
       requestTimeoutSeconds: config.policy.requestTimeoutSeconds,
-      // A config stored before replicas were balanced has no cap: the default.
-      maxInFlightPerServer: config.policy.maxInFlightPerServer ?? 64,
+      maxInFlightPerServer: config.policy.maxInFlightPerServer,
       // With no replica to take it, a turn waits as long as the run's longest retry interval, then fails as an outage.
-      noReplicaSeconds: config.retry?.maxIntervalSeconds ?? 30,
+      noReplicaSeconds: config.retry.maxIntervalSeconds,
     }),
   trainer: (config, signal) =>
     new TinkerClient({
       baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal,
-      // A config stored before `retry` existed has none: the client's own default.
-      maxConnectionRetrySeconds: config.retry?.maxIntervalSeconds,
+      maxConnectionRetrySeconds: config.retry.maxIntervalSeconds,
     }),
   policyApiKey: (config) => apiKeyOf(config.policy, 'policy'),
   trainerApiKey: (config) => apiKeyOf(config.trainer, 'trainer'),

@@ -59,7 +59,7 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
   async function plan(input: PublishVersionInput): Promise<PublishPlan> {
     const { config } = await context.loadRun(input.runId);
     const replicas = await deps.replicaAddresses!.expand(configuredServers(config));
-    const via = config.policy.publishVia ?? 'shared-storage';
+    const via = config.policy.publishVia;
     const probeOf = input.probeOf ?? { runId: input.runId, step: input.step };
     await store.replicas.plan(
       replicas.map((replica) => ({ replica, runId: input.runId, policyVersion: input.policyVersion, step: input.step, samplerPath: input.samplerPath, probeOf, via })),
@@ -74,7 +74,7 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     let phase = 'starting';
     const target: ReplicaVersionTarget = {
       replica: replicaUrl(input.replica), runId: input.runId, policyVersion: input.policyVersion, step: input.step, samplerPath: input.samplerPath,
-      probeOf: input.probeOf ?? { runId: input.runId, step: input.step }, via: config.policy.publishVia ?? 'shared-storage',
+      probeOf: input.probeOf ?? { runId: input.runId, step: input.step }, via: config.policy.publishVia,
     };
     const loadDeps = { ...(await replicaLoadDeps(input.runId, activity.cancellationSignal)), onPhase: (p: string) => void (phase = p) };
     const result = await withHeartbeatClock(

@@ -82,7 +82,7 @@ export function summaryText(summary: RunSummary): string {
       : []),
     ...(summary.logprobMismatch != null ? [`  trainer/sampler mismatch   mean |Δ log-prob| ${summary.logprobMismatch.toExponential(2)} over the trained tokens`] : []),
     // Pipelined runs: the mismatch per staleness, what the overlap costs in off-policyness.
-    ...(Object.keys(summary.mismatchByStaleness ?? {}).some((k) => k !== '0')
+    ...(Object.keys(summary.mismatchByStaleness).some((k) => k !== '0')
       ? [`  by staleness               ${Object.entries(summary.mismatchByStaleness).map(([k, m]) => `${k}: ${m.steps} steps, |Δ log-prob| ${m.meanAbsDiff === null ? '-' : m.meanAbsDiff.toExponential(2)}, ratio ${m.ratioMean === null ? '-' : `${m.ratioMean.toFixed(3)} ± ${m.ratioStd!.toFixed(3)}`}`).join('; ')}`]
       : []),
     `  dead groups                ${summary.deadGroups}`,
@@ -93,7 +93,7 @@ export function summaryText(summary: RunSummary): string {
         (summary.spend.gpuSeconds === null ? '' : `, ${summary.spend.gpuSeconds.toFixed(1)} GPU-seconds (SIMULATED, latency model)`)]
       : []),
     `  eval split at the end      base harness ${pct(summary.baseEvalEnd)}, Rank-1 routing ${pct(summary.rank1EvalEnd)}`,
-    ...(summary.evaluations ?? []).map((e) => `    ${evaluationLine(e)}`), // absent from runs summarized before evaluation existed
+    ...summary.evaluations.map((e) => `    ${evaluationLine(e)}`),
     '  rescue rate per sibling (groups rescued / groups chosen): whole run, first half -> second half; by task kind',
   ];
   const siblings = Object.entries(summary.siblings).sort(([a], [b]) => a.localeCompare(b));

@@ -9,6 +9,7 @@ import { applyConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
 import { RunStore } from '../core/store/run-store';
 import { runLineage } from '../core/run-lineage';
+import { upgradeRunSummary } from '../core/report/run-summary';
 import { namespaceFromEnv, temporalAddressFromEnv } from '../workers/temporal-env';
 import { harnessSRun } from '../workflows';
 import {
@@ -145,7 +146,7 @@ export async function runView(client: Client, runId: string, store?: RunStore): 
     return { ...stored, runId, status, live, summary: null, failure: null, restores: live.restores ?? stored.restores, parent: live.parent ?? stored.parent };
   }
   if (status === 'COMPLETED') {
-    return { runId, status, live: null, summary: (await handle.result()) as RunSummary, failure: null, ...stored };
+    return { runId, status, live: null, summary: upgradeRunSummary((await handle.result()) as RunSummary), failure: null, ...stored };
   }
   const failure = await handle.result().then(
     () => null,

@@ -19,6 +19,7 @@ import { replicaTaskQueue } from '../core/policy/replicas';
 import { controlActivityOptions, publishActivityOptions, replicaLoadOptions } from './activity-options';
 import { TASK_QUEUES } from './definitions';
 import { isFinal, rootFailure } from './failures';
+import { upgradePublishSummary } from './upgrade';
 
 export interface PublishVersion {
   runId: string;
@@ -49,7 +50,7 @@ function fansOut(): boolean {
 
 export async function publishPolicyVersion(version: PublishVersion, retry?: RetryConfig): Promise<PublishOutcome> {
   if (!fansOut()) {
-    const summary = await proxyActivities<Activities>(publishActivityOptions(retry)).publishPolicy(version);
+    const summary = upgradePublishSummary(await proxyActivities<Activities>(publishActivityOptions(retry)).publishPolicy(version));
     return { ...summary, replicas: [] };
   }
   const plan = await proxyActivities<Activities>(controlActivityOptions(retry)).planPublish(version);

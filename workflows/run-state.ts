@@ -29,8 +29,7 @@ const tracking = proxyActivities<Activities>(trackingActivityOptions());
 export interface Prepared {
   baseHarnessId: string;
   harnessIds: string[];
-  /** Absent from prepareRun results recorded before the viewer existed. */
-  viewerRunUrl?: string | null;
+  viewerRunUrl: string | null;
 }
 
 export class HarnessSRun {
@@ -79,7 +78,7 @@ export class HarnessSRun {
           { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
         ]);
       },
-      details: (now) => details(this, `step ${this.status.step}/${this.config.steps}, pipelined (k = ${this.config.pipeline?.maxStaleness ?? 0}): ${now}`),
+      details: (now) => details(this, `step ${this.status.step}/${this.config.steps}, pipelined (k = ${this.config.pipeline.maxStaleness}): ${now}`),
     });
     if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
   }
@@ -171,9 +170,9 @@ export class HarnessSRun {
     await tracking.trackRun({ runId: this.runId, final: 'FAILED' }).catch(() => undefined);
   }
 
-  /** Whether steps overlap (pipeline.maxStaleness ≥ 1; a config from before pipelining has no section). */
+  /** Whether steps overlap (pipeline.maxStaleness ≥ 1). */
   pipelined(): boolean {
-    return (this.config.pipeline?.maxStaleness ?? 0) > 0;
+    return this.config.pipeline.maxStaleness > 0;
   }
 
   /** What the trainer's recovery (workflows/trainer-recovery.ts) needs of the run. */

@@ -48,6 +48,7 @@ import { pipelinedSegment, runOneStep } from './run-steps';
 import { budgetReached } from './run-health';
 import { evaluate, evaluates, measureProfiles } from './run-children';
 import { republish, untilDone } from './run-outage';
+import { upgradePrepared } from './upgrade';
 
 const control = proxyActivities<Activities>(controlActivityOptions());
 const tracking = proxyActivities<Activities>(trackingActivityOptions());
@@ -138,7 +139,7 @@ async function execute(run: HarnessSRun): Promise<RunSummary> {
 
 /** Validates the config and registers the run; a config a user must fix fails the run with its message on top. */
 async function prepare(run: HarnessSRun): Promise<Prepared> {
-  const prepared = await control
+  const recorded = await control
     .prepareRun({
       runId: run.runId, config: run.input.config,
       incarnation: workflowInfo().firstExecutionRunId,
@@ -152,6 +153,7 @@ async function prepare(run: HarnessSRun): Promise<Prepared> {
       }
       throw err;
     });
+  const prepared = upgradePrepared(recorded);
   run.config = prepared.config;
   run.configKnown = true;
   run.prepared = prepared;

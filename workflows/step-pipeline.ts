@@ -133,7 +133,7 @@ export class StepPipeline {
     const { status } = this.host;
     const config = this.host.config();
     if (step >= Math.min(config.steps, this.end)) return false; // the barrier, or the run's end (steps may change meanwhile)
-    const k = config.pipeline?.maxStaleness ?? 0;
+    const k = config.pipeline.maxStaleness;
     if (step - status.step > k) return false; // the newest published version would be too stale by the time it trains
     for (const [other, r] of this.running) {
       if (other < step && !r.rolloutsDone) return false; // one rollout phase at a time

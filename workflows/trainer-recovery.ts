@@ -40,7 +40,7 @@ const { status } = run;
     run.untilDone(`restoring the trainer model`, () =>
       trainer.restoreTrainer({ runId: run.runId, atStep, reason, lostModelId: lost.modelId, allowBase }),
     );
-  let restored = await restore((run.config.checkpoint?.onLoss ?? 'restart') !== 'pause');
+  let restored = await restore(run.config.checkpoint.onLoss !== 'pause');
   if ('needsDecision' in restored) {
     run.pause(
       `${reason}. The run has no checkpoint yet and checkpoint.onLoss is 'pause': resume to start its model over from the base ` +

@@ -20,7 +20,7 @@ import type { TaskRef } from '../core/harness/task';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { assembleTrainingGroups } from '../core/rl/rescue';
 import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/step-summary';
-import { BATCH_CHUNK_ROLLOUTS, batchChunks, DEFAULT_ROLLOUTS_PER_SLICE, sliceRanges, tasksPerSlice } from '../core/rl/step-slices';
+import { BATCH_CHUNK_ROLLOUTS, batchChunks, sliceRanges, tasksPerSlice } from '../core/rl/step-slices';
 import { batchGroupsOf, batchRefOf } from '../core/rl/training-batch';
 import {
   publishGateSignal, type SliceProgress, sliceProgressSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput,
@@ -31,11 +31,13 @@ import type { WorkerReplicaViews } from '../core/policy/replicas';
 import { type DrawnGroup, keepGroupsWithSignal, maxDraws, wantsFreshTask } from '../core/rl/batch-fill';
 import { taskPlayer } from './step-groups';
 import { trainingStepSlice } from './step-slice';
+import { upgradeStepInput, upgradeTrained } from './upgrade';
 
 /** A step tells its run how far it is at most this often (and at each change of phase). */
 const PROGRESS_EVERY_MS = 5_000;
 
-export async function trainingStep(input: TrainingStepInput): Promise<StepSummary> {
+export async function trainingStep(recorded: TrainingStepInput): Promise<StepSummary> {
+  const input = upgradeStepInput(recorded);
   const { runId, step, config, policyVersion, profileVersion, baseHarnessId } = input;
   let gateOpen = !input.gated;
   let publishOpen = !input.gated;
@@ -49,7 +51,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   const sendsPhases = patched('step-phases');
   const started = Date.now(); // deterministic inside a workflow
   const G = config.rollout.groupSize;
-  const refill = config.sampling?.refill ?? 'none'; // absent from configs recorded before refills
+  const refill = config.sampling.refill;
   const B = config.rollout.tasksPerStep;
   // The step's task stream: its first B tasks, then (with a refill) the fresh tasks in the order they are drawn.
   const stream = await control.sampleTasks({ runId, purpose: 'train', step, ...(refill !== 'none' ? { count: maxDraws(config.sampling, B) } : {}) });
@@ -89,7 +91,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   progress();
 
   const outcomes: DrawnGroup[] = [];
-  const perSlice = tasksPerSlice(config.rollout.rolloutsPerSlice ?? DEFAULT_ROLLOUTS_PER_SLICE, G); // absent from configs recorded before slices
+  const perSlice = tasksPerSlice(config.rollout.rolloutsPerSlice, G);
   // A refill draws the stream's tasks in order across the whole step: such a step is never split (its size is capped instead).
   if (refill === 'none' && B > perSlice && patched('step-slices')) {
     const played = await playInSlices(input, tasks, perSlice, (reported) => {
@@ -156,9 +158,9 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
   if (byReference) {
     await Promise.all(batchChunks(batch, BATCH_CHUNK_ROLLOUTS).map((chunk) => control.storeTrainingBatch({ runId, step, batchKey, first: chunk.first, groups: chunk.groups })));
   }
-  const trained = await trainer.trainStep(
+  const trained = upgradeTrained(await trainer.trainStep(
     byReference ? { runId, step, batch: batchRefOf(batchKey, batch) } : { runId, step, groups: batch.map((g) => ({ taskId: g.taskId, rollouts: g.rollouts })) },
-  );
+  ));
   const trainDone = Date.now();
   if (input.gated) {
     // An inference server then never samples two policy versions at once (the probe of the new one beside the
@@ -180,9 +182,8 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
     baseGroups, rescueGroups, trainingGroups,
     datums: trained.datums, trainerMetrics: trained.metrics,
-    // Both absent from histories recorded before they existed.
-    logprobMismatch: trained.logprobMismatch ?? null,
-    publishProbeMeanAbsDiff: publishOutcome.probeMeanAbsDiff ?? null,
+    logprobMismatch: trained.logprobMismatch,
+    publishProbeMeanAbsDiff: publishOutcome.probeMeanAbsDiff,
     durationSeconds: (Date.now() - started) / 1000,
     phaseSeconds: {
       rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - publishStarted) / 1000,
@@ -190,7 +191,7 @@ export async function trainingStep(input: TrainingStepInput): Promise<StepSummar
     },
     failedGroups,
     ...(input.samplerSteps !== undefined ? { staleness: step - input.samplerSteps } : {}),
-    trainerTokens: trained.trainerTokens ?? 0, // absent from histories recorded before it was counted
+    trainerTokens: trained.trainerTokens,
     ...(refill !== 'none' ? { sampling: { refill, drawn, dropped } } : {}),
   });
   await control.recordStep({ runId, summary });

@@ -47,6 +47,17 @@ export interface RunSummary {
   rank1EvalEnd: number | null;
 }
 
+/**
+ * A run's summary as a workflow result recorded it: results from before
+ * evaluation existed have no evaluations, and from before pipelining no
+ * mismatch per staleness; both read as empty. `spend` stays absent where
+ * it was not counted (no spend is not zero spend).
+ */
+export function upgradeRunSummary(recorded: RunSummary): RunSummary {
+  const old: Partial<Pick<RunSummary, 'evaluations' | 'mismatchByStaleness'>> = recorded;
+  return { ...recorded, evaluations: old.evaluations ?? [], mismatchByStaleness: old.mismatchByStaleness ?? {} };
+}
+
 const emptyStats = (): SiblingStepStats => ({ groupsChosen: 0, groupsRescued: 0, rollouts: 0, successes: 0 });
 
 function addStats(into: SiblingStepStats, from: SiblingStepStats): void {
@@ -77,8 +88,6 @@ export function summarizeRunSteps(
   const last = steps.at(-1);
   const measured = steps.flatMap((s) => (s.logprobMismatch ? [s.logprobMismatch] : []));
   const mismatchTokens = measured.reduce((n, m) => n + m.tokens, 0);
-  // Steps recorded before rewards were summarised have none.
-  const rewardOf = (s: StoredStepSummary | undefined) => (s && typeof s.baseMeanReward === 'number' ? s : undefined);
   return {
     runId: run.runId,
     name: run.name,
@@ -87,10 +96,10 @@ export function summarizeRunSteps(
     policyVersion: last?.policyVersion ?? run.basePolicy,
     baseSuccessStart: steps[0]?.baseSuccessRate ?? null,
     baseSuccessEnd: last?.baseSuccessRate ?? null,
-    rewardStart: rewardOf(steps[0])?.baseMeanReward ?? null,
-    rewardStartStdErr: rewardOf(steps[0])?.baseRewardStdErr ?? null,
-    rewardEnd: rewardOf(last)?.baseMeanReward ?? null,
-    rewardEndStdErr: rewardOf(last)?.baseRewardStdErr ?? null,
+    rewardStart: steps[0]?.baseMeanReward ?? null,
+    rewardStartStdErr: steps[0]?.baseRewardStdErr ?? null,
+    rewardEnd: last?.baseMeanReward ?? null,
+    rewardEndStdErr: last?.baseRewardStdErr ?? null,
     logprobMismatch: mismatchTokens > 0 ? measured.reduce((sum, m) => sum + m.meanAbsDiff * m.tokens, 0) / mismatchTokens : null,
     mismatchByStaleness: mismatchByStaleness(steps),
     deadGroups: steps.reduce((n, s) => n + s.deadGroups, 0),

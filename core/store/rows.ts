@@ -53,9 +53,9 @@ export const StoredStepSummary = z.object({
   baseRollouts: z.number(),
   rescueRollouts: z.number(),
   baseSuccessRate: z.number(),
-  /** Absent from steps recorded before rewards were summarised. */
-  baseMeanReward: z.number().optional(),
-  baseRewardStdErr: z.number().optional(),
+  /** Steps recorded before rewards were summarised have neither: read as null (no reward). */
+  baseMeanReward: z.number().nullable().default(null),
+  baseRewardStdErr: z.number().nullable().default(null),
   deadGroups: z.number(),
   deadTaskIds: z.array(z.string()).default([]),
   rescuedGroups: z.number(),
@@ -70,10 +70,10 @@ export const StoredStepSummary = z.object({
   /** Absent from steps recorded before the phases were timed and failed groups were kept. */
   phaseSeconds: z.object({ rollout: z.number(), train: z.number(), publish: z.number(), waitForTrainer: z.number().optional(), waitToPublish: z.number().optional() }).nullable().default(null),
   failedGroups: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reason: z.string() })).default([]),
-  /** Absent from steps recorded before pipelining (read as on-policy, staleness 0). */
+  /** Absent from steps that were not pipelined, those recorded before pipelining included: left absent (read as on-policy, staleness 0; the tracker logs no staleness for them). */
   staleness: z.number().int().optional(),
   stalenessHistogram: z.record(z.string(), z.number()).optional(),
-  /** Absent from steps recorded before spend was counted. */
+  /** Absent from steps recorded before spend was counted: left absent, as no spend is not zero spend (stepSpend counts their rollouts; the tracker logs none). */
   spend: z.object({
     rollouts: z.number(), promptTokens: z.number(), completionTokens: z.number(), trainerTokens: z.number(), gpuSeconds: z.number().optional(),
   }).optional(),

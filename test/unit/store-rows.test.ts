@@ -10,7 +10,7 @@ const step = {
 test('a step summary stored before newer fields existed reads with their defaults', () => {
   const parsed = parseRow(StoredStepSummary, step, 'steps row (run r, step 3): summary');
   expect(parsed).toMatchObject({ deadTaskIds: [], logprobMismatch: null, publishProbeMeanAbsDiff: null });
-  expect(parsed.baseMeanReward).toBeUndefined();
+  expect(parsed).toMatchObject({ baseMeanReward: null, baseRewardStdErr: null });
 });
 
 test('a stored row that is not what this version reads is refused with where and what', () => {
