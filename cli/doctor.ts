@@ -1,8 +1,7 @@
 /** `harness-s doctor`: what is installed and reachable, and the fix for each missing piece. */
 import { Connection } from '@temporalio/client';
-import { Client as PgClient } from 'pg';
 import { parseRunConfig } from '../core/config';
-import { databaseUrlFromEnv, redactedDatabaseUrl } from '../core/store/run-store';
+import { databaseUrlFromEnv, redactedDatabaseUrl, serverVersion } from '../core/store/run-store';
 import { findTemporalCli, temporalCliVersion } from '../infra/temporal-cli';
 import { uiUrlFor } from '../infra/temporal-dev-server';
 import { temporalAddressFromEnv } from '../workers/temporal-env';
@@ -68,19 +67,14 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
     });
   }
 
-  const pg = new PgClient({ connectionString: databaseUrl, connectionTimeoutMillis: 2000 });
   try {
-    await pg.connect();
-    const { rows } = await pg.query('SHOW server_version');
-    checks.push({ name: 'postgresql', ok: true, detail: `${redactedDatabaseUrl(databaseUrl)} (server ${rows[0].server_version})` });
+    checks.push({ name: 'postgresql', ok: true, detail: `${redactedDatabaseUrl(databaseUrl)} (server ${await serverVersion(databaseUrl)})` });
   } catch (err) {
     const missingDb = (err as { code?: string }).code === '3D000';
     checks.push({
       name: 'postgresql', ok: missingDb, detail: missingDb ? `${redactedDatabaseUrl(databaseUrl)}: the database does not exist yet; it is created on first start` : `${redactedDatabaseUrl(databaseUrl)}: ${(err as Error).message}`,
       fix: missingDb ? undefined : 'start PostgreSQL, or set DATABASE_URL=postgresql://USER@HOST:PORT/DB',
     });
-  } finally {
-    await pg.end().catch(() => undefined);
   }
 
   try {

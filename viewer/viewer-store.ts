@@ -3,7 +3,6 @@
  * queries are the store's: core/store/viewer-queries.ts), on connections
  * that cannot write.
  */
-import { Pool } from 'pg';
 import { DEFAULT_DB_POOL_SIZE, RunStore } from '../core/store/run-store';
 import type { RolloutFilter, RolloutKey } from '../core/store/viewer-queries';
 
@@ -13,14 +12,13 @@ export class ViewerStore {
   constructor(readonly runs: RunStore) {}
 
   /**
-   * A pool whose sessions cannot write (PostgreSQL refuses any write in a
-   * read-only transaction), so the viewer cannot change a run whatever it is asked.
-   * `poolSize`: the most connections it opens (dbPoolSizeFromEnv at process start).
+   * On sessions that cannot write (RunStore.connectReadOnly), so the viewer
+   * cannot change a run whatever it is asked. `poolSize`: the most connections
+   * it opens (dbPoolSizeFromEnv at process start).
    */
   static connect(databaseUrl: string, poolSize = DEFAULT_DB_POOL_SIZE): ViewerStore {
-    const pool = new Pool({ connectionString: databaseUrl, max: poolSize, options: '-c default_transaction_read_only=on -c statement_timeout=30000' });
-    pool.on('error', (err) => process.stderr.write(`viewer: the database cut an idle connection (${err.message}); the next page reconnects\n`));
-    return new ViewerStore(new RunStore(pool));
+    const lost = (err: Error) => process.stderr.write(`viewer: the database cut an idle connection (${err.message}); the next page reconnects\n`);
+    return new ViewerStore(RunStore.connectReadOnly(databaseUrl, lost, poolSize));
   }
 
   close(): Promise<void> {

@@ -53,6 +53,18 @@ export function redactedDatabaseUrl(databaseUrl: string): string {
 }
 
 /** Creates the URL's database when the server does not have it yet. */
+/** The PostgreSQL server's version, asked within 2 s (doctor); the server's error as it came when it cannot answer. */
+export async function serverVersion(databaseUrl: string): Promise<string> {
+  const client = new Client({ connectionString: databaseUrl, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query('SHOW server_version');
+    return rows[0].server_version;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.replace(/^\//, ''));

@@ -26,7 +26,7 @@ import { ViewerQueries } from './viewer-queries';
 
 export {
   DEFAULT_DATABASE_URL, databaseUrlFromEnv, DB_POOL_SIZE_VARIABLE, DEFAULT_DB_POOL_SIZE, DbPoolSizeError, dbPoolSizeFromEnv,
-  redactedDatabaseUrl, ensureDatabase, migrate,
+  redactedDatabaseUrl, ensureDatabase, migrate, serverVersion,
 } from './database';
 export { RunIdInUseError, type LiveTrainerSession, type StoredRun } from './runs-store';
 export type { CheckpointRecord, RestoreKind, RestoreRecord } from './checkpoint-store';
@@ -84,6 +84,17 @@ export class RunStore {
    */
   static connect(databaseUrl: string, onConnectionLost: (err: Error) => void = reportLostConnection, poolSize = DEFAULT_DB_POOL_SIZE): RunStore {
     const pool = new Pool({ connectionString: databaseUrl, max: poolSize });
+    pool.on('error', onConnectionLost);
+    return new RunStore(pool);
+  }
+
+  /**
+   * A store whose sessions cannot write (PostgreSQL refuses any write in a
+   * read-only transaction) and whose queries end after 30 s: the viewer's, so
+   * it cannot change a run whatever it is asked.
+   */
+  static connectReadOnly(databaseUrl: string, onConnectionLost: (err: Error) => void, poolSize = DEFAULT_DB_POOL_SIZE): RunStore {
+    const pool = new Pool({ connectionString: databaseUrl, max: poolSize, options: '-c default_transaction_read_only=on -c statement_timeout=30000' });
     pool.on('error', onConnectionLost);
     return new RunStore(pool);
   }
