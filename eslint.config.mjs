@@ -17,6 +17,12 @@ export default tseslint.config(
       '@typescript-eslint/no-require-imports': 'error',
     },
   },
+  // SQL of the run store lives in core/store only: nothing else opens a PostgreSQL connection.
+  {
+    files: ['{core,activities,workers,sim-cluster,viewer,infra,cli}/**/*.ts'],
+    ignores: ['core/store/**'],
+    rules: { 'no-restricted-imports': ['error', { paths: [{ name: 'pg', message: 'PostgreSQL is reached through core/store (a store method or read model)' }] }] },
+  },
   // The layer order (eslint/layers.mjs): imports run down, never up.
   { files: ['{core,activities,workflows,workers,sim-cluster,viewer,infra,cli,bin}/**/*.ts'], plugins: { house }, rules: { 'house/layer-order': 'error' } },
   {
