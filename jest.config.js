@@ -35,4 +35,6 @@ module.exports = {
     },
   ],
   testTimeout: 180000,
+  // Longest files first, and balanced shards of the integration tests (test/suite.sh).
+  testSequencer: '<rootDir>/test/sequencer.js',
 };

@@ -1,23 +1,52 @@
 #!/usr/bin/env bash
-# `npm test`: typecheck and lint at once, then the Jest projects in two lanes at once:
+# `npm test` (the whole suite, what CI runs) and `npm run test:fast` (the inner
+# loop: typecheck, lint, unit and workflow tests; no PostgreSQL, no engines).
+# Typecheck and lint run at once. Then, for the whole suite, three lanes at once:
 # the unit and workflow tests (each workflow test file starts its own Temporal dev
-# server on free ports) beside the integration tests (one shared dev server and
-# database, so one file at a time). The first lane's output is printed when it ends.
+# server on free ports), and the integration tests in two shards balanced by the
+# files' measured durations (test/sequencer.js), each shard with a Temporal dev
+# server and a database of its own, one file at a time. HARNESS_S_TEST_SHARDS=1
+# runs the integration tests in one lane. The first integration shard prints as it
+# goes; the other lanes' output is printed when they end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
+case "$mode" in all|fast) ;; *) echo "usage: test/suite.sh [all|fast]" >&2; exit 2 ;; esac
 
 npx tsc --noEmit & typecheck=$!
-npx eslint . & lint=$!
+npm run --silent lint & lint=$!
 wait "$typecheck" || { echo "npm test: typecheck failed" >&2; wait "$lint"; exit 1; }
 wait "$lint" || { echo "npm test: lint failed" >&2; exit 1; }
 
-fast_log=$(mktemp)
-trap 'rm -f "$fast_log"' EXIT
-npx jest --selectProjects unit workflow >"$fast_log" 2>&1 & fast=$!
-npx jest --selectProjects integration --runInBand & integration=$!
+if [ "$mode" = fast ]; then
+  # Two workers: a workflow test mostly waits on its dev server.
+  exec npx jest --selectProjects unit workflow --maxWorkers=2
+fi
+
+shards=${HARNESS_S_TEST_SHARDS:-2}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+npx jest --selectProjects unit workflow >"$logs/fast" 2>&1 & fast=$!
+# Shard i of n: shard 1 on the default dev server and database (test/integration/env.ts), shard i on port
+# 17233 + 10 (i - 1) (its UI 1000 above) and database harness_s_test_<i>.
+pids=()
+for i in $(seq 1 "$shards"); do
+  if [ "$i" -eq 1 ]; then
+    npx jest --selectProjects integration --runInBand --shard="1/$shards" & pids+=($!)
+  else
+    TEST_TEMPORAL_ADDRESS="127.0.0.1:$((17233 + 10 * (i - 1)))" TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:5432/harness_s_test_$i" \
+      npx jest --selectProjects integration --runInBand --shard="$i/$shards" >"$logs/shard-$i" 2>&1 & pids+=($!)
+  fi
+done
+status=0
 wait "$fast"; fast_status=$?
+[ "$fast_status" -eq 0 ] || status=1
 echo "== unit and workflow tests (exit $fast_status)"
-cat "$fast_log"
-wait "$integration"; integration_status=$?
-echo "== integration tests (exit $integration_status); unit and workflow tests (exit $fast_status)"
-[ "$fast_status" -eq 0 ] && [ "$integration_status" -eq 0 ]
+cat "$logs/fast"
+for i in $(seq 1 "$shards"); do
+  wait "${pids[$((i - 1))]}"; shard_status=$?
+  [ "$shard_status" -eq 0 ] || status=1
+  if [ "$i" -gt 1 ]; then echo "== integration shard $i of $shards (exit $shard_status)"; cat "$logs/shard-$i"; fi
+  echo "== integration shard $i of $shards: exit $shard_status"
+done
+exit "$status"
