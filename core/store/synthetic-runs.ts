@@ -6,6 +6,7 @@
  * rescued with GROUP_SIZE more).
  */
 import { Client } from 'pg';
+import { SIM_KIND } from '../sim-kind';
 
 export const ROLLOUTS_PER_STEP = 1000;
 const TASKS_PER_STEP = 100;
@@ -29,8 +30,8 @@ async function seedRun(db: Client, runId: string, steps: number, log: (line: str
   log(`seeding ${runId}: ${steps} steps, ${steps * ROLLOUTS_PER_STEP} rollouts`);
   await db.query('DELETE FROM runs WHERE run_id = $1', [runId]);
   await db.query(
-    `INSERT INTO runs (run_id, name, env, config) VALUES ($1, $1, 'sim', jsonb_build_object('name', $1::text, 'steps', $2::int, 'env', jsonb_build_object('kind', 'sim')))`,
-    [runId, steps],
+    `INSERT INTO runs (run_id, name, env, config) VALUES ($1, $1, $3, jsonb_build_object('name', $1::text, 'steps', $2::int, 'env', jsonb_build_object('kind', $3::text)))`,
+    [runId, steps, SIM_KIND],
   );
   await db.query(`INSERT INTO steps (run_id, step, policy_version, summary) SELECT $1::text, s, 'p' || (s + 1), ${stepSummarySql()} FROM generate_series(0, $2 - 1) s, (SELECT $2::int AS n) c`, [runId, steps]);
   const batch = 50; // steps per INSERT: a few hundred MB of work at most per statement
