@@ -21,10 +21,19 @@ export default tseslint.config(
   {
     files: ['{core,activities,workers,sim-cluster,viewer,infra,cli}/**/*.ts'],
     ignores: ['core/store/**'],
-    rules: { 'no-restricted-imports': ['error', { paths: [{ name: 'pg', message: 'PostgreSQL is reached through core/store (a store method or read model)' }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'pg', message: 'PostgreSQL is reached through core/store (a store method or read model)' }] },
+      ],
+    },
   },
   // The layer order (eslint/layers.mjs): imports run down, never up.
-  { files: ['{core,activities,workflows,workers,sim-cluster,viewer,infra,cli,bin}/**/*.ts'], plugins: { house }, rules: { 'house/layer-order': 'error' } },
+  {
+    files: ['{core,activities,workflows,workers,sim-cluster,viewer,infra,cli,bin}/**/*.ts'],
+    plugins: { house },
+    rules: { 'house/layer-order': 'error' },
+  },
   {
     files: ['workflows/**/*.ts'],
     rules: {
@@ -32,7 +41,12 @@ export default tseslint.config(
         'error',
         {
           paths: [...nodeBuiltins, 'pg', 'openai', 'pino', '@temporalio/client', '@temporalio/worker', '@temporalio/activity'],
-          patterns: [{ group: ['../core/store/*', '../activities/*', '../infra/*', '../workers/*', '../cli/*'], message: 'workflow code is deterministic: no I/O modules' }],
+          patterns: [
+            {
+              group: ['../core/store/*', '../activities/*', '../infra/*', '../workers/*', '../cli/*'],
+              message: 'workflow code is deterministic: no I/O modules',
+            },
+          ],
         },
       ],
     },

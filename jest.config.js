@@ -9,7 +9,15 @@
 // The report charts' packages (vega, vega-lite and their d3 modules) are ES
 // modules only. The CLI import()s them natively; Jest on Node 20 cannot load an
 // ES module from CommonJS, so it compiles these to CommonJS like the tests.
-const ESM_ONLY_PACKAGES = ['vega', 'vega-[a-z-]+', 'd3-[a-z-]+', 'internmap', 'delaunator', 'robust-predicates', 'json-stringify-pretty-compact'];
+const ESM_ONLY_PACKAGES = [
+  'vega',
+  'vega-[a-z-]+',
+  'd3-[a-z-]+',
+  'internmap',
+  'delaunator',
+  'robust-predicates',
+  'json-stringify-pretty-compact',
+];
 
 const common = {
   testEnvironment: 'node',

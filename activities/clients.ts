@@ -23,7 +23,9 @@ export interface ActivityClients {
 export const defaultClients: ActivityClients = {
   policy: (config, balancer, servers) =>
     new ReplicaPolicy(balancer, {
-      servers, baseModel: config.policy.model, apiKey: apiKeyOf(config.policy, 'policy'),
+      servers,
+      baseModel: config.policy.model,
+      apiKey: apiKeyOf(config.policy, 'policy'),
       requestTimeoutSeconds: config.policy.requestTimeoutSeconds,
       maxInFlightPerServer: config.policy.maxInFlightPerServer,
       // With no replica to take it, a turn waits as long as the run's longest retry interval, then fails as an outage.
@@ -31,7 +33,10 @@ export const defaultClients: ActivityClients = {
     }),
   trainer: (config, signal) =>
     new TinkerClient({
-      baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds, signal,
+      baseUrl: config.trainer.baseUrl,
+      apiKey: apiKeyOf(config.trainer, 'trainer'),
+      pollSeconds: config.trainer.pollSeconds,
+      signal,
       maxConnectionRetrySeconds: config.retry.maxIntervalSeconds,
     }),
   policyApiKey: (config) => apiKeyOf(config.policy, 'policy'),

@@ -18,7 +18,13 @@ import { baseSpecFor, envFailureDirections, envIdOf, fetchFrozenPool, harnessSpa
 import { isSimulatedEnv } from '../core/envs/sim/config';
 import { frozenPoolOf, type FreezeRequest } from '../core/evolution/freeze';
 import {
-  buildProposalRequest, judgeAnswer, proposalMessages, refusalMessages, truncateTurns, type FailureExample, type ParentResults,
+  buildProposalRequest,
+  judgeAnswer,
+  proposalMessages,
+  refusalMessages,
+  truncateTurns,
+  type FailureExample,
+  type ParentResults,
 } from '../core/evolution/proposal';
 import { askProposer, proposerLabel } from '../core/evolution/proposer-client';
 import { candidateIdOf } from '../core/evolution/selection';
@@ -38,9 +44,12 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
   const { logger } = deps;
   const store = deps.store.evolutions;
 
-  async function loadEvolution(evolutionId: string): Promise<{ config: EvolutionConfig; env: Environment; space: HarnessSpace; baseSpec: Record<string, unknown> }> {
+  async function loadEvolution(
+    evolutionId: string,
+  ): Promise<{ config: EvolutionConfig; env: Environment; space: HarnessSpace; baseSpec: Record<string, unknown> }> {
     const stored = await store.getEvolution(evolutionId);
-    if (!stored) throw ApplicationFailure.nonRetryable(`evolution ${evolutionId} is not registered in the run store`, FAILURE_TYPES.UnknownEvolution);
+    if (!stored)
+      throw ApplicationFailure.nonRetryable(`evolution ${evolutionId} is not registered in the run store`, FAILURE_TYPES.UnknownEvolution);
     const config = parseEvolutionConfig(stored.config, `stored config of evolution ${evolutionId}`);
     await fetchFrozenPool(config.env, store);
     const env = deps.environmentFor(config);
@@ -52,7 +61,11 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
     const { config, space, baseSpec } = await loadEvolution(input.evolutionId);
     const candidateId = candidateIdOf(input.direction, input.round, input.slot);
     const parent = input.parentId === baseSpec.id ? baseSpec : (await store.getCandidate(input.evolutionId, input.parentId))?.spec;
-    if (!parent) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} has no candidate ${input.parentId} to be a parent`, FAILURE_TYPES.UnknownCandidate);
+    if (!parent)
+      throw ApplicationFailure.nonRetryable(
+        `evolution ${input.evolutionId} has no candidate ${input.parentId} to be a parent`,
+        FAILURE_TYPES.UnknownCandidate,
+      );
     const recorded = await store.proposals(input.evolutionId, { round: input.round, direction: input.direction, slot: input.slot });
     const existing = await store.getCandidate(input.evolutionId, candidateId);
     return { config, space, baseSpec, candidateId, parent, recorded, existing };
@@ -69,25 +82,63 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       config.failuresInPrompt,
       config.turnChars,
     );
-    return proposalMessages(buildProposalRequest({ space, direction: input.direction, round: input.round, slot: input.slot, parent, failures: examples, parentResults: input.parentResults }));
+    return proposalMessages(
+      buildProposalRequest({
+        space,
+        direction: input.direction,
+        round: input.round,
+        slot: input.slot,
+        parent,
+        failures: examples,
+        parentResults: input.parentResults,
+      }),
+    );
   }
 
   /** One attempt: what the store kept decides (an attempt recorded before, or by a concurrent run of this slot, is never asked again); else the proposer is asked and its answer judged and recorded. */
-  async function askOrReplay(input: ProposeCandidateInput, slot: Slot, proposer: Slot['config']['proposers'][number], messages: ChatMessage[], attempt: number, signal: AbortSignal) {
+  async function askOrReplay(
+    input: ProposeCandidateInput,
+    slot: Slot,
+    proposer: Slot['config']['proposers'][number],
+    messages: ChatMessage[],
+    attempt: number,
+    signal: AbortSignal,
+  ) {
     const recorded = slot.recorded.find((p) => p.attempt === attempt);
     if (recorded) return recorded;
     const where = `proposers.${slot.config.proposers.indexOf(proposer)}`;
     const answer = await askProposer(proposer, messages, where, signal);
-    const verdict = judgeAnswer({ answer, space: slot.space, direction: input.direction, parent: slot.parent, candidateId: slot.candidateId, parentId: input.parentId });
+    const verdict = judgeAnswer({
+      answer,
+      space: slot.space,
+      direction: input.direction,
+      parent: slot.parent,
+      candidateId: slot.candidateId,
+      parentId: input.parentId,
+    });
     return store.recordProposal(input.evolutionId, {
-      round: input.round, direction: input.direction, slot: input.slot, attempt,
-      proposer: proposerLabel(proposer), messages, answer, verdict: verdict.verdict, reason: verdict.verdict === 'accepted' ? null : verdict.reason,
+      round: input.round,
+      direction: input.direction,
+      slot: input.slot,
+      attempt,
+      proposer: proposerLabel(proposer),
+      messages,
+      answer,
+      verdict: verdict.verdict,
+      reason: verdict.verdict === 'accepted' ? null : verdict.reason,
     });
   }
 
   /** An accepted answer, judged again by this version's checks, stored as the slot's candidate. */
   async function keepAccepted(input: ProposeCandidateInput, slot: Slot, answer: string, attempt: number): Promise<StoredCandidate> {
-    const verdict = judgeAnswer({ answer, space: slot.space, direction: input.direction, parent: slot.parent, candidateId: slot.candidateId, parentId: input.parentId });
+    const verdict = judgeAnswer({
+      answer,
+      space: slot.space,
+      direction: input.direction,
+      parent: slot.parent,
+      candidateId: slot.candidateId,
+      parentId: input.parentId,
+    });
     if (verdict.verdict !== 'accepted') {
       throw ApplicationFailure.nonRetryable(
         `evolution ${input.evolutionId}: the answer recorded as accepted for ${slot.candidateId} (attempt ${attempt}) no longer passes this version's checks: ${verdict.reason}; start the evolution under a new name`,
@@ -95,7 +146,13 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       );
     }
     await store.recordCandidate(input.evolutionId, {
-      candidateId: slot.candidateId, round: input.round, direction: input.direction, slot: input.slot, parent: input.parentId, spec: verdict.spec, version: contentHash(verdict.spec),
+      candidateId: slot.candidateId,
+      round: input.round,
+      direction: input.direction,
+      slot: input.slot,
+      parent: input.parentId,
+      spec: verdict.spec,
+      version: contentHash(verdict.spec),
     });
     return (await store.getCandidate(input.evolutionId, slot.candidateId))!;
   }
@@ -132,10 +189,20 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
      * each stored as it ends, with the executor policy and the sampling a run
      * uses; rollouts already stored are not redone.
      */
-    async runEvolutionGroup(input: { evolutionId: string; phase: string; candidateId: string; taskId: string; samples: number }): Promise<EvolutionGroup> {
+    async runEvolutionGroup(input: {
+      evolutionId: string;
+      phase: string;
+      candidateId: string;
+      taskId: string;
+      samples: number;
+    }): Promise<EvolutionGroup> {
       const { config, env, space, baseSpec } = await loadEvolution(input.evolutionId);
       const spec = input.candidateId === baseSpec.id ? baseSpec : (await store.getCandidate(input.evolutionId, input.candidateId))?.spec;
-      if (!spec) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} has no candidate ${input.candidateId}`, FAILURE_TYPES.UnknownCandidate);
+      if (!spec)
+        throw ApplicationFailure.nonRetryable(
+          `evolution ${input.evolutionId} has no candidate ${input.candidateId}`,
+          FAILURE_TYPES.UnknownCandidate,
+        );
       const harness = space.harness(spec);
       const task = env.listTasks().find((t) => t.taskId === input.taskId);
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, FAILURE_TYPES.UnknownTask);
@@ -148,26 +215,54 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
       await withHeartbeatClock(
         () => ({ completed }),
         () =>
-          mapWithConcurrency(todo, config.concurrency, async (sample) => {
-            const t = await runEpisode({
-              env, harness, policy, model: config.executor.model, taskId: input.taskId, sample,
-              maxTurns: config.maxTurns, maxTokens: config.maxTokens, temperature: config.executor.temperature,
-              seed: hashSeed(config.seed, 'evolve', input.phase, input.candidateId, input.taskId, sample),
-              signal: activity.cancellationSignal,
-            });
-            await store.insertRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId, [
-              { sample, taskKind: t.taskKind, success: t.success, failureType: t.failureType, turns: t.turns, tokens: t.tokens, messages: t.messages },
-            ]);
-            completed += 1;
-            activity.heartbeat({ completed });
-          }, activity.cancellationSignal),
+          mapWithConcurrency(
+            todo,
+            config.concurrency,
+            async (sample) => {
+              const t = await runEpisode({
+                env,
+                harness,
+                policy,
+                model: config.executor.model,
+                taskId: input.taskId,
+                sample,
+                maxTurns: config.maxTurns,
+                maxTokens: config.maxTokens,
+                temperature: config.executor.temperature,
+                seed: hashSeed(config.seed, 'evolve', input.phase, input.candidateId, input.taskId, sample),
+                signal: activity.cancellationSignal,
+              });
+              await store.insertRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId, [
+                {
+                  sample,
+                  taskKind: t.taskKind,
+                  success: t.success,
+                  failureType: t.failureType,
+                  turns: t.turns,
+                  tokens: t.tokens,
+                  messages: t.messages,
+                },
+              ]);
+              completed += 1;
+              activity.heartbeat({ completed });
+            },
+            activity.cancellationSignal,
+          ),
       );
-      const rows = (await store.groupRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId)).filter((r) => r.sample < input.samples);
+      const rows = (await store.groupRollouts(input.evolutionId, input.phase, input.candidateId, input.taskId)).filter(
+        (r) => r.sample < input.samples,
+      );
       const failures: EvolutionGroup['failures'] = {};
-      for (const r of rows) if (!r.success) failures[r.failureType ?? 'policy_error'] = (failures[r.failureType ?? 'policy_error'] ?? 0) + 1;
+      for (const r of rows)
+        if (!r.success) failures[r.failureType ?? 'policy_error'] = (failures[r.failureType ?? 'policy_error'] ?? 0) + 1;
       return {
-        phase: input.phase, candidateId: input.candidateId, taskId: input.taskId, kind: task.kind,
-        rollouts: rows.length, successes: rows.filter((r) => r.success).length, failures,
+        phase: input.phase,
+        candidateId: input.candidateId,
+        taskId: input.taskId,
+        kind: task.kind,
+        rollouts: rows.length,
+        successes: rows.filter((r) => r.success).length,
+        failures,
       };
     },
 
@@ -216,15 +311,38 @@ export function createEvolutionActivities(deps: Pick<ActivityDeps, 'store' | 'lo
     /** Writes the pool (spec files and manifest) under its hash, and stores it; a pool frozen before is left as it is. */
     async freezePool(input: FreezeRequest): Promise<{ poolHash: string; dir: string }> {
       const stored = await store.getEvolution(input.evolutionId);
-      if (!stored) throw ApplicationFailure.nonRetryable(`evolution ${input.evolutionId} is not registered in the run store`, FAILURE_TYPES.UnknownEvolution);
+      if (!stored)
+        throw ApplicationFailure.nonRetryable(
+          `evolution ${input.evolutionId} is not registered in the run store`,
+          FAILURE_TYPES.UnknownEvolution,
+        );
       const candidates = await store.candidates(input.evolutionId);
-      const { manifest, specs } = frozenPoolOf({ request: input, env: stored.env, baseSpec: stored.baseSpec, candidates, createdAt: new Date().toISOString() });
+      const { manifest, specs } = frozenPoolOf({
+        request: input,
+        env: stored.env,
+        baseSpec: stored.baseSpec,
+        candidates,
+        createdAt: new Date().toISOString(),
+      });
       const existing = await store.getPool(manifest.hash);
-      const dir = writeFrozenPool(poolsRoot(), existing ? (existing.manifest as typeof manifest) : manifest, existing ? existing.specs : specs);
+      const dir = writeFrozenPool(
+        poolsRoot(),
+        existing ? (existing.manifest as typeof manifest) : manifest,
+        existing ? existing.specs : specs,
+      );
       // What the folder holds is the pool (a crash between writing it and storing it must not leave two versions of it).
       const frozen = readFrozenPool(dir, manifest.hash);
-      await store.savePool({ poolHash: manifest.hash, env: stored.env, evolutionId: input.evolutionId, manifest: frozen.manifest, specs: frozen.specs });
-      logger.info({ evolutionId: input.evolutionId, poolHash: manifest.hash, dir, siblings: manifest.members.length - 1 }, 'harness pool frozen');
+      await store.savePool({
+        poolHash: manifest.hash,
+        env: stored.env,
+        evolutionId: input.evolutionId,
+        manifest: frozen.manifest,
+        specs: frozen.specs,
+      });
+      logger.info(
+        { evolutionId: input.evolutionId, poolHash: manifest.hash, dir, siblings: manifest.members.length - 1 },
+        'harness pool frozen',
+      );
       return { poolHash: manifest.hash, dir: path.resolve(dir) };
     },
   };
@@ -245,19 +363,37 @@ interface ProposeCandidateInput {
 
 function acceptedOutcome(input: ProposeCandidateInput, candidateId: string, candidate: StoredCandidate, attempts: number): ProposalOutcome {
   return {
-    status: 'accepted', attempts,
-    candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: candidate.parent, version: candidate.version },
+    status: 'accepted',
+    attempts,
+    candidate: {
+      candidateId,
+      direction: input.direction,
+      round: input.round,
+      slot: input.slot,
+      parent: candidate.parent,
+      version: candidate.version,
+    },
   };
 }
 
-function pickExamples(failed: ReadonlyArray<{ taskId: string; taskKind: string; failureType: FailureType | null; messages: ChatMessage[] }>, limit: number, turnChars: number): FailureExample[] {
-  const byKind = new Map<string, typeof failed[number][]>();
+function pickExamples(
+  failed: ReadonlyArray<{ taskId: string; taskKind: string; failureType: FailureType | null; messages: ChatMessage[] }>,
+  limit: number,
+  turnChars: number,
+): FailureExample[] {
+  const byKind = new Map<string, (typeof failed)[number][]>();
   const seenTasks = new Set<string>();
   const firsts = failed.filter((r) => (seenTasks.has(r.taskId) ? false : (seenTasks.add(r.taskId), true)));
   const rest = failed.filter((r) => !firsts.includes(r));
   for (const r of [...firsts, ...rest]) byKind.set(r.taskKind, [...(byKind.get(r.taskKind) ?? []), r]);
-  const picked: typeof failed[number][] = [];
+  const picked: (typeof failed)[number][] = [];
   const queues = [...byKind.values()];
-  while (picked.length < limit && queues.some((q) => q.length > 0)) for (const q of queues) if (q.length > 0 && picked.length < limit) picked.push(q.shift()!);
-  return picked.map((r) => ({ taskId: r.taskId, kind: r.taskKind, failureType: r.failureType ?? 'unknown', turns: truncateTurns(r.messages, turnChars) }));
+  while (picked.length < limit && queues.some((q) => q.length > 0))
+    for (const q of queues) if (q.length > 0 && picked.length < limit) picked.push(q.shift()!);
+  return picked.map((r) => ({
+    taskId: r.taskId,
+    kind: r.taskKind,
+    failureType: r.failureType ?? 'unknown',
+    turns: truncateTurns(r.messages, turnChars),
+  }));
 }

@@ -36,18 +36,23 @@ export function asWorkflowFailure(err: unknown): never {
   if (err instanceof APIError && err.status !== undefined && REFUSED.includes(err.status)) {
     throw ApplicationFailure.nonRetryable(`policy endpoint: HTTP ${err.status}: ${err.message}`, FAILURE_TYPES.PolicyRequestRefused);
   }
-  if (err instanceof APIConnectionError || (err instanceof APIError && err.status !== undefined && (err.status >= 500 || err.status === 429))) {
+  if (
+    err instanceof APIConnectionError ||
+    (err instanceof APIError && err.status !== undefined && (err.status >= 500 || err.status === 429))
+  ) {
     throw ApplicationFailure.retryable(`policy endpoint: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   }
   // Every replica was out of rotation or lacked the version for a while (core/policy/replica-balancer.ts).
-  if (err instanceof NoReplicaError) throw ApplicationFailure.retryable(`inference replicas: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
+  if (err instanceof NoReplicaError)
+    throw ApplicationFailure.retryable(`inference replicas: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   if (err instanceof PublishError) {
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
     throw ApplicationFailure.retryable(`inference server: ${err.message}`, FAILURE_TYPES.PolicyUnavailable);
   }
   if (err instanceof SamplerWeightsError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, err.name);
   // The run restores its model from its latest checkpoint (workflows/run.ts); retrying the op cannot help.
-  if (err instanceof TrainerModelGoneError) throw ApplicationFailure.nonRetryable(err.message, FAILURE_TYPES.TrainerModelLost, { modelId: err.modelId });
+  if (err instanceof TrainerModelGoneError)
+    throw ApplicationFailure.nonRetryable(err.message, FAILURE_TYPES.TrainerModelLost, { modelId: err.modelId });
   if (err instanceof TrainerError) {
     if (err.category === 'user') throw ApplicationFailure.nonRetryable(err.message, FAILURE_TYPES.TrainerRequestRefused);
     throw ApplicationFailure.retryable(err.message, FAILURE_TYPES.TrainerUnavailable);

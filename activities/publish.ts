@@ -54,7 +54,6 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
   const { store, logger } = deps;
   const replicaLoadDeps = replicaLoadDepsFor(deps, context);
 
-
   /** The run's replicas, each with a 'pending' row for the version. */
   async function plan(input: PublishVersionInput): Promise<PublishPlan> {
     const { config } = await context.loadRun(input.runId);
@@ -62,7 +61,15 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     const via = config.policy.publishVia;
     const probeOf = input.probeOf ?? { runId: input.runId, step: input.step };
     await store.replicas.plan(
-      replicas.map((replica) => ({ replica, runId: input.runId, policyVersion: input.policyVersion, step: input.step, samplerPath: input.samplerPath, probeOf, via })),
+      replicas.map((replica) => ({
+        replica,
+        runId: input.runId,
+        policyVersion: input.policyVersion,
+        step: input.step,
+        samplerPath: input.samplerPath,
+        probeOf,
+        via,
+      })),
     );
     return { policyVersion: input.policyVersion, samplerPath: input.samplerPath, replicas: replicas.map((replica) => ({ replica, via })) };
   }
@@ -73,15 +80,33 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     const activity = Context.current();
     let phase = 'starting';
     const target: ReplicaVersionTarget = {
-      replica: replicaUrl(input.replica), runId: input.runId, policyVersion: input.policyVersion, step: input.step, samplerPath: input.samplerPath,
-      probeOf: input.probeOf ?? { runId: input.runId, step: input.step }, via: config.policy.publishVia,
+      replica: replicaUrl(input.replica),
+      runId: input.runId,
+      policyVersion: input.policyVersion,
+      step: input.step,
+      samplerPath: input.samplerPath,
+      probeOf: input.probeOf ?? { runId: input.runId, step: input.step },
+      via: config.policy.publishVia,
     };
     const loadDeps = { ...(await replicaLoadDeps(input.runId, activity.cancellationSignal)), onPhase: (p: string) => void (phase = p) };
     const result = await withHeartbeatClock(
       () => ({ step: input.step, replica: target.replica, phase }),
-      () => loadVersionOnReplica(loadDeps, target, { kind: 'publish', holder: `publish:${activity.info.workflowExecution?.workflowId ?? activity.info.activityId}` }),
+      () =>
+        loadVersionOnReplica(loadDeps, target, {
+          kind: 'publish',
+          holder: `publish:${activity.info.workflowExecution?.workflowId ?? activity.info.activityId}`,
+        }),
     );
-    logger.info({ runId: input.runId, step: input.step, policyVersion: input.policyVersion, replica: target.replica, probeMeanAbsDiff: result.probeMeanAbsDiff }, 'policy version loaded on replica');
+    logger.info(
+      {
+        runId: input.runId,
+        step: input.step,
+        policyVersion: input.policyVersion,
+        replica: target.replica,
+        probeMeanAbsDiff: result.probeMeanAbsDiff,
+      },
+      'policy version loaded on replica',
+    );
     return result;
   }
 
@@ -92,7 +117,11 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     const loaded = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     if (loaded.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
     const diffs = loaded.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
-    return { servers: loaded.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: loaded.filter((r) => r.reloaded).length };
+    return {
+      servers: loaded.length,
+      probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null,
+      reloaded: loaded.filter((r) => r.reloaded).length,
+    };
   }
 
   /** The version a step published (what a resume or a recovery loads again), or null before any step trained. */
@@ -114,10 +143,20 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
     async planRepublish(input: { runId: string; step: number; policyVersion?: string }): Promise<PublishPlan | null> {
       const known = input.policyVersion ? await store.replicas.target(input.policyVersion) : null;
       const published = known
-        ? { runId: input.runId, step: known.step, policyVersion: known.policyVersion, samplerPath: known.samplerPath, probeOf: known.probeOf }
+        ? {
+            runId: input.runId,
+            step: known.step,
+            policyVersion: known.policyVersion,
+            samplerPath: known.samplerPath,
+            probeOf: known.probeOf,
+          }
         : await publishedAt(input.runId, input.step);
       if (!published || (input.policyVersion !== undefined && published.policyVersion !== input.policyVersion)) return null;
-      return { ...(await plan(published)), step: published.step, probeOf: published.probeOf ?? { runId: input.runId, step: published.step } };
+      return {
+        ...(await plan(published)),
+        step: published.step,
+        probeOf: published.probeOf ?? { runId: input.runId, step: published.step },
+      };
     },
 
     /**
@@ -146,7 +185,10 @@ export function createPublishActivities(deps: ActivityDeps, context: RunContext)
  * to load a run's version: the run's stored config, this worker's adapter
  * folder and secrets.
  */
-export function replicaLoadDepsFor(deps: ActivityDeps, context: RunContext): (runId: string, signal: AbortSignal) => Promise<ReplicaLoadDeps> {
+export function replicaLoadDepsFor(
+  deps: ActivityDeps,
+  context: RunContext,
+): (runId: string, signal: AbortSignal) => Promise<ReplicaLoadDeps> {
   const clients = deps.clients ?? defaultClients;
   const adapterDir = deps.adapterDir ?? adapterDirFromEnv();
   return async (runId, signal) => {

@@ -51,14 +51,20 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       const stored = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
       const have = new Set(stored.map((r) => `${r.harnessId}/${r.sample}`));
       const todo = input.plan.flatMap((p) =>
-        Array.from({ length: p.samples }, (_, sample) => ({ harnessId: p.harnessId, sample })).filter((r) => !have.has(`${r.harnessId}/${r.sample}`)),
+        Array.from({ length: p.samples }, (_, sample) => ({ harnessId: p.harnessId, sample })).filter(
+          (r) => !have.has(`${r.harnessId}/${r.sample}`),
+        ),
       );
       const policy = clients.policy(config, deps.balancer!, await deps.replicaAddresses!.expand(configuredServers(config)));
       const task = env.listTasks().find((t) => t.taskId === input.taskId);
       if (!task) throw ApplicationFailure.nonRetryable(`env ${env.id} has no task ${input.taskId}`, FAILURE_TYPES.UnknownTask);
       let completed = stored.length;
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.taskId, role: input.role });
-      if (input.role === 'rescue' && Context.current().info.attempt === 1) observeRescueLatency(envIdOf(config.env), await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'));
+      if (input.role === 'rescue' && Context.current().info.attempt === 1)
+        observeRescueLatency(
+          envIdOf(config.env),
+          await store.secondsSinceGroupStored(input.runId, input.phase, input.step, input.taskId, 'base'),
+        );
       // Heartbeat on a clock, not per rollout: one episode against a real endpoint can outlast the heartbeat timeout.
       const activity = Context.current();
       // Each episode in flight listens to the activity's cancellation (through the policy and the env): more than Node's default 10.
@@ -66,24 +72,46 @@ export function createRolloutActivities(deps: ActivityDeps, context: RunContext)
       await withHeartbeatClock(
         () => ({ completed }),
         () =>
-          mapWithConcurrency(todo, config.rollout.concurrency, async ({ harnessId, sample }) => {
-            const harness = pool.find((h) => h.id === harnessId);
-            if (!harness) throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, FAILURE_TYPES.UnknownHarness);
-            const trajectory = await countEpisode({ env: envIdOf(config.env), harness: harnessId }, runEpisode({
-              env, harness, policy: policy.episode(activity.cancellationSignal), model: input.policyVersion, taskId: input.taskId, sample,
-              maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
-              seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
-              signal: activity.cancellationSignal,
-            }));
-            const inserted = await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
-            for (const t of inserted) recordRolloutStored({ env: envIdOf(config.env), harness: t.harnessId, role: input.role, success: t.success });
-            completed += 1;
-            activity.heartbeat({ completed });
-          }, activity.cancellationSignal),
+          mapWithConcurrency(
+            todo,
+            config.rollout.concurrency,
+            async ({ harnessId, sample }) => {
+              const harness = pool.find((h) => h.id === harnessId);
+              if (!harness)
+                throw ApplicationFailure.nonRetryable(`harness ${harnessId} is not in this run's pool`, FAILURE_TYPES.UnknownHarness);
+              const trajectory = await countEpisode(
+                { env: envIdOf(config.env), harness: harnessId },
+                runEpisode({
+                  env,
+                  harness,
+                  policy: policy.episode(activity.cancellationSignal),
+                  model: input.policyVersion,
+                  taskId: input.taskId,
+                  sample,
+                  maxTurns: config.rollout.maxTurns,
+                  maxTokens: config.rollout.maxTokens,
+                  temperature: config.policy.temperature,
+                  seed: hashSeed(config.seed, input.phase, input.step, input.taskId, harnessId, sample),
+                  signal: activity.cancellationSignal,
+                }),
+              );
+              const inserted = await store.insertTrajectories(input.runId, input.phase, input.step, input.role, [trajectory]);
+              for (const t of inserted)
+                recordRolloutStored({ env: envIdOf(config.env), harness: t.harnessId, role: input.role, success: t.success });
+              completed += 1;
+              activity.heartbeat({ completed });
+            },
+            activity.cancellationSignal,
+          ),
       );
       const rollouts = await store.rolloutSummaries(input.runId, input.phase, input.step, input.taskId, harnessIds);
       log.debug({ rollouts: rollouts.length, reused: stored.length }, 'rollout group done');
-      const group: RolloutGroupResult = { taskId: task.taskId, kind: task.kind, role: input.role === 'rescue' ? 'rescue' : 'base', rollouts };
+      const group: RolloutGroupResult = {
+        taskId: task.taskId,
+        kind: task.kind,
+        role: input.role === 'rescue' ? 'rescue' : 'base',
+        rollouts,
+      };
       // How this worker sees the replicas, for the run's status: at most every few seconds per worker, so histories stay small.
       if (Date.now() - lastReplicaReport >= REPLICA_REPORT_MS) {
         lastReplicaReport = Date.now();

@@ -22,17 +22,42 @@ export function createRoutingActivities(deps: ActivityDeps, context: RunContext)
 
   return {
     /** Builds a profile version from a probe pass's stored rollouts. */
-    async saveProfiles(input: { runId: string; phase: string; version: number; policyVersion: string; taskIds: string[]; fixedTaskIds?: string[] }) {
+    async saveProfiles(input: {
+      runId: string;
+      phase: string;
+      version: number;
+      policyVersion: string;
+      taskIds: string[];
+      fixedTaskIds?: string[];
+    }) {
       const fixed = new Set(input.fixedTaskIds ?? input.taskIds);
       const { config, env } = await context.loadRun(input.runId);
       const pool = context.harnessPool(config, env);
       const kinds = new Map(env.listTasks().map((t) => [t.taskId, t.kind]));
       const outcomes = [];
       for (const taskId of input.taskIds) {
-        const rollouts = await store.rolloutSummaries(input.runId, input.phase, 0, taskId, pool.all.map((h) => h.id));
-        outcomes.push(probeOutcome({ taskId, kind: kinds.get(taskId) ?? 'unknown', baseHarnessId: pool.base.id, fixedSample: fixed.has(taskId), rollouts }));
+        const rollouts = await store.rolloutSummaries(
+          input.runId,
+          input.phase,
+          0,
+          taskId,
+          pool.all.map((h) => h.id),
+        );
+        outcomes.push(
+          probeOutcome({
+            taskId,
+            kind: kinds.get(taskId) ?? 'unknown',
+            baseHarnessId: pool.base.id,
+            fixedSample: fixed.has(taskId),
+            rollouts,
+          }),
+        );
       }
-      const profiles = buildProfiles(outcomes, { version: input.version, policyVersion: input.policyVersion, priorStrength: config.router.priorStrength });
+      const profiles = buildProfiles(outcomes, {
+        version: input.version,
+        policyVersion: input.policyVersion,
+        priorStrength: config.router.priorStrength,
+      });
       await store.saveProfiles(input.runId, profiles);
       const previous = input.version > 1 ? await store.profiles(input.runId, input.version - 1) : null;
       return { version: profiles.version, cells: profiles.cells.length, shift: previous ? profileShift(previous, profiles) : null };
@@ -43,7 +68,12 @@ export function createRoutingActivities(deps: ActivityDeps, context: RunContext)
      * The decision is recorded; a retry returns the recorded one, so voters
      * that answer differently the second time change nothing.
      */
-    async chooseRescueHarnesses(input: { runId: string; step: number; profileVersion: number; group: DeadGroup }): Promise<RoutingDecision> {
+    async chooseRescueHarnesses(input: {
+      runId: string;
+      step: number;
+      profileVersion: number;
+      group: DeadGroup;
+    }): Promise<RoutingDecision> {
       const recorded = await store.routingDecision(input.runId, input.step, input.group.taskId);
       if (recorded) return recorded;
       const { config, env } = await context.loadRun(input.runId);
@@ -52,9 +82,15 @@ export function createRoutingActivities(deps: ActivityDeps, context: RunContext)
       const log = logger.child({ runId: input.runId, step: input.step, taskId: input.group.taskId });
       const activity = Context.current();
       const decision = await routeDeadGroup({
-        strategy: config.router.strategy, profiles, group: input.group, k: config.rescue.k, groupSize: config.rollout.groupSize,
+        strategy: config.router.strategy,
+        profiles,
+        group: input.group,
+        k: config.rescue.k,
+        groupSize: config.rollout.groupSize,
         siblings: siblings.map((h) => ({ id: h.id, direction: h.direction, description: h.description })),
-        seed: config.seed, step: input.step, voters: config.router.voters,
+        seed: config.seed,
+        step: input.step,
+        voters: config.router.voters,
         taskText: config.router.strategy === 'vote' ? env.describeTask(input.group.taskId) : '',
         signal: activity.cancellationSignal,
       });
@@ -74,7 +110,12 @@ export function createRoutingActivities(deps: ActivityDeps, context: RunContext)
       const profiles = await profilesOf(input.runId, input.profileVersion);
       const pool = context.harnessPool(config, env);
       const kinds = [...new Set(env.listTasks().map((t) => t.kind))].sort();
-      return rank1Routes(profiles, pool.all.map((h) => h.id), pool.base.id, kinds);
+      return rank1Routes(
+        profiles,
+        pool.all.map((h) => h.id),
+        pool.base.id,
+        kinds,
+      );
     },
   };
 }

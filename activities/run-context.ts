@@ -72,11 +72,16 @@ export function createRunContext(deps: Pick<ActivityDeps, 'store' | 'environment
       const all = env.harnesses();
       const { pool, unknown } = selectPool(all, config.harnessPool);
       if (unknown.length > 0) {
-        const lines = unknown.map(({ index, id }) => `  - harnessPool.${index}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`);
+        const lines = unknown.map(
+          ({ index, id }) =>
+            `  - harnessPool.${index}: env '${env.id}' has no harness '${id}' (it has: ${all.map((h) => h.id).join(', ')})`,
+        );
         // Non-retryable wherever it is called from: the pool is what the config names.
         throw ApplicationFailure.nonRetryable(`run config is invalid:\n${lines.join('\n')}`, FAILURE_TYPES.RunConfigError);
       }
-      const { base, siblings } = splitPool(pool, (issue) => ApplicationFailure.nonRetryable(`run config is invalid:\n  - harnessPool: ${issue}`, FAILURE_TYPES.RunConfigError));
+      const { base, siblings } = splitPool(pool, (issue) =>
+        ApplicationFailure.nonRetryable(`run config is invalid:\n  - harnessPool: ${issue}`, FAILURE_TYPES.RunConfigError),
+      );
       return { all: pool, base, siblings };
     },
   };

@@ -48,7 +48,13 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
 
   return {
     /** Validates the config (every bad field named), registers the run, describes its harness pool. */
-    async prepareRun(input: { runId: string; config: unknown; incarnation: string; continuing: boolean; fork?: { runId: string; step: number; profileVersion: number | null } }) {
+    async prepareRun(input: {
+      runId: string;
+      config: unknown;
+      incarnation: string;
+      continuing: boolean;
+      fork?: { runId: string; step: number; profileVersion: number | null };
+    }) {
       // A continued execution's config was written by this project (perhaps an older version); a new run's by a user.
       let config = input.continuing ? parseStoredRunConfig(input.config, 'run config') : parseRunConfig(input.config);
       // Continuing a run stored by an older version: it keeps what it began with.
@@ -57,10 +63,21 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
       const env = deps.environmentFor(config);
       const pool = context.harnessPool(config, env);
       if (config.rescue.enabled && pool.siblings.length === 0) {
-        throw new RunConfigError('run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false', ['rescue.enabled']);
+        throw new RunConfigError(
+          'run config is invalid:\n  - rescue.enabled: the harness pool has no sibling to rescue with; add siblings or set rescue.enabled to false',
+          ['rescue.enabled'],
+        );
       }
       const poolHash = poolHashOfHarnesses(envIdOf(config.env), env.harnesses());
-      await store.registerRun({ runId: input.runId, name: config.name, env: envIdOf(config.env), config, incarnation: input.incarnation, takeOver: input.continuing, poolHash });
+      await store.registerRun({
+        runId: input.runId,
+        name: config.name,
+        env: envIdOf(config.env),
+        config,
+        incarnation: input.incarnation,
+        takeOver: input.continuing,
+        poolHash,
+      });
       if (input.fork) {
         // A fork starts from its parent's checkpoint with the parent's behaviour profiles of that time.
         await store.setParent(input.runId, { runId: input.fork.runId, step: input.fork.step });
@@ -98,7 +115,11 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
     async reportRunHealth(input: { runId: string; health: RunHealth }): Promise<void> {
       const { config } = await context.loadRun(input.runId);
       setRunStalled(input.runId, envIdOf(config.env), input.health.state === 'stalled');
-      if (input.health.state === 'stalled') logger.warn({ runId: input.runId, since: input.health.sinceStep, reasons: input.health.reasons }, 'run stalled: it is not learning');
+      if (input.health.state === 'stalled')
+        logger.warn(
+          { runId: input.runId, since: input.health.sinceStep, reasons: input.health.reasons },
+          'run stalled: it is not learning',
+        );
       else logger.info({ runId: input.runId }, 'run learning again');
     },
 
@@ -111,7 +132,12 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
     async recordEvaluation(input: { runId: string; summary: EvaluationSummary }): Promise<void> {
       await store.recordEvaluation(input.runId, input.summary);
       logger.info(
-        { runId: input.runId, afterSteps: input.summary.afterSteps, base: input.summary.base.successRate, rank1: input.summary.rank1.successRate },
+        {
+          runId: input.runId,
+          afterSteps: input.summary.afterSteps,
+          base: input.summary.base.successRate,
+          rank1: input.summary.rank1.successRate,
+        },
         'evaluation recorded',
       );
     },
@@ -129,7 +155,8 @@ export function createRunActivities(deps: ActivityDeps, context: RunContext) {
         await store.evaluations(input.runId),
       );
       const [first, last] = [steps[0], steps.at(-1)];
-      if (first && last) summary.trainingSeconds = (last.completedAt.getTime() - first.completedAt.getTime()) / 1000 + first.summary.durationSeconds;
+      if (first && last)
+        summary.trainingSeconds = (last.completedAt.getTime() - first.completedAt.getTime()) / 1000 + first.summary.durationSeconds;
       const modelId = (await store.getRun(input.runId))?.trainerModelId;
       // The last step done is the run's last (a fork's steps start past its parent's checkpoint).
       if (modelId && (steps.at(-1)?.step ?? -1) + 1 >= config.steps) await unloadTrainerModel(config, input.runId, modelId);

@@ -12,14 +12,19 @@ export function createTaskActivities(context: RunContext) {
      */
     async sampleTasks(input: { runId: string; purpose: TaskPurpose; step: number; count?: number }): Promise<TaskRef[]> {
       const { config, env } = await context.loadRun(input.runId);
-      return tasksFor(env.listTasks(), input.purpose, {
-        seed: config.seed,
-        // A training step's stream: its first tasksPerStep tasks, or (with a refill) as many as it may draw, the first ones the same.
-        tasksPerStep: input.purpose === 'train' && input.count !== undefined ? input.count : config.rollout.tasksPerStep,
-        heldOut: config.eval.heldOut,
-        probeTasksPerKind: config.router.probeTasksPerKind,
-        evalTasksPerKind: config.eval.tasksPerKind,
-      }, input.step);
+      return tasksFor(
+        env.listTasks(),
+        input.purpose,
+        {
+          seed: config.seed,
+          // A training step's stream: its first tasksPerStep tasks, or (with a refill) as many as it may draw, the first ones the same.
+          tasksPerStep: input.purpose === 'train' && input.count !== undefined ? input.count : config.rollout.tasksPerStep,
+          heldOut: config.eval.heldOut,
+          probeTasksPerKind: config.router.probeTasksPerKind,
+          evalTasksPerKind: config.eval.tasksPerKind,
+        },
+        input.step,
+      );
     },
 
     /** Task refs (id and kind) for task ids, e.g. recent dead groups to probe. */

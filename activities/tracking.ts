@@ -24,9 +24,9 @@ export function createTrackingActivities(deps: Pick<ActivityDeps, 'store' | 'log
 
   async function recordFailure(runId: string, tracker: string, message: string): Promise<void> {
     logger.warn({ runId, tracker, err: message }, 'experiment tracking: not logged now; the next call catches up');
-    await store.tracking.setLastError(runId, tracker, message).catch((err: Error) =>
-      logger.warn({ runId, tracker, err: err.message }, 'experiment tracking: could not store the error either'),
-    );
+    await store.tracking
+      .setLastError(runId, tracker, message)
+      .catch((err: Error) => logger.warn({ runId, tracker, err: err.message }, 'experiment tracking: could not store the error either'));
   }
 
   return {
@@ -38,7 +38,10 @@ export function createTrackingActivities(deps: Pick<ActivityDeps, 'store' | 'log
         const run = await store.getRun(input.runId);
         tracking = run ? parseStoredRunConfig(run.config, `stored config of run ${input.runId}`).tracking : undefined;
       } catch (err) {
-        logger.warn({ runId: input.runId, err: (err as Error).message }, 'experiment tracking: could not read the run; the next call catches up');
+        logger.warn(
+          { runId: input.runId, err: (err as Error).message },
+          'experiment tracking: could not read the run; the next call catches up',
+        );
         return result;
       }
       for (const name of trackersOf(tracking)) {
@@ -54,18 +57,38 @@ export function createTrackingActivities(deps: Pick<ActivityDeps, 'store' | 'log
           const section = registration.config.parse(tracking?.[name]);
           const locked = await store.tracking.withExportLock(input.runId, name, input.final ? FINAL_LOCK_WAIT_MS : 0, () =>
             exportRun({
-              store, trackerName: name, tracker: registration.create(endpoint, section), runId: input.runId, final: input.final ?? null,
+              store,
+              trackerName: name,
+              tracker: registration.create(endpoint, section),
+              runId: input.runId,
+              final: input.final ?? null,
               ...(deps.runReport ? { report: deps.runReport } : {}),
             }),
           );
-          if (locked === null && input.final) throw new Error(`another export of this run held its lock for ${FINAL_LOCK_WAIT_MS / 1000} s; the run's end is not logged (harness-s mlflow sync RUN --end FINISHED catches it up)`);
+          if (locked === null && input.final)
+            throw new Error(
+              `another export of this run held its lock for ${FINAL_LOCK_WAIT_MS / 1000} s; the run's end is not logged (harness-s mlflow sync RUN --end FINISHED catches it up)`,
+            );
           if (locked === null) {
-            logger.info({ runId: input.runId, tracker: name }, 'experiment tracking: an export of this run is running; it or the next one logs this');
+            logger.info(
+              { runId: input.runId, tracker: name },
+              'experiment tracking: an export of this run is running; it or the next one logs this',
+            );
             result.trackers.push({ tracker: name, ok: true, stepsLogged: 0, evaluationsLogged: 0 });
             continue;
           }
           const outcome = locked.result;
-          logger.info({ runId: input.runId, tracker: name, externalRunId: outcome.externalRunId, steps: outcome.stepsLogged, evaluations: outcome.evaluationsLogged, endedAs: outcome.endedAs }, 'experiment tracking: logged');
+          logger.info(
+            {
+              runId: input.runId,
+              tracker: name,
+              externalRunId: outcome.externalRunId,
+              steps: outcome.stepsLogged,
+              evaluations: outcome.evaluationsLogged,
+              endedAs: outcome.endedAs,
+            },
+            'experiment tracking: logged',
+          );
           result.trackers.push({ tracker: name, ok: true, stepsLogged: outcome.stepsLogged, evaluationsLogged: outcome.evaluationsLogged });
         } catch (err) {
           const message = (err as Error).message;

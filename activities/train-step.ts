@@ -17,7 +17,6 @@ import { defaultClients } from './clients';
 import { withHeartbeatClock } from './heartbeat';
 import type { ActivityDeps, RunContext } from './run-context';
 
-
 /**
  * A step's batch by reference (the run store holds it: storeTrainingBatch), or, in histories recorded
  * before that, listed in the input.
@@ -45,7 +44,8 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
     // Before the clock starts: a missing secret fails at once.
     const trainer = clients.trainer(config, activity.cancellationSignal);
     const sessions = deps.trainerSessions.for(config.trainer.baseUrl, clients.trainerApiKey(config));
-    const groups = 'batch' in input ? await readTrainingBatch(deps.store.trainingBatches, input.runId, input.step, input.batch) : input.groups;
+    const groups =
+      'batch' in input ? await readTrainingBatch(deps.store.trainingBatches, input.runId, input.step, input.batch) : input.groups;
     const record = await withHeartbeatClock(
       () => ({ step: input.step, phase }),
       () =>
@@ -64,7 +64,15 @@ export function createTrainStep(deps: ActivityDeps, context: RunContext) {
         ),
     );
     const { policyVersion, samplerPath, datums, responseTokens, metrics } = record;
-    return { policyVersion, samplerPath, datums, responseTokens, trainerTokens: metrics[TRAINER_TOKENS_METRIC] ?? 0, metrics, logprobMismatch: mismatchOf(record) };
+    return {
+      policyVersion,
+      samplerPath,
+      datums,
+      responseTokens,
+      trainerTokens: metrics[TRAINER_TOKENS_METRIC] ?? 0,
+      metrics,
+      logprobMismatch: mismatchOf(record),
+    };
   };
 }
 
@@ -100,7 +108,10 @@ export function createRestoreTrainer(deps: ActivityDeps, context: RunContext) {
       () =>
         restoreTrainerModel(
           {
-            trainer, sessions, store: deps.store, logger: deps.logger,
+            trainer,
+            sessions,
+            store: deps.store,
+            logger: deps.logger,
             onProgress: (what) => {
               phase = what;
               activity.heartbeat({ atStep: input.atStep, phase });
@@ -115,8 +126,15 @@ export function createRestoreTrainer(deps: ActivityDeps, context: RunContext) {
     // Counted by the attempt that completed it (a retry finds it done and counts nothing).
     if (outcome.completedNow) countTrainerRestore(r.kind);
     return {
-      restore: r.restore, kind: r.kind, fromStep: r.fromStep, atStep: r.atStep, nextStep: r.fromStep === null ? 0 : r.fromStep + 1,
-      policyVersion: r.policyVersion!, samplerPath: r.samplerPath, at: (r.completedAt ?? r.createdAt).toISOString(), reason: r.reason,
+      restore: r.restore,
+      kind: r.kind,
+      fromStep: r.fromStep,
+      atStep: r.atStep,
+      nextStep: r.fromStep === null ? 0 : r.fromStep + 1,
+      policyVersion: r.policyVersion!,
+      samplerPath: r.samplerPath,
+      at: (r.completedAt ?? r.createdAt).toISOString(),
+      reason: r.reason,
     };
   };
 }

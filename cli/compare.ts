@@ -20,9 +20,13 @@ type RawConfig = Record<string, unknown>;
 const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});
 
 /** The config with rescue on or off and a batch refill (core/rl/batch-fill.ts). */
-const arm = (rescue: boolean, refill: 'none' | 'dynamic' | 'matched') => (raw: RawConfig): RawConfig => ({
-  ...raw, rescue: { ...section(raw, 'rescue'), enabled: rescue }, sampling: { ...section(raw, 'sampling'), refill },
-});
+const arm =
+  (rescue: boolean, refill: 'none' | 'dynamic' | 'matched') =>
+  (raw: RawConfig): RawConfig => ({
+    ...raw,
+    rescue: { ...section(raw, 'rescue'), enabled: rescue },
+    sampling: { ...section(raw, 'sampling'), refill },
+  });
 
 /** Each arm's change to the user's config. */
 export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
@@ -34,15 +38,31 @@ export const COMPARE_ARMS: Record<string, (raw: RawConfig) => RawConfig> = {
   'policy-only-matched': arm(false, 'matched'),
   /** Rescue first, then dynamic sampling refills what rescue could not revive. */
   'harness-s+dynamic-sampling': arm(true, 'dynamic'),
-  'random-k': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'random' } }),
+  'random-k': (raw) => ({
+    ...raw,
+    rescue: { ...section(raw, 'rescue'), enabled: true },
+    router: { ...section(raw, 'router'), strategy: 'random' },
+  }),
   all: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'all' } }),
-  vote: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, router: { ...section(raw, 'router'), strategy: 'vote' } }),
+  vote: (raw) => ({
+    ...raw,
+    rescue: { ...section(raw, 'rescue'), enabled: true },
+    router: { ...section(raw, 'router'), strategy: 'vote' },
+  }),
   /** harness-s with the frozen pool given by `--pool` (an evolved pool) instead of the config's: paired with `harness-s`, evolved against hand-written. */
   'harness-s-pool': (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true } }),
   /** harness-s, steps in sequence (pipeline.maxStaleness 0): the control of `pipelined`. */
-  sync: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, pipeline: { ...section(raw, 'pipeline'), maxStaleness: 0 } }),
+  sync: (raw) => ({
+    ...raw,
+    rescue: { ...section(raw, 'rescue'), enabled: true },
+    pipeline: { ...section(raw, 'pipeline'), maxStaleness: 0 },
+  }),
   /** harness-s with step n+1's rollouts overlapping step n's training (pipeline.maxStaleness 1). */
-  pipelined: (raw) => ({ ...raw, rescue: { ...section(raw, 'rescue'), enabled: true }, pipeline: { ...section(raw, 'pipeline'), maxStaleness: 1 } }),
+  pipelined: (raw) => ({
+    ...raw,
+    rescue: { ...section(raw, 'rescue'), enabled: true },
+    pipeline: { ...section(raw, 'pipeline'), maxStaleness: 1 },
+  }),
 };
 
 export interface ArmFigures {
@@ -76,7 +96,14 @@ export interface ArmSpend {
 }
 
 /** The figures compared between arms (the standard error is per run, not compared). */
-export const COMPARED_FIGURES = ['baseSuccessEnd', 'rank1SuccessEnd', 'liveGroupFraction', 'rescueRate', 'extraRollouts', 'trainingSeconds'] as const;
+export const COMPARED_FIGURES = [
+  'baseSuccessEnd',
+  'rank1SuccessEnd',
+  'liveGroupFraction',
+  'rescueRate',
+  'extraRollouts',
+  'trainingSeconds',
+] as const;
 export type ComparedFigure = (typeof COMPARED_FIGURES)[number];
 
 export interface CompareResult {
@@ -136,14 +163,24 @@ export interface ComparePlan {
  * before anything starts. `world`: a sim world file every arm runs on (its
  * env.world).
  */
-export function planCompare(raw: unknown, arms: readonly string[], seeds: readonly number[], stamp = new Date(), world?: string, pool?: string, budget?: Budget): ComparePlan[] {
+export function planCompare(
+  raw: unknown,
+  arms: readonly string[],
+  seeds: readonly number[],
+  stamp = new Date(),
+  world?: string,
+  pool?: string,
+  budget?: Budget,
+): ComparePlan[] {
   if (!raw || typeof raw !== 'object') throw new UserError('compare: the config must be a JSON object');
   if (world !== undefined) {
     const env = section(raw as RawConfig, 'env');
-    if ((env.kind ?? SIM_KIND) !== SIM_KIND) throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
+    if ((env.kind ?? SIM_KIND) !== SIM_KIND)
+      throw new UserError(`compare: --world is for sim configs; this config's env.kind is '${String(env.kind)}'`);
     raw = { ...(raw as RawConfig), env: { ...env, kind: SIM_KIND, world } };
   }
-  if (arms.includes('harness-s-pool') && pool === undefined) throw new UserError('compare: the harness-s-pool arm needs --pool HASH (a frozen pool, see `harness-s pool list`)');
+  if (arms.includes('harness-s-pool') && pool === undefined)
+    throw new UserError('compare: the harness-s-pool arm needs --pool HASH (a frozen pool, see `harness-s pool list`)');
   const unknown = arms.filter((a) => !(a in COMPARE_ARMS));
   if (unknown.length) throw new UserError(`compare: unknown arm ${unknown.join(', ')} (arms: ${Object.keys(COMPARE_ARMS).join(', ')})`);
   if (arms.length === 0 || seeds.length === 0) throw new UserError('compare: give at least one arm and one seed');
@@ -154,9 +191,15 @@ export function planCompare(raw: unknown, arms: readonly string[], seeds: readon
   return arms.flatMap((arm) =>
     seeds.map((seed) => {
       const armed = COMPARE_ARMS[arm](base);
-      const pooled = arm === 'harness-s-pool' ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? SIM_KIND, pool } } : armed;
+      const pooled =
+        arm === 'harness-s-pool'
+          ? { ...armed, env: { ...section(base, 'env'), kind: section(base, 'env').kind ?? SIM_KIND, pool } }
+          : armed;
       const armRaw = {
-        ...pooled, name: `${name}-${arm.replace(/\+/g, '-')}`.slice(0, 63), seed, eval: { ...section(base, 'eval'), enabled: true },
+        ...pooled,
+        name: `${name}-${arm.replace(/\+/g, '-')}`.slice(0, 63),
+        seed,
+        eval: { ...section(base, 'eval'), enabled: true },
         ...(budget ? { budget } : {}),
       };
       let config: RunConfig;
@@ -185,7 +228,9 @@ export function armFigures(summary: RunSummary): ArmFigures {
     trainingSeconds: summary.trainingSeconds ?? 0, // absent from runs summarized before it was
     steps: summary.stepsCompleted,
     spend: {
-      rollouts: summary.spend?.rollouts ?? 0, policyTokens: summary.spend?.policyTokens ?? 0, trainerTokens: summary.spend?.trainerTokens ?? 0,
+      rollouts: summary.spend?.rollouts ?? 0,
+      policyTokens: summary.spend?.policyTokens ?? 0,
+      trainerTokens: summary.spend?.trainerTokens ?? 0,
       ...(summary.spend?.gpuSeconds != null ? { gpuSeconds: summary.spend.gpuSeconds } : {}),
     },
   };
@@ -204,7 +249,9 @@ export function meanFigures(runs: readonly ArmFigures[]): ArmFigures {
     trainingSeconds: mean('trainingSeconds'),
     steps: mean('steps'),
     spend: {
-      rollouts: meanSpend('rollouts'), policyTokens: meanSpend('policyTokens'), trainerTokens: meanSpend('trainerTokens'),
+      rollouts: meanSpend('rollouts'),
+      policyTokens: meanSpend('policyTokens'),
+      trainerTokens: meanSpend('trainerTokens'),
       ...(runs.every((r) => r.spend.gpuSeconds !== undefined) ? { gpuSeconds: meanSpend('gpuSeconds') } : {}),
     },
   };
@@ -266,7 +313,13 @@ export function armDiffs(arms: readonly string[], runs: CompareResult['runs']): 
     for (const a of arms.slice(i + 1)) {
       const seeds = Object.keys(runs[a] ?? {}).filter((seed) => runs[b]?.[seed]);
       diffs[`${a} - ${b}`] = Object.fromEntries(
-        COMPARED_FIGURES.map((figure) => [figure, pairedDifference(seeds.map((s) => runs[a][s][figure]), seeds.map((s) => runs[b][s][figure]))]),
+        COMPARED_FIGURES.map((figure) => [
+          figure,
+          pairedDifference(
+            seeds.map((s) => runs[a][s][figure]),
+            seeds.map((s) => runs[b][s][figure]),
+          ),
+        ]),
       ) as Record<ComparedFigure, PairedDifference>;
     }
   });
@@ -275,10 +328,33 @@ export function armDiffs(arms: readonly string[], runs: CompareResult['runs']): 
 
 export function compareText(result: CompareResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-  const header = ['arm', 'base success end', 'Rank-1 end', 'live groups', 'rescue rate', 'extra rollouts', 'training s', 'steps', 'rollouts', 'policy tokens', 'trainer tokens', 'GPU-s (SIM)'];
+  const header = [
+    'arm',
+    'base success end',
+    'Rank-1 end',
+    'live groups',
+    'rescue rate',
+    'extra rollouts',
+    'training s',
+    'steps',
+    'rollouts',
+    'policy tokens',
+    'trainer tokens',
+    'GPU-s (SIM)',
+  ];
   const rows = Object.entries(result.arms).map(([arm, f]) => [
-    arm, pct(f.baseSuccessEnd), pct(f.rank1SuccessEnd), pct(f.liveGroupFraction), pct(f.rescueRate), f.extraRollouts.toFixed(0), (f.trainingSeconds ?? 0).toFixed(1),
-    f.steps.toFixed(1), f.spend.rollouts.toFixed(0), f.spend.policyTokens.toFixed(0), f.spend.trainerTokens.toFixed(0), f.spend.gpuSeconds?.toFixed(1) ?? '-',
+    arm,
+    pct(f.baseSuccessEnd),
+    pct(f.rank1SuccessEnd),
+    pct(f.liveGroupFraction),
+    pct(f.rescueRate),
+    f.extraRollouts.toFixed(0),
+    (f.trainingSeconds ?? 0).toFixed(1),
+    f.steps.toFixed(1),
+    f.spend.rollouts.toFixed(0),
+    f.spend.policyTokens.toFixed(0),
+    f.spend.trainerTokens.toFixed(0),
+    f.spend.gpuSeconds?.toFixed(1) ?? '-',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
@@ -292,7 +368,9 @@ export function compareText(result: CompareResult): string {
       return `  ${figure.padEnd(18)} ${points(d.mean)} points, CI [${points(d.lo)}, ${points(d.hi)}]${d.excludesZero ? '  excludes 0' : ''}`;
     }),
   ]);
-  const stdErrs = Object.entries(result.arms).map(([arm, f]) => `${arm} ${(f.baseSuccessEndStdErr * 100).toFixed(1)}`).join(', ');
+  const stdErrs = Object.entries(result.arms)
+    .map(([arm, f]) => `${arm} ${(f.baseSuccessEndStdErr * 100).toFixed(1)}`)
+    .join(', ');
   return [
     `compare over seeds ${result.seeds.join(', ')} (means)${result.simulated ? ' [SIMULATED]' : ''}; success on the eval split; ` +
       (result.budget ? `each arm trained until it spent ${budgetText(result.budget)}` : 'each arm trained the same steps'),

@@ -49,27 +49,52 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
   const all = env.listTasks();
   if (options.taskIds && options.taskIds.length === 0) throw new UserError('--tasks: give at least one task id (comma-separated)');
   const unknown = (options.taskIds ?? []).filter((id) => !all.some((t) => t.taskId === id));
-  if (unknown.length) throw new UserError(`--tasks: env ${env.id} has no task ${unknown.join(', ')} (it has ${all.slice(0, 5).map((t) => t.taskId).join(', ')}${all.length > 5 ? ', ...' : ''})`);
+  if (unknown.length)
+    throw new UserError(
+      `--tasks: env ${env.id} has no task ${unknown.join(', ')} (it has ${all
+        .slice(0, 5)
+        .map((t) => t.taskId)
+        .join(', ')}${all.length > 5 ? ', ...' : ''})`,
+    );
   const tasks = (options.taskIds ? all.filter((t) => options.taskIds!.includes(t.taskId)) : all).slice(0, options.limit ?? undefined);
   await store.registerRun({
     runId: options.evalId,
     name: options.evalId,
     env: env.id,
-    config: { kind: 'eval', env: options.envConfig, harness: harness.id, harnessVersion: harness.version ?? null, model: options.model, baseUrl: options.baseUrl },
+    config: {
+      kind: 'eval',
+      env: options.envConfig,
+      harness: harness.id,
+      harnessVersion: harness.version ?? null,
+      model: options.model,
+      baseUrl: options.baseUrl,
+    },
     incarnation: options.evalId,
     takeOver: false,
   });
   // Evaluation does not train: an endpoint without token ids (a hosted API) is fine here.
   const policy = new PolicyClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, requestTimeoutSeconds: 120, requireTokens: false });
-  const bar = options.progress ? new SingleBar({ format: ' eval [{bar}] {value}/{total} episodes | {passed} passed | ETA {eta}s', stream: process.stderr }, Presets.shades_classic) : null;
+  const bar = options.progress
+    ? new SingleBar(
+        { format: ' eval [{bar}] {value}/{total} episodes | {passed} passed | ETA {eta}s', stream: process.stderr },
+        Presets.shades_classic,
+      )
+    : null;
   let passed = 0;
   bar?.start(tasks.length, 0, { passed });
   const trajectories: Trajectory[] = [];
   try {
     await mapWithConcurrency(tasks, options.concurrency, async (task) => {
       const trajectory = await runEpisode({
-        env, harness, policy, model: options.model, taskId: task.taskId, sample: 0,
-        maxTurns: options.maxTurns, temperature: options.temperature, seed: hashSeed(options.seed, task.taskId),
+        env,
+        harness,
+        policy,
+        model: options.model,
+        taskId: task.taskId,
+        sample: 0,
+        maxTurns: options.maxTurns,
+        temperature: options.temperature,
+        seed: hashSeed(options.seed, task.taskId),
       });
       await store.insertTrajectories(options.evalId, 'eval', 0, 'eval', [trajectory]);
       trajectories.push(trajectory);
@@ -87,5 +112,14 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     cell.passed += t.success ? 1 : 0;
     if (!t.success) failures[t.failureType ?? 'unknown'] = (failures[t.failureType ?? 'unknown'] ?? 0) + 1;
   }
-  return { evalId: options.evalId, harness: harness.id, model: options.model, total: trajectories.length, passed, byKind, failures, trajectories };
+  return {
+    evalId: options.evalId,
+    harness: harness.id,
+    model: options.model,
+    total: trajectories.length,
+    passed,
+    byKind,
+    failures,
+    trajectories,
+  };
 }

@@ -27,11 +27,18 @@ export async function exportRun(
   if (!run) throw new UserError(`no run ${args.runId} in the run store (see \`harness-s run list\`)`);
   const config = parseStoredRunConfig(run.config, `stored config of ${args.runId}`);
   const trainer = new TinkerClient({
-    baseUrl: config.trainer.baseUrl, apiKey: apiKeyOf(config.trainer, 'trainer'), pollSeconds: config.trainer.pollSeconds,
+    baseUrl: config.trainer.baseUrl,
+    apiKey: apiKeyOf(config.trainer, 'trainer'),
+    pollSeconds: config.trainer.pollSeconds,
     maxConnectionRetrySeconds: config.retry?.maxIntervalSeconds,
   });
-  const check = args.check ? { server: checkServerOf(config), apiKey: apiKeyOf(config.policy, 'policy'), tolerance: config.policy.probeTolerance } : undefined;
-  return exportPolicy({ store, trainer }, { runId: args.runId, step: args.step, outDir: args.outDir, force: args.force, check, onProgress: progress });
+  const check = args.check
+    ? { server: checkServerOf(config), apiKey: apiKeyOf(config.policy, 'policy'), tolerance: config.policy.probeTolerance }
+    : undefined;
+  return exportPolicy(
+    { store, trainer },
+    { runId: args.runId, step: args.step, outDir: args.outDir, force: args.force, check, onProgress: progress },
+  );
 }
 
 /** What `export` prints: the folder first (for scripts), then what it holds and how the check went. */
@@ -49,6 +56,8 @@ export function exportText(result: ExportResult): string {
 function checkText(check: ExportCheck | null): string {
   if (!check) return 'check: skipped (--no-check)';
   if (check.skipped) return `check: skipped: ${check.skipped}`;
-  const unloaded = check.unloaded ? 'unloaded after' : `NOT unloaded: POST ${check.server}/unload_lora_adapter {"lora_name": "${check.adapterName}"} to free it`;
+  const unloaded = check.unloaded
+    ? 'unloaded after'
+    : `NOT unloaded: POST ${check.server}/unload_lora_adapter {"lora_name": "${check.adapterName}"} to free it`;
   return `check: passed on ${check.server}: mean |Δ| log-prob ${check.probeMeanAbsDiff!.toExponential(2)} from the trainer's probe (tolerance ${check.tolerance}); adapter ${check.adapterName} ${unloaded}`;
 }

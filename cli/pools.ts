@@ -20,7 +20,10 @@ import { isSimulatedEnv } from '../core/envs/sim/config';
 /** Reads an evolution config file: an EvolutionConfig, or a workflow input {"config": {...}}. */
 export function readEvolutionConfigFile(file: string): { raw: unknown; config: EvolutionConfig } {
   const json = readJsonFile(file);
-  const raw = json !== null && typeof json === 'object' && 'config' in json && Object.keys(json).length === 1 ? (json as { config: unknown }).config : json;
+  const raw =
+    json !== null && typeof json === 'object' && 'config' in json && Object.keys(json).length === 1
+      ? (json as { config: unknown }).config
+      : json;
   return { raw, config: parseEvolutionConfig(raw, file) };
 }
 
@@ -31,7 +34,11 @@ export const evolutionWorkflowId = (name: string) => `evolve-${name}`;
  * A finished, failed or cancelled one of that name is started again: it
  * resumes from what the store recorded.
  */
-export async function startEvolution(client: Client, raw: unknown, config: EvolutionConfig): Promise<{ handle: WorkflowHandle<typeof evolveHarnessPool>; attached: boolean }> {
+export async function startEvolution(
+  client: Client,
+  raw: unknown,
+  config: EvolutionConfig,
+): Promise<{ handle: WorkflowHandle<typeof evolveHarnessPool>; attached: boolean }> {
   const workflowId = evolutionWorkflowId(config.name);
   try {
     const handle = await client.workflow.start(evolveHarnessPool, {
@@ -47,7 +54,9 @@ export async function startEvolution(client: Client, raw: unknown, config: Evolu
     const handle = client.workflow.getHandle<typeof evolveHarnessPool>(workflowId);
     const running = await runningConfig(handle);
     if (running === null || contentHash(running) !== contentHash(config)) {
-      throw new UserError(`an evolution named '${config.name}' is running with another config (workflow ${workflowId}); wait for it to finish, or give this one another name`);
+      throw new UserError(
+        `an evolution named '${config.name}' is running with another config (workflow ${workflowId}); wait for it to finish, or give this one another name`,
+      );
     }
     return { handle, attached: true };
   }
@@ -70,7 +79,12 @@ async function runningConfig(handle: WorkflowHandle<typeof evolveHarnessPool>): 
 export function evolutionJson(result: EvolutionResult) {
   return {
     pool: result.pool,
-    siblings: result.siblings.map((s) => ({ id: s.id, direction: s.direction, targetRescueRate: s.targetRescueRate, baseRateOnTargets: s.baseRateOnTargets })),
+    siblings: result.siblings.map((s) => ({
+      id: s.id,
+      direction: s.direction,
+      targetRescueRate: s.targetRescueRate,
+      baseRateOnTargets: s.baseRateOnTargets,
+    })),
   };
 }
 
@@ -99,8 +113,13 @@ export function effectText(effect: PoolEffect): string {
   const lines = [
     'success on the dev tasks the base failed, by task kind / base failure type (* the sibling helps: above the base with 95% confidence, paired by task):',
     `${'harness'.padEnd(12)}${effect.cells.map((c) => c.padStart(width)).join('')}`,
-    ...effect.harnesses.map((h) => `${h.padEnd(12)}${effect.cells.map((c) => `${pct(rateOf(effect.success[h][c]))}${effect.helps[h]?.includes(c) ? '*' : ' '}`.padStart(width)).join('')}`),
-    `locality: ${effect.locality ? 'yes' : 'no'} (siblings help some cells, none helps all: ${Object.entries(effect.helps).map(([s, c]) => `${s} ${c.length}`).join(', ')} of ${effect.cells.length})`,
+    ...effect.harnesses.map(
+      (h) =>
+        `${h.padEnd(12)}${effect.cells.map((c) => `${pct(rateOf(effect.success[h][c]))}${effect.helps[h]?.includes(c) ? '*' : ' '}`.padStart(width)).join('')}`,
+    ),
+    `locality: ${effect.locality ? 'yes' : 'no'} (siblings help some cells, none helps all: ${Object.entries(effect.helps)
+      .map(([s, c]) => `${s} ${c.length}`)
+      .join(', ')} of ${effect.cells.length})`,
     `complementarity: ${effect.complementarity.shown ? 'yes' : 'no'} (the siblings together help ${effect.complementarity.unionCells} cells, the best one alone ${effect.complementarity.bestSingleCells})`,
   ];
   return lines.join('\n');
@@ -112,11 +131,19 @@ interface Decision {
 }
 
 /** The evolution's candidates as a tree from the base; frozen members marked. */
-export function lineageText(baseId: string, candidates: readonly StoredCandidate[], members: ReadonlySet<string>, decisions: ReadonlyArray<{ round: number; direction: string; decision: unknown }>): string {
+export function lineageText(
+  baseId: string,
+  candidates: readonly StoredCandidate[],
+  members: ReadonlySet<string>,
+  decisions: ReadonlyArray<{ round: number; direction: string; decision: unknown }>,
+): string {
   const measured = new Map<string, string>();
   for (const { decision } of decisions) {
     for (const r of (decision as Decision).ranked ?? []) {
-      measured.set(r.candidateId, `rescue ${pct(r.targetRescueRate)} (base ${pct(r.baseRateOnTargets)}), regression ${pct(r.regressionRate)}, score ${r.score.toFixed(2)}`);
+      measured.set(
+        r.candidateId,
+        `rescue ${pct(r.targetRescueRate)} (base ${pct(r.baseRateOnTargets)}), regression ${pct(r.regressionRate)}, score ${r.score.toFixed(2)}`,
+      );
     }
   }
   const lines = [`${baseId} (base)`];
@@ -124,12 +151,16 @@ export function lineageText(baseId: string, candidates: readonly StoredCandidate
     const children = candidates.filter((c) => c.parent === parent);
     children.forEach((c, i) => {
       const last = i === children.length - 1;
-      lines.push(`${indent}${last ? '└─' : '├─'} ${c.candidateId}${members.has(c.candidateId) ? ' *' : ''}  ${c.direction}, round ${c.round}: ${measured.get(c.candidateId) ?? 'not measured'}`);
+      lines.push(
+        `${indent}${last ? '└─' : '├─'} ${c.candidateId}${members.has(c.candidateId) ? ' *' : ''}  ${c.direction}, round ${c.round}: ${measured.get(c.candidateId) ?? 'not measured'}`,
+      );
       walk(c.candidateId, `${indent}${last ? '   ' : '│  '}`);
     });
   };
   walk(baseId, '');
-  const dropped = decisions.flatMap(({ round, direction, decision }) => ((decision as Decision).dropped ?? []).map((d) => `  round ${round} ${direction} slot ${d.slot}: ${d.reason}`));
+  const dropped = decisions.flatMap(({ round, direction, decision }) =>
+    ((decision as Decision).dropped ?? []).map((d) => `  round ${round} ${direction} slot ${d.slot}: ${d.reason}`),
+  );
   return [...lines, '(* in the frozen pool)', ...(dropped.length ? ['dropped proposals:', ...dropped] : [])].join('\n');
 }
 
@@ -139,20 +170,29 @@ export async function findPool(store: EvolutionStore, ref: string) {
   const hash = byEvolution?.poolHash ?? ref;
   const matches = /^[0-9a-f]{1,16}$/.test(hash) ? await store.listPools(hash) : [];
   if (matches.length === 1) return matches[0];
-  if (matches.length > 1) throw new UserError(`'${ref}' matches ${matches.length} pools (${matches.map((p) => p.poolHash).join(', ')}); give more of the hash`);
+  if (matches.length > 1)
+    throw new UserError(`'${ref}' matches ${matches.length} pools (${matches.map((p) => p.poolHash).join(', ')}); give more of the hash`);
   throw new UserError(byEvolution ? `evolution ${ref} has not frozen a pool yet` : `no frozen pool '${ref}' (see \`harness-s pool list\`)`);
 }
 
 export async function poolShowText(store: EvolutionStore, ref: string): Promise<string> {
   const pool = await findPool(store, ref);
   const manifest = pool.manifest as PoolManifest;
-  const lines = [`pool ${pool.poolHash} (${pool.env}${isSimulatedEnv(pool.env) ? ', SIMULATED' : ''}), frozen ${pool.createdAt.toISOString()}${pool.evolutionId ? ` by evolution ${pool.evolutionId}` : ''}`];
+  const lines = [
+    `pool ${pool.poolHash} (${pool.env}${isSimulatedEnv(pool.env) ? ', SIMULATED' : ''}), frozen ${pool.createdAt.toISOString()}${pool.evolutionId ? ` by evolution ${pool.evolutionId}` : ''}`,
+  ];
   lines.push('members:');
   for (const m of manifest.members) {
     const measured = m.measured as {
-      targetRescueRate?: number; baseRateOnTargets?: number; regressionRate?: number; evolvedFrom?: string; difference?: { mean: number; lo: number; hi: number };
+      targetRescueRate?: number;
+      baseRateOnTargets?: number;
+      regressionRate?: number;
+      evolvedFrom?: string;
+      difference?: { mean: number; lo: number; hi: number };
     } | null;
-    const ci = measured?.difference ? ` ${points(measured.difference.mean)} [${points(measured.difference.lo)}, ${points(measured.difference.hi)}]` : '';
+    const ci = measured?.difference
+      ? ` ${points(measured.difference.mean)} [${points(measured.difference.lo)}, ${points(measured.difference.hi)}]`
+      : '';
     lines.push(
       `  ${m.id.padEnd(10)} ${m.direction.padEnd(22)} ${m.version}` +
         (measured?.targetRescueRate !== undefined
@@ -163,7 +203,15 @@ export async function poolShowText(store: EvolutionStore, ref: string): Promise<
   if (pool.evolutionId) {
     const evolution = await store.getEvolution(pool.evolutionId);
     const candidates = await store.candidates(pool.evolutionId);
-    lines.push('lineage:', lineageText(String(evolution?.baseSpec.id ?? manifest.members[0].id), candidates, new Set(manifest.members.map((m) => m.id)), await store.selections(pool.evolutionId)));
+    lines.push(
+      'lineage:',
+      lineageText(
+        String(evolution?.baseSpec.id ?? manifest.members[0].id),
+        candidates,
+        new Set(manifest.members.map((m) => m.id)),
+        await store.selections(pool.evolutionId),
+      ),
+    );
   }
   if (manifest.effect) lines.push(effectText(manifest.effect as PoolEffect));
   return lines.join('\n');
@@ -172,6 +220,12 @@ export async function poolShowText(store: EvolutionStore, ref: string): Promise<
 export async function poolList(store: EvolutionStore) {
   return (await store.listPools()).map((p) => {
     const manifest = p.manifest as PoolManifest;
-    return { pool: p.poolHash, env: p.env, evolution: p.evolutionId, siblings: manifest.members.filter((m) => m.direction !== 'base').map((m) => `${m.id}:${m.direction}`), createdAt: p.createdAt.toISOString() };
+    return {
+      pool: p.poolHash,
+      env: p.env,
+      evolution: p.evolutionId,
+      siblings: manifest.members.filter((m) => m.direction !== 'base').map((m) => `${m.id}:${m.direction}`),
+      createdAt: p.createdAt.toISOString(),
+    };
   });
 }

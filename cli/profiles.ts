@@ -30,7 +30,9 @@ function rank1View(profiles: BehaviorProfiles): ProfilesView['rank1'] {
   const pool = [...new Set(profiles.kindCells.map((c) => c.harnessId))];
   const kinds = [...new Set(profiles.kindCells.map((c) => c.kind))].sort();
   const routes = rank1Routes(profiles, pool, base, kinds);
-  return Object.fromEntries(Object.entries(routes).map(([kind, harnessId]) => [kind, { harnessId, successRate: kindSuccessRate(profiles, harnessId, kind) }]));
+  return Object.fromEntries(
+    Object.entries(routes).map(([kind, harnessId]) => [kind, { harnessId, successRate: kindSuccessRate(profiles, harnessId, kind) }]),
+  );
 }
 
 export async function profilesView(store: RunStore, runId: string, version?: number): Promise<ProfilesView> {
@@ -75,7 +77,10 @@ export function profilesText(view: ProfilesView, simulated: boolean): string {
     lines.push(`  ${harnessId.padEnd(20)}${cells.join('')}`);
   }
   const routes = Object.entries(view.rank1);
-  if (routes.length) lines.push(`Rank-1 routing by this version: ${routes.map(([kind, r]) => `${kind} -> ${r.harnessId} (${pct(r.successRate)})`).join(', ')}`);
+  if (routes.length)
+    lines.push(
+      `Rank-1 routing by this version: ${routes.map(([kind, r]) => `${kind} -> ${r.harnessId} (${pct(r.successRate)})`).join(', ')}`,
+    );
   lines.push('', 'versions: ' + view.versions.map((v) => `v${v.version} (${v.policyVersion})`).join(', '));
   const versions = Object.keys(view.picks).sort((a, b) => Number(a) - Number(b));
   if (versions.length === 0) {

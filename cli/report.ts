@@ -23,7 +23,9 @@ export function stepLine(s: StepSummary): string {
 }
 
 export function evaluationLine(e: EvaluationSummary): string {
-  const routes = Object.entries(e.rank1Routes).map(([kind, harness]) => `${kind}->${harness}`).join(', ');
+  const routes = Object.entries(e.rank1Routes)
+    .map(([kind, harness]) => `${kind}->${harness}`)
+    .join(', ');
   return (
     `eval after ${e.afterSteps} steps (${e.policyVersion}, ${e.tasks} tasks x ${e.rolloutsPerTask} rollouts per arm): ` +
     `base harness ${pct(e.base.successRate)}, Rank-1 ${pct(e.rank1.successRate)} (profiles v${e.profileVersion}: ${routes})`
@@ -34,10 +36,18 @@ export function statusText(status: RunStatus): string {
   const lines = [
     `run ${status.runId} (${status.name}, env ${status.env}${isSimulatedEnv(status.env) ? ', SIMULATED' : ''})`,
     `  phase ${status.phase}, step ${status.step}/${status.steps}, policy ${status.policyVersion}, profiles v${status.profileVersion ?? '-'}` +
-      (status.profileShift === null ? '' : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
+      (status.profileShift === null
+        ? ''
+        : ` (last re-anchoring moved rescue rates by ${(status.profileShift * 100).toFixed(1)} points on average)`),
     `  ${status.paused ? `PAUSED: ${status.pauseReason}` : 'not paused'}`,
-    ...(status.health ? [`  health: ${status.health.state === 'stalled' ? `STALLED since step ${status.health.sinceStep}: ${status.health.reasons.join('; ')}` : 'learning'}`] : []),
-    ...(status.spent ? [`  spent: ${status.spent.rollouts} rollouts, ${status.spent.tokens} policy tokens${budgetLine(status.budget)}`] : []),
+    ...(status.health
+      ? [
+          `  health: ${status.health.state === 'stalled' ? `STALLED since step ${status.health.sinceStep}: ${status.health.reasons.join('; ')}` : 'learning'}`,
+        ]
+      : []),
+    ...(status.spent
+      ? [`  spent: ${status.spent.rollouts} rollouts, ${status.spent.tokens} policy tokens${budgetLine(status.budget)}`]
+      : []),
   ];
   for (const s of status.inFlight ?? []) lines.push(`  in flight: ${inFlightText(s)}`);
   for (const line of replicaLines(status.replicas ?? [])) lines.push(`  ${line}`);
@@ -66,7 +76,9 @@ export function lineageLines(view: { restores?: RestoreEvent[]; parent?: ParentR
   for (const r of view.restores ?? []) {
     const from = r.fromStep === null ? 'the base model (no checkpoint yet)' : `the checkpoint of step ${r.fromStep}`;
     const rerun = r.fromStep === null ? 0 : r.fromStep + 1;
-    lines.push(`  restore ${r.restore} at ${r.at}: the trainer lost the model at step ${r.atStep}; restored from ${from}, steps ${rerun}..${r.atStep} re-run`);
+    lines.push(
+      `  restore ${r.restore} at ${r.at}: the trainer lost the model at step ${r.atStep}; restored from ${from}, steps ${rerun}..${r.atStep} re-run`,
+    );
   }
   return lines;
 }
@@ -78,19 +90,32 @@ export function summaryText(summary: RunSummary): string {
     `  final policy version       ${summary.policyVersion}`,
     `  base-harness success       ${pct(summary.baseSuccessStart)} at the start -> ${pct(summary.baseSuccessEnd)} at the end`,
     ...(summary.rewardStart != null && summary.rewardEnd != null
-      ? [`  mean reward (base)         ${summary.rewardStart.toFixed(3)} ± ${(summary.rewardStartStdErr ?? 0).toFixed(3)} at the start -> ${summary.rewardEnd.toFixed(3)} ± ${(summary.rewardEndStdErr ?? 0).toFixed(3)} at the end (± standard error)`]
+      ? [
+          `  mean reward (base)         ${summary.rewardStart.toFixed(3)} ± ${(summary.rewardStartStdErr ?? 0).toFixed(3)} at the start -> ${summary.rewardEnd.toFixed(3)} ± ${(summary.rewardEndStdErr ?? 0).toFixed(3)} at the end (± standard error)`,
+        ]
       : []),
-    ...(summary.logprobMismatch != null ? [`  trainer/sampler mismatch   mean |Δ log-prob| ${summary.logprobMismatch.toExponential(2)} over the trained tokens`] : []),
+    ...(summary.logprobMismatch != null
+      ? [`  trainer/sampler mismatch   mean |Δ log-prob| ${summary.logprobMismatch.toExponential(2)} over the trained tokens`]
+      : []),
     // Pipelined runs: the mismatch per staleness, what the overlap costs in off-policyness.
     ...(Object.keys(summary.mismatchByStaleness).some((k) => k !== '0')
-      ? [`  by staleness               ${Object.entries(summary.mismatchByStaleness).map(([k, m]) => `${k}: ${m.steps} steps, |Δ log-prob| ${m.meanAbsDiff === null ? '-' : m.meanAbsDiff.toExponential(2)}, ratio ${m.ratioMean === null ? '-' : `${m.ratioMean.toFixed(3)} ± ${m.ratioStd!.toFixed(3)}`}`).join('; ')}`]
+      ? [
+          `  by staleness               ${Object.entries(summary.mismatchByStaleness)
+            .map(
+              ([k, m]) =>
+                `${k}: ${m.steps} steps, |Δ log-prob| ${m.meanAbsDiff === null ? '-' : m.meanAbsDiff.toExponential(2)}, ratio ${m.ratioMean === null ? '-' : `${m.ratioMean.toFixed(3)} ± ${m.ratioStd!.toFixed(3)}`}`,
+            )
+            .join('; ')}`,
+        ]
       : []),
     `  dead groups                ${summary.deadGroups}`,
     `  groups rescued             ${summary.rescuedGroups} (rescue rollouts: ${summary.rescueRollouts})`,
     `  live-group fraction        ${pct(summary.liveGroupFraction)} (mean over steps)`,
     ...(summary.spend
-      ? [`  spent                      ${summary.spend.rollouts} rollouts, ${summary.spend.policyTokens} policy tokens (${summary.spend.promptTokens} prompt, ${summary.spend.completionTokens} completion), ${summary.spend.trainerTokens} trainer tokens` +
-        (summary.spend.gpuSeconds === null ? '' : `, ${summary.spend.gpuSeconds.toFixed(1)} GPU-seconds (SIMULATED, latency model)`)]
+      ? [
+          `  spent                      ${summary.spend.rollouts} rollouts, ${summary.spend.policyTokens} policy tokens (${summary.spend.promptTokens} prompt, ${summary.spend.completionTokens} completion), ${summary.spend.trainerTokens} trainer tokens` +
+            (summary.spend.gpuSeconds === null ? '' : `, ${summary.spend.gpuSeconds.toFixed(1)} GPU-seconds (SIMULATED, latency model)`),
+        ]
       : []),
     `  eval split at the end      base harness ${pct(summary.baseEvalEnd)}, Rank-1 routing ${pct(summary.rank1EvalEnd)}`,
     ...summary.evaluations.map((e) => `    ${evaluationLine(e)}`),
@@ -103,7 +128,8 @@ export function summaryText(summary: RunSummary): string {
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`)
       .join(', ');
-    const rate = (x: { groupsChosen: number; groupsRescued: number }) => pct(x.groupsChosen ? x.groupsRescued / x.groupsChosen : null).padStart(6);
+    const rate = (x: { groupsChosen: number; groupsRescued: number }) =>
+      pct(x.groupsChosen ? x.groupsRescued / x.groupsChosen : null).padStart(6);
     lines.push(`    ${id.padEnd(18)} ${rate(stats)}  ${rate(stats.firstHalf)} -> ${rate(stats.secondHalf)}  (${kinds})`);
   }
   return lines.join('\n');

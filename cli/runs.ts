@@ -3,7 +3,13 @@
  * usable from SDK scripts too.
  */
 import { readFileSync } from 'node:fs';
-import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowExecutionDescription } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowExecutionDescription,
+} from '@temporalio/client';
 import { parseRunConfig, parseStoredRunConfig, type RunConfig } from '../core/config';
 import { applyConfigChange } from '../core/config-change';
 import { runInputProblem } from '../core/run-input';
@@ -86,7 +92,13 @@ export function newRunId(name: string, now = new Date()): string {
   return `${name}-${stamp}`;
 }
 
-export async function startRun(client: Client, raw: unknown, config: RunConfig, runId: string, recovery?: { resume?: ResumePoint; fork?: ParentRun }) {
+export async function startRun(
+  client: Client,
+  raw: unknown,
+  config: RunConfig,
+  runId: string,
+  recovery?: { resume?: ResumePoint; fork?: ParentRun },
+) {
   const input: RunInput = recovery?.fork
     ? { config: raw as RunInput['config'], resume: recovery.resume, fork: recovery.fork }
     : recovery
@@ -128,7 +140,13 @@ export interface RunView {
   /** A fork's parent run and the step it started from; null for a run started anew. */
   parent: ParentRun | null;
   /** The run's newest version on each inference replica, as the run store records it (absent without the store). */
-  replicaVersions?: Array<{ replica: string; policyVersion: string; state: string; reason: string | null; probeMeanAbsDiff: number | null }>;
+  replicaVersions?: Array<{
+    replica: string;
+    policyVersion: string;
+    state: string;
+    reason: string | null;
+    probeMeanAbsDiff: number | null;
+  }>;
 }
 
 export async function runView(client: Client, runId: string, store?: RunStore): Promise<RunView> {
@@ -137,13 +155,28 @@ export async function runView(client: Client, runId: string, store?: RunStore): 
   const status = description.status.name;
   const lineage = store ? await runLineage(store, runId) : { restores: [], parent: null };
   const replicaVersions = store
-    ? (await store.replicas.ofRun(runId)).map((r) => ({ replica: r.replica, policyVersion: r.policyVersion, state: r.state, reason: r.reason, probeMeanAbsDiff: r.probeMeanAbsDiff }))
+    ? (await store.replicas.ofRun(runId)).map((r) => ({
+        replica: r.replica,
+        policyVersion: r.policyVersion,
+        state: r.state,
+        reason: r.reason,
+        probeMeanAbsDiff: r.probeMeanAbsDiff,
+      }))
     : undefined;
   const stored = { ...lineage, ...(replicaVersions ? { replicaVersions } : {}) };
   if (status === 'RUNNING') {
     const live = await handle.query(statusQuery);
     // Executions started before restores existed have neither field.
-    return { ...stored, runId, status, live, summary: null, failure: null, restores: live.restores ?? stored.restores, parent: live.parent ?? stored.parent };
+    return {
+      ...stored,
+      runId,
+      status,
+      live,
+      summary: null,
+      failure: null,
+      restores: live.restores ?? stored.restores,
+      parent: live.parent ?? stored.parent,
+    };
   }
   if (status === 'COMPLETED') {
     return { runId, status, live: null, summary: upgradeRunSummary((await handle.result()) as RunSummary), failure: null, ...stored };
@@ -171,14 +204,16 @@ export async function resumeRun(client: Client, runId: string): Promise<void> {
  */
 export async function changeRunConfig(client: Client, runId: string, change: unknown): Promise<ConfigUpdateResult> {
   const description = await describeRun(client, runId);
-  if (description.status.name !== 'RUNNING') throw new UserError(`run ${runId} is ${description.status.name}; only a running run's config can change`);
+  if (description.status.name !== 'RUNNING')
+    throw new UserError(`run ${runId} is ${description.status.name}; only a running run's config can change`);
   try {
     return await client.workflow.getHandle(runId).executeUpdate(updateConfigUpdate, { args: [change] });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) throw new UserError(rootCauseMessage(err));
     // The run ended between the check and the update.
     const now = await describeRun(client, runId).catch(() => null);
-    if (now && now.status.name !== 'RUNNING') throw new UserError(`run ${runId} is ${now.status.name}; only a running run's config can change`);
+    if (now && now.status.name !== 'RUNNING')
+      throw new UserError(`run ${runId} is ${now.status.name}; only a running run's config can change`);
     throw err;
   }
 }
@@ -248,12 +283,18 @@ export async function forkRun(
     }
   }
   if (config.steps <= checkpoint.step + 1) {
-    throw new UserError(`the fork would start at step ${checkpoint.step + 1} of ${config.steps}: give it more steps with --config '{"steps": N}'`);
+    throw new UserError(
+      `the fork would start at step ${checkpoint.step + 1} of ${config.steps}: give it more steps with --config '{"steps": N}'`,
+    );
   }
   // The newest profiles measured with a policy no later than the checkpoint's.
-  const policies = new Set([parentConfig.policy.model, ...(await store.steps(args.parentRunId)).filter((s) => s.step <= checkpoint.step).map((s) => s.policyVersion)]);
+  const policies = new Set([
+    parentConfig.policy.model,
+    ...(await store.steps(args.parentRunId)).filter((s) => s.step <= checkpoint.step).map((s) => s.policyVersion),
+  ]);
   const profileVersion = (await store.profileVersions(args.parentRunId)).filter((p) => policies.has(p.policyVersion)).at(-1)?.version;
-  if (profileVersion === undefined) throw new UserError(`run ${args.parentRunId} has no behaviour profiles measured by step ${checkpoint.step}`);
+  if (profileVersion === undefined)
+    throw new UserError(`run ${args.parentRunId} has no behaviour profiles measured by step ${checkpoint.step}`);
   const runId = args.runId ?? `${args.parentRunId}-fork${checkpoint.step}-${Date.now().toString(36)}`;
   // A fork continues from a resume point, which lets it register over a stored run: an id in use is refused here.
   if (await store.getRun(runId)) throw new UserError(`run id ${runId} is already used by a run in the run store; choose another --id`);

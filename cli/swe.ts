@@ -40,9 +40,15 @@ export async function sweBuild(options: BuildOptions, log: Log): Promise<string>
   if (set.instances.some((i) => i.instance_id === id)) throw new SweDataError(`${options.into} already has an instance ${id}`);
   const instance = await buildInstance(
     {
-      instance_id: id, package: options.package, before: options.from, after: options.to,
-      pythonpath: options.pythonpath, pytest_args: options.pytestArgs, test_files: options.testFiles,
-      license: options.license, problem_statement: options.statement,
+      instance_id: id,
+      package: options.package,
+      before: options.from,
+      after: options.to,
+      pythonpath: options.pythonpath,
+      pytest_args: options.pytestArgs,
+      test_files: options.testFiles,
+      license: options.license,
+      problem_statement: options.statement,
     },
     set,
     log,
@@ -53,7 +59,10 @@ export async function sweBuild(options: BuildOptions, log: Log): Promise<string>
 }
 
 /** Validates every instance of a data file: gold three times, none once. */
-export async function sweValidate(file: string, log: Log): Promise<{ total: number; valid: number; refused: Array<{ instanceId: string; reason: string }> }> {
+export async function sweValidate(
+  file: string,
+  log: Log,
+): Promise<{ total: number; valid: number; refused: Array<{ instanceId: string; reason: string }> }> {
   checkSandbox();
   const instances = loadSweData(file);
   const refused: Array<{ instanceId: string; reason: string }> = [];

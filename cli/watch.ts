@@ -23,7 +23,10 @@ export async function watchRun(client: Client, runId: string, print: (line: stri
       lastPaused = live.paused;
     } else {
       // A closed run still answers queries (a worker replays it): print the steps not yet shown.
-      const final = await client.workflow.getHandle(runId).query(statusQuery).catch(() => null);
+      const final = await client.workflow
+        .getHandle(runId)
+        .query(statusQuery)
+        .catch(() => null);
       for (const step of final?.recentSteps.filter((s) => s.step > lastStep) ?? []) print(stepLine(step));
       if (view.summary) print(summaryText(view.summary));
       else {

@@ -69,7 +69,10 @@ export type RunConfigChange = z.infer<typeof RunConfigChange>;
 export function parseConfigChange(raw: unknown): RunConfigChange {
   const parsed = RunConfigChange.safeParse(raw);
   if (!parsed.success) {
-    throw new RunConfigError(`config change is invalid:\n${formatZodError(parsed.error)}`, parsed.error.issues.map((i) => i.path.join('.')));
+    throw new RunConfigError(
+      `config change is invalid:\n${formatZodError(parsed.error)}`,
+      parsed.error.issues.map((i) => i.path.join('.')),
+    );
   }
   return parsed.data;
 }
@@ -81,7 +84,9 @@ export function parseConfigChange(raw: unknown): RunConfigChange {
 export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: number): RunConfig {
   const change = parseConfigChange(raw);
   if (change.steps !== undefined && change.steps < minSteps) {
-    throw new RunConfigError(`config change is invalid:\n  - steps: ${minSteps} steps have run or are running; give at least ${minSteps}`, ['steps']);
+    throw new RunConfigError(`config change is invalid:\n  - steps: ${minSteps} steps have run or are running; give at least ${minSteps}`, [
+      'steps',
+    ]);
   }
   // Only the sections the change names are rebuilt: a section the config lacks (a run older than
   // it) stays absent, and nothing is filled in from defaults.
@@ -94,7 +99,12 @@ export function applyConfigChange(config: RunConfig, raw: unknown, minSteps: num
     ...(change.trainer && { trainer: { ...config.trainer, ...change.trainer } }),
     ...(change.checkpoint && { checkpoint: { ...config.checkpoint, ...change.checkpoint } }),
     // A run from before pipelining has no section: the change adds it whole.
-    ...(change.pipeline && { pipeline: { ...((config.pipeline as RunConfig['pipeline'] | undefined) ?? { maxStaleness: 0, whenStale: 'wait' as const }), ...change.pipeline } }),
+    ...(change.pipeline && {
+      pipeline: {
+        ...((config.pipeline as RunConfig['pipeline'] | undefined) ?? { maxStaleness: 0, whenStale: 'wait' as const }),
+        ...change.pipeline,
+      },
+    }),
     ...(change.budget && { budget: change.budget }),
     // A run from before the health rule has no section: the change adds it with the rule's defaults.
     ...(change.health && { health: { ...((config.health as RunConfig['health'] | undefined) ?? HEALTH_DEFAULTS), ...change.health } }),

@@ -22,8 +22,13 @@ export const RolloutConfig = z.strictObject({
    * size measured; lower it only to see a small step split.
    */
   rolloutsPerSlice: z
-    .number().int().min(1)
-    .max(DEFAULT_ROLLOUTS_PER_SLICE, `at most ${DEFAULT_ROLLOUTS_PER_SLICE}: the slice size measured (a slice's result stays well under Temporal's 512 KB payload warning)`)
+    .number()
+    .int()
+    .min(1)
+    .max(
+      DEFAULT_ROLLOUTS_PER_SLICE,
+      `at most ${DEFAULT_ROLLOUTS_PER_SLICE}: the slice size measured (a slice's result stays well under Temporal's 512 KB payload warning)`,
+    )
     .default(DEFAULT_ROLLOUTS_PER_SLICE),
 });
 

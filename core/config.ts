@@ -17,13 +17,34 @@ import { PUBLISH_VIAS } from './policy/replicas';
 import { ApiKeyEnv, SIM_CLUSTER_URL, Url } from './config-endpoints';
 import { TrainerConfig } from './config-trainer';
 import { RouterConfig } from './config-router';
-import { BudgetConfig, CheckpointConfig, EvalConfig, GrpoConfig, HealthConfig, PipelineConfig, RescueConfig, RetryConfig, RolloutConfig, SamplingConfig } from './config-steps';
+import {
+  BudgetConfig,
+  CheckpointConfig,
+  EvalConfig,
+  GrpoConfig,
+  HealthConfig,
+  PipelineConfig,
+  RescueConfig,
+  RetryConfig,
+  RolloutConfig,
+  SamplingConfig,
+} from './config-steps';
 
 export { ApiKeyEnv, SIM_CLUSTER_URL, Url } from './config-endpoints';
 export { AdamParams, LoraTargets, TrainerConfig } from './config-trainer';
 export { ROUTER_STRATEGIES, RouterConfig, VoterConfig, type RouterStrategy } from './config-router';
 export {
-  BudgetConfig, CheckpointConfig, EvalConfig, GrpoConfig, HealthConfig, PipelineConfig, RescueConfig, RetryConfig, RolloutConfig, SAMPLING_REFILLS, SamplingConfig,
+  BudgetConfig,
+  CheckpointConfig,
+  EvalConfig,
+  GrpoConfig,
+  HealthConfig,
+  PipelineConfig,
+  RescueConfig,
+  RetryConfig,
+  RolloutConfig,
+  SAMPLING_REFILLS,
+  SamplingConfig,
 } from './config-steps';
 
 /**
@@ -71,7 +92,10 @@ export const PolicyConfig = z.strictObject({
 
 const RunConfigWithoutStepLimits = z
   .strictObject({
-    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-quickstart'),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)')
+      .default('sim-quickstart'),
     env: EnvConfig.default({ kind: SIM_KIND }),
     /** Harness ids of the pool to use, base first; every harness the env defines when empty. */
     harnessPool: z.array(z.string().min(1)).default([]),
@@ -98,10 +122,18 @@ const RunConfigWithoutStepLimits = z
     const { k, enabled } = config.rescue;
     const { maxDraws } = config.sampling;
     if (maxDraws !== undefined && maxDraws < config.rollout.tasksPerStep) {
-      ctx.addIssue({ code: 'custom', path: ['sampling', 'maxDraws'], message: `counts the step's first rollout.tasksPerStep (${config.rollout.tasksPerStep}) tasks too: give at least that many` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sampling', 'maxDraws'],
+        message: `counts the step's first rollout.tasksPerStep (${config.rollout.tasksPerStep}) tasks too: give at least that many`,
+      });
     }
     if (config.router.strategy === 'vote' && config.router.voters.length === 0) {
-      ctx.addIssue({ code: 'custom', path: ['router', 'voters'], message: "the 'vote' strategy needs at least one voter {baseUrl, model}" });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['router', 'voters'],
+        message: "the 'vote' strategy needs at least one voter {baseUrl, model}",
+      });
     }
     if (enabled && config.router.strategy !== 'all' && groupSize % k !== 0) {
       ctx.addIssue({
@@ -124,7 +156,8 @@ export const RunConfig = RunConfigWithoutStepLimits.superRefine((config, ctx) =>
     ctx.addIssue({ code: 'custom', path: ['rollout', 'tasksPerStep'], message: `at most ${STEP_LIMITS.tasksPerStep} (${tested})` });
   } else if (tasksPerStep * groupSize > STEP_LIMITS.rolloutsPerStep) {
     ctx.addIssue({
-      code: 'custom', path: ['rollout', 'groupSize'],
+      code: 'custom',
+      path: ['rollout', 'groupSize'],
       message: `${tasksPerStep} tasks x G=${groupSize} is ${tasksPerStep * groupSize} rollouts a step; at most ${STEP_LIMITS.rolloutsPerStep} (${tested})`,
     });
   }
@@ -135,10 +168,15 @@ export const RunConfig = RunConfigWithoutStepLimits.superRefine((config, ctx) =>
   const which = maxDraws === undefined ? ` (3 x rollout.tasksPerStep when sampling.maxDraws is absent)` : '';
   const unsplit = `a step with refill '${refill}' is played in one history; the largest tested drew at most ${STEP_LIMITS.refillDraws} tasks`;
   if (draws > STEP_LIMITS.refillDraws) {
-    ctx.addIssue({ code: 'custom', path: ['sampling', 'maxDraws'], message: `draws up to ${draws} tasks${which}: at most ${STEP_LIMITS.refillDraws} (${unsplit}); give a smaller sampling.maxDraws or rollout.tasksPerStep` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['sampling', 'maxDraws'],
+      message: `draws up to ${draws} tasks${which}: at most ${STEP_LIMITS.refillDraws} (${unsplit}); give a smaller sampling.maxDraws or rollout.tasksPerStep`,
+    });
   } else if (draws * groupSize > STEP_LIMITS.rolloutsPerStep) {
     ctx.addIssue({
-      code: 'custom', path: ['sampling', 'maxDraws'],
+      code: 'custom',
+      path: ['sampling', 'maxDraws'],
       message: `up to ${draws} tasks${which} x G=${groupSize} is ${draws * groupSize} rollouts a step; at most ${STEP_LIMITS.rolloutsPerStep} (${tested})`,
     });
   }
@@ -170,7 +208,10 @@ function parseConfigWith(schema: typeof RunConfigWithoutStepLimits, raw: unknown
   const { config, keyProblems } = takeLiteralKeys(raw);
   const parsed = schema.safeParse(config);
   if (parsed.success && keyProblems.length === 0) return parsed.data;
-  const lines = [...keyProblems.map((p) => `  - ${p.path}: ${p.message}`), ...(parsed.success ? [] : [formatZodError(parsed.error, schema)])];
+  const lines = [
+    ...keyProblems.map((p) => `  - ${p.path}: ${p.message}`),
+    ...(parsed.success ? [] : [formatZodError(parsed.error, schema)]),
+  ];
   throw new RunConfigError(`${source} is invalid:\n${lines.join('\n')}`, [
     ...keyProblems.map((p) => p.path),
     ...(parsed.success ? [] : zodErrorPaths(parsed.error)),
@@ -239,11 +280,16 @@ function endpointsOf(config: unknown): Array<{ path: string; value: Record<strin
 }
 
 function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  return path.reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined), root);
+  return path.reduce<unknown>(
+    (node, key) => (node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined),
+    root,
+  );
 }
 
 /** Every file or folder a config names, by its path in the config (the worker reads them); an evolution config has no trainer. */
-export function filesNamedBy(config: Pick<RunConfig, 'env'> & { trainer?: Pick<RunConfig['trainer'], 'checkpointsDir'> }): Array<{ path: string; file: string }> {
+export function filesNamedBy(
+  config: Pick<RunConfig, 'env'> & { trainer?: Pick<RunConfig['trainer'], 'checkpointsDir'> },
+): Array<{ path: string; file: string }> {
   const env = config.env;
   const named: Array<[string, string | undefined]> = [
     ...envFilesNamed(env).map(({ path, file }): [string, string] => [path, file]),

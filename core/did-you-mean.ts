@@ -5,7 +5,8 @@ import { closest, distance } from 'fastest-levenshtein';
 export function unknownKeyHint(key: string, known: readonly string[]): string {
   if (known.length === 0) return '';
   const lower = key.toLowerCase();
-  const sameLetters = known.find((k) => k.toLowerCase() === lower) ?? known.find((k) => lower.length >= 3 && k.toLowerCase().startsWith(lower));
+  const sameLetters =
+    known.find((k) => k.toLowerCase() === lower) ?? known.find((k) => lower.length >= 3 && k.toLowerCase().startsWith(lower));
   const nearest = sameLetters ?? closest(key, [...known]);
   const typoBudget = Math.max(1, Math.floor(key.length / 3));
   if (sameLetters || distance(key.toLowerCase(), nearest.toLowerCase()) <= typoBudget) return `; did you mean ${nearest}?`;

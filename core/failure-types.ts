@@ -47,4 +47,8 @@ export const FAILURE_TYPES = {
 export type ApplicationFailureType = (typeof FAILURE_TYPES)[keyof typeof FAILURE_TYPES];
 
 /** Failure types that mean an endpoint is down or failing, not that the work is wrong: the run pauses on them. */
-export const OUTAGE_TYPES: readonly ApplicationFailureType[] = [FAILURE_TYPES.PolicyUnavailable, FAILURE_TYPES.TrainerUnavailable, FAILURE_TYPES.AllGroupsFailed];
+export const OUTAGE_TYPES: readonly ApplicationFailureType[] = [
+  FAILURE_TYPES.PolicyUnavailable,
+  FAILURE_TYPES.TrainerUnavailable,
+  FAILURE_TYPES.AllGroupsFailed,
+];

@@ -39,7 +39,8 @@ export type LatencyProfile = z.infer<typeof LatencyProfile>;
 
 export const LatencyProfileFile = z.strictObject({
   $comment: z.string().optional(),
-  profiles: z.record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'a profile name is lower case letters, digits and "-"'), LatencyProfile)
+  profiles: z
+    .record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'a profile name is lower case letters, digits and "-"'), LatencyProfile)
     .refine((p) => Object.keys(p).length > 0, 'names no profile'),
 });
 
@@ -59,7 +60,10 @@ export function loadLatencyProfiles(file: string = DEFAULT_LATENCY_FILE): Record
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
       const [top, name, ...field] = issue.path.map(String);
-      const where = top === 'profiles' && name !== undefined ? `profile '${name}'${field.length ? ` field ${field.join('.')}` : ''}` : issue.path.join('.') || '(root)';
+      const where =
+        top === 'profiles' && name !== undefined
+          ? `profile '${name}'${field.length ? ` field ${field.join('.')}` : ''}`
+          : issue.path.join('.') || '(root)';
       const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
       return `  - ${where}: ${issue.message}${keys}`;
     });
@@ -72,7 +76,10 @@ export function loadLatencyProfiles(file: string = DEFAULT_LATENCY_FILE): Record
 export function latencyProfile(name: string, file: string = DEFAULT_LATENCY_FILE): LatencyProfile {
   const profiles = loadLatencyProfiles(file);
   const profile = profiles[name];
-  if (!profile) throw new LatencyProfileError(`[SIMULATED] unknown latency profile '${name}'; known profiles (${file}): ${Object.keys(profiles).join(', ')}`);
+  if (!profile)
+    throw new LatencyProfileError(
+      `[SIMULATED] unknown latency profile '${name}'; known profiles (${file}): ${Object.keys(profiles).join(', ')}`,
+    );
   return profile;
 }
 

@@ -25,14 +25,14 @@ const rolloutsStored = new Counter({
 
 const episodes = new Counter({
   name: 'harness_s_episodes_total',
-  help: 'Episodes run by this process, retries included; outcome success or failure by the episode\'s verdict, error when the episode threw',
+  help: "Episodes run by this process, retries included; outcome success or failure by the episode's verdict, error when the episode threw",
   labelNames: ['env', 'harness', 'outcome'] as const,
   registers: [metricsRegistry],
 });
 
 const stepsRecorded = new Counter({
   name: 'harness_s_steps_recorded_total',
-  help: 'Training steps recorded in the run store (counted once, when the step\'s row is first inserted)',
+  help: "Training steps recorded in the run store (counted once, when the step's row is first inserted)",
   labelNames: ['env'] as const,
   registers: [metricsRegistry],
 });
@@ -60,7 +60,7 @@ const failedGroups = new Counter({
 
 const stepPhaseSeconds = new Histogram({
   name: 'harness_s_step_phase_seconds',
-  help: 'Wall time of each phase of a recorded training step: rollout (base and rescue groups), train (the trainer\'s update), publish',
+  help: "Wall time of each phase of a recorded training step: rollout (base and rescue groups), train (the trainer's update), publish",
   labelNames: ['env', 'phase'] as const,
   buckets: SECONDS_LONG,
   registers: [metricsRegistry],
@@ -68,7 +68,7 @@ const stepPhaseSeconds = new Histogram({
 
 const rescueLatency = new Histogram({
   name: 'harness_s_rescue_latency_seconds',
-  help: 'From the last rollout of a dead base group being stored to its rescue group\'s first attempt starting (routing and scheduling included; both ends on the run store\'s clock)',
+  help: "From the last rollout of a dead base group being stored to its rescue group's first attempt starting (routing and scheduling included; both ends on the run store's clock)",
   labelNames: ['env'] as const,
   buckets: SECONDS_SHORT,
   registers: [metricsRegistry],
@@ -98,7 +98,7 @@ const trainerRetries = new Counter({
 
 const policyRequestSeconds = new Histogram({
   name: 'harness_s_policy_request_seconds',
-  help: 'Chat completion requests to the policy endpoint, the client\'s own retries included; outcome ok or error',
+  help: "Chat completion requests to the policy endpoint, the client's own retries included; outcome ok or error",
   labelNames: ['outcome'] as const,
   buckets: SECONDS_SHORT,
   registers: [metricsRegistry],
@@ -167,7 +167,10 @@ export function recordRolloutStored(labels: { env: string; harness: string; role
 }
 
 /** Counts an episode once it settles (success, failure or error) and hands back its result unchanged. */
-export async function countEpisode<T extends { success: boolean }>(labels: { env: string; harness: string }, episode: Promise<T>): Promise<T> {
+export async function countEpisode<T extends { success: boolean }>(
+  labels: { env: string; harness: string },
+  episode: Promise<T>,
+): Promise<T> {
   try {
     const result = await episode;
     episodes.inc({ ...labels, outcome: result.success ? 'success' : 'failure' });
@@ -226,7 +229,8 @@ export async function timeTrainerOp<T>(op: string, run: () => Promise<T>): Promi
   }
 }
 
-export type TrainerRetryReason = 'try_again' | 'poll_timeout' | 'server_error' | 'rate_limited' | 'bad_request' | 'future_gone' | 'unreachable';
+export type TrainerRetryReason =
+  'try_again' | 'poll_timeout' | 'server_error' | 'rate_limited' | 'bad_request' | 'future_gone' | 'unreachable';
 
 export function countTrainerRestore(kind: 'checkpoint' | 'base' | 'fork'): void {
   trainerRestores.inc({ kind });

@@ -21,7 +21,10 @@ export function spentOf(spend: { rollouts: number; policyTokens: number }): RunS
 }
 
 /** What the run has spent once a step that spent `spend` completed (nothing before it when `spent` is absent). */
-export function spentAfter(spent: RunSpent | undefined, spend: { rollouts: number; promptTokens: number; completionTokens: number }): RunSpent {
+export function spentAfter(
+  spent: RunSpent | undefined,
+  spend: { rollouts: number; promptTokens: number; completionTokens: number },
+): RunSpent {
   const before = spent ?? { rollouts: 0, tokens: 0 };
   return { rollouts: before.rollouts + spend.rollouts, tokens: before.tokens + spend.promptTokens + spend.completionTokens };
 }
@@ -29,5 +32,7 @@ export function spentAfter(spent: RunSpent | undefined, spend: { rollouts: numbe
 /** Whether `spent` reaches `budget` (never without a budget, or without a count). */
 export function reachesBudget(spent: RunSpent | undefined, budget: { rollouts?: number; tokens?: number } | null | undefined): boolean {
   if (!budget || !spent) return false;
-  return (budget.rollouts !== undefined && spent.rollouts >= budget.rollouts) || (budget.tokens !== undefined && spent.tokens >= budget.tokens);
+  return (
+    (budget.rollouts !== undefined && spent.rollouts >= budget.rollouts) || (budget.tokens !== undefined && spent.tokens >= budget.tokens)
+  );
 }

@@ -22,7 +22,13 @@ export function runInputProblem(input: unknown): string | null {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return 'config: must be a JSON object';
   if ('fork' in input) {
     const fork = (input as { fork?: unknown }).fork as { runId?: unknown; step?: unknown } | null;
-    if (typeof fork !== 'object' || fork === null || typeof fork.runId !== 'string' || !Number.isInteger(fork.step) || (fork.step as number) < 0) {
+    if (
+      typeof fork !== 'object' ||
+      fork === null ||
+      typeof fork.runId !== 'string' ||
+      !Number.isInteger(fork.step) ||
+      (fork.step as number) < 0
+    ) {
       return 'fork: must be {"runId": "<parent run>", "step": <the step of its checkpoint>} (harness-s run fork writes it)';
     }
     if (!('resume' in input)) return 'fork: needs resume (the step after the checkpoint, its policy and profile versions)';

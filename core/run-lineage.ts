@@ -38,8 +38,12 @@ export async function runLineage(store: RunStore, runId: string): Promise<RunLin
   const restores = (await store.restores(runId))
     .filter((r) => r.kind !== 'fork' && r.status === 'done')
     .map((r): RestoreEvent => ({
-      restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep,
-      at: (r.completedAt ?? r.createdAt).toISOString(), reason: r.reason,
+      restore: r.restore,
+      kind: r.kind === 'base' ? 'base' : 'checkpoint',
+      fromStep: r.fromStep,
+      atStep: r.atStep,
+      at: (r.completedAt ?? r.createdAt).toISOString(),
+      reason: r.reason,
     }));
   return { restores, parent: run?.parent ?? null };
 }

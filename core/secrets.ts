@@ -31,7 +31,12 @@ const KEY_LIKE_NAME = /^[A-Za-z_][A-Za-z0-9_]*_(API_KEY|TOKEN)$/;
 
 /** The names the operator allows besides key-like ones, from $HARNESS_S_KEY_ENV_ALLOW. */
 export function operatorKeyEnvNames(env: NodeJS.ProcessEnv = process.env): Set<string> {
-  return new Set((env[KEY_ENV_ALLOW_LIST] ?? '').split(',').map((name) => name.trim()).filter(Boolean));
+  return new Set(
+    (env[KEY_ENV_ALLOW_LIST] ?? '')
+      .split(',')
+      .map((name) => name.trim())
+      .filter(Boolean),
+  );
 }
 
 /** Whether `apiKeyEnv` may name this variable: it looks like a key, or the operator listed it. */
@@ -51,7 +56,9 @@ export function apiKeyOf(endpoint: { apiKeyEnv?: string }, where: string, env: N
   }
   const value = env[endpoint.apiKeyEnv];
   if (!value) {
-    throw new MissingSecretError(`${where}.apiKeyEnv names $${endpoint.apiKeyEnv}, which is not set in this worker's environment; set it where the workers run`);
+    throw new MissingSecretError(
+      `${where}.apiKeyEnv names $${endpoint.apiKeyEnv}, which is not set in this worker's environment; set it where the workers run`,
+    );
   }
   return value;
 }

@@ -35,7 +35,10 @@ export function viewerUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string |
   const url = (env[UI_URL_VARIABLE] ?? '').trim();
   if (url.toLowerCase() === 'off') return null;
   if (url) {
-    if (!/^https?:\/\/[^/]+/.test(url)) throw new ViewerConfigError(`${UI_URL_VARIABLE}='${url}' is not an http(s) address: give one like http://host:8240, or 'off' for no links`);
+    if (!/^https?:\/\/[^/]+/.test(url))
+      throw new ViewerConfigError(
+        `${UI_URL_VARIABLE}='${url}' is not an http(s) address: give one like http://host:8240, or 'off' for no links`,
+      );
     return url.replace(/\/+$/, '');
   }
   const { host, port } = viewerAddressFromEnv(env);

@@ -8,7 +8,9 @@ import { unknownKeyHint } from './did-you-mean';
  * ("rollout.groupsize: unknown; did you mean groupSize?").
  */
 export function formatZodError(error: z.ZodError, schema?: z.ZodType): string {
-  return issueLines(error, schema).map((line) => `  - ${line}`).join('\n');
+  return issueLines(error, schema)
+    .map((line) => `  - ${line}`)
+    .join('\n');
 }
 
 function issueLines(error: z.ZodError, schema: z.ZodType | undefined): string[] {

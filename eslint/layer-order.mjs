@@ -37,7 +37,8 @@ export const layerOrder = {
       let to = layerOf(resolveImport(context.filename, source));
       // `../x` may name a folder's index.ts.
       if (to < 0) to = layerOf(path.join(path.resolve(path.dirname(context.filename), source), 'index.ts'));
-      if (to > from) context.report({ node: node.source, messageId: 'upward', data: { source, from: LAYERS[from].name, to: LAYERS[to].name } });
+      if (to > from)
+        context.report({ node: node.source, messageId: 'upward', data: { source, from: LAYERS[from].name, to: LAYERS[to].name } });
     }
     return { ImportDeclaration: check, ExportNamedDeclaration: check, ExportAllDeclaration: check, ImportExpression: check };
   },

@@ -45,7 +45,10 @@ export async function installCachedVenv(venv: CachedVenv, log: (line: string) =>
     const options = { logFile, error: venv.fail };
     await runLogged(python, ['-m', 'venv', dir], options);
     await runLogged(path.join(dir, 'bin', 'python'), ['-m', 'pip', '--disable-pip-version-check', 'install', ...venv.packages], options);
-    await fs.writeFile(path.join(dir, venv.marker), `${JSON.stringify({ [name]: version, python: venv.python, at: new Date().toISOString() })}\n`);
+    await fs.writeFile(
+      path.join(dir, venv.marker),
+      `${JSON.stringify({ [name]: version, python: venv.python, at: new Date().toISOString() })}\n`,
+    );
     log(`${name} ${version}: installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
     await fs.rm(lock, { force: true });

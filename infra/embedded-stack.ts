@@ -30,11 +30,13 @@ export function simLatencyFromEnv(env: NodeJS.ProcessEnv = process.env): SimLate
   const profile = env.HARNESS_S_SIM_LATENCY?.trim();
   const speedupText = env.HARNESS_S_SIM_SPEEDUP?.trim();
   if (!profile) {
-    if (speedupText) throw new LatencyProfileError('[SIMULATED] HARNESS_S_SIM_SPEEDUP is set but HARNESS_S_SIM_LATENCY (a latency profile name) is not');
+    if (speedupText)
+      throw new LatencyProfileError('[SIMULATED] HARNESS_S_SIM_SPEEDUP is set but HARNESS_S_SIM_LATENCY (a latency profile name) is not');
     return undefined;
   }
   const speedup = speedupText ? Number(speedupText) : 1;
-  if (!Number.isFinite(speedup) || speedup < 1) throw new LatencyProfileError(`[SIMULATED] HARNESS_S_SIM_SPEEDUP must be a number >= 1 (got '${speedupText}')`);
+  if (!Number.isFinite(speedup) || speedup < 1)
+    throw new LatencyProfileError(`[SIMULATED] HARNESS_S_SIM_SPEEDUP must be a number >= 1 (got '${speedupText}')`);
   LatencyModel.fromOptions({ profile, speedup });
   return { profile, speedup };
 }
@@ -64,7 +66,10 @@ export async function startEmbeddedStack(options: {
   // Before the Temporal runtime: it is told where its exporter binds.
   const metrics = options.metricsPort == null ? null : await startMetricsServer({ port: options.metricsPort });
   const withTemporalMetrics = installQuietTemporalRuntime({ prometheusBindAddress: metrics?.temporalBindAddress });
-  if (metrics) log(`metrics at http://127.0.0.1:${metrics.port}/metrics${withTemporalMetrics ? '' : ' (without the Temporal SDK\'s: its runtime was already installed)'}`);
+  if (metrics)
+    log(
+      `metrics at http://127.0.0.1:${metrics.port}/metrics${withTemporalMetrics ? '' : " (without the Temporal SDK's: its runtime was already installed)"}`,
+    );
   const temporal = await startDevServer({ log });
   const databaseUrl = databaseUrlFromEnv();
   try {
@@ -80,16 +85,34 @@ export async function startEmbeddedStack(options: {
   const store = RunStore.connect(databaseUrl, undefined, dbPoolSizeFromEnv());
 
   const sim = world
-    ? await startSimCluster({ world, dataDir: path.join(DATA_DIR, 'sim-cluster'), port: SIM_CLUSTER_PORT, logger: logger.child({ simulated: true }), latency })
+    ? await startSimCluster({
+        world,
+        dataDir: path.join(DATA_DIR, 'sim-cluster'),
+        port: SIM_CLUSTER_PORT,
+        logger: logger.child({ simulated: true }),
+        latency,
+      })
     : null;
-  if (sim) log(`[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}, world '${world!.name}'${options.world ? ` (${options.world})` : ''}`);
-  if (sim && latency) log(`[SIMULATED] latency model '${latency.profile}' at speedup ${latency.speedup}: SIMULATED GPU time, report at ${sim.url}/sim/latency`);
+  if (sim)
+    log(
+      `[SIMULATED] sim cluster (policy server + Tinker-compatible trainer) at ${sim.url}, world '${world!.name}'${options.world ? ` (${options.world})` : ''}`,
+    );
+  if (sim && latency)
+    log(
+      `[SIMULATED] latency model '${latency.profile}' at speedup ${latency.speedup}: SIMULATED GPU time, report at ${sim.url}/sim/latency`,
+    );
 
   const connection = await NativeConnection.connect({ address: temporal.address });
   // Its workers price sim steps with the profile its sim cluster runs.
   const simLatency = latency ? LatencyModel.fromOptions(latency).profile : null;
   const group = await createWorkers({
-    connection, namespace: namespaceFromEnv(), store, logger, simLatency, trackingEndpoints: trackingEndpointsFromEnv(), viewerUrl: viewerUrlFromEnv(),
+    connection,
+    namespace: namespaceFromEnv(),
+    store,
+    logger,
+    simLatency,
+    trackingEndpoints: trackingEndpointsFromEnv(),
+    viewerUrl: viewerUrlFromEnv(),
   });
   const abort = new AbortController();
   const workersDone = group.run(abort.signal);

@@ -32,6 +32,8 @@ export async function runLogged(command: string, args: readonly string[], option
     child.on('close', resolve);
   }).finally(() => new Promise((resolve) => out.end(resolve)));
   if (code !== 0) {
-    throw options.error(`\`${shown}\` failed (exit ${code}); its last output (full log: ${options.logFile}):\n${tail.trimEnd().split('\n').slice(-25).join('\n')}`);
+    throw options.error(
+      `\`${shown}\` failed (exit ${code}); its last output (full log: ${options.logFile}):\n${tail.trimEnd().split('\n').slice(-25).join('\n')}`,
+    );
   }
 }

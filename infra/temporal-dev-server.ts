@@ -18,7 +18,15 @@ import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
 export const DATA_DIR = path.join(PROJECT_ROOT, '.data');
 
 const SEARCH_ATTRIBUTE_FLAGS = Object.values(SEARCH_ATTRIBUTES).map((key) => {
-  const type = { KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', TEXT: 'Text', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' }[key.type];
+  const type = {
+    KEYWORD: 'Keyword',
+    INT: 'Int',
+    DOUBLE: 'Double',
+    TEXT: 'Text',
+    BOOL: 'Bool',
+    DATETIME: 'Datetime',
+    KEYWORD_LIST: 'KeywordList',
+  }[key.type];
   return `${key.name}=${type}`;
 });
 
@@ -92,10 +100,20 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const dbFile = options.dbFile ?? path.join(DATA_DIR, 'temporal.sqlite');
   mkdirSync(path.dirname(dbFile), { recursive: true });
   const args = [
-    'server', 'start-dev',
-    '--ip', host, '--port', port, '--ui-port', String(Number(port) + 1000),
-    '--db-filename', dbFile, '--namespace', namespaceFromEnv(),
-    '--log-level', 'warn',
+    'server',
+    'start-dev',
+    '--ip',
+    host,
+    '--port',
+    port,
+    '--ui-port',
+    String(Number(port) + 1000),
+    '--db-filename',
+    dbFile,
+    '--namespace',
+    namespaceFromEnv(),
+    '--log-level',
+    'warn',
     ...SEARCH_ATTRIBUTE_FLAGS.flatMap((flag) => ['--search-attribute', flag]),
     ...Object.entries(options.dynamicConfig ?? {}).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]),
   ];
@@ -124,7 +142,9 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     }
     if (Date.now() > deadline) {
       child.kill('SIGTERM');
-      throw new Error(`the Temporal dev server did not answer at ${address} within ${(options.readyTimeoutMs ?? 60_000) / 1000}s; see ${logFile}`);
+      throw new Error(
+        `the Temporal dev server did not answer at ${address} within ${(options.readyTimeoutMs ?? 60_000) / 1000}s; see ${logFile}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }

@@ -122,7 +122,9 @@ export const SIM_ADAPTER_PARAMS_FILE = 'sim_policy_params.json';
 const AdapterRegistry = z.record(z.string(), z.string());
 
 export function hashBody(value: unknown): string {
-  return createHash('sha256').update(typeof value === 'string' || value instanceof Uint8Array ? value : JSON.stringify(value)).digest('hex');
+  return createHash('sha256')
+    .update(typeof value === 'string' || value instanceof Uint8Array ? value : JSON.stringify(value))
+    .digest('hex');
 }
 
 /** The `tinker://` path the sim trainer hands out for saved sampler weights (SkyRL's two-part form). */
@@ -204,7 +206,14 @@ export class SimClusterStore {
     try {
       await fs.writeFile(
         path.join(staging, 'adapter_config.json'),
-        JSON.stringify({ simulated: true, peft_type: 'LORA', base_model_name_or_path: record.baseModel, r: lora.rank, lora_alpha: 32, target_modules: null }),
+        JSON.stringify({
+          simulated: true,
+          peft_type: 'LORA',
+          base_model_name_or_path: record.baseModel,
+          r: lora.rank,
+          lora_alpha: 32,
+          target_modules: null,
+        }),
       );
       await fs.writeFile(path.join(staging, SIM_ADAPTER_PARAMS_FILE), JSON.stringify(record));
       const archive = this.samplerArchivePath(record.modelId, record.name);
@@ -231,7 +240,9 @@ export class SimClusterStore {
     if (!SAFE_NAME.test(modelId)) return [];
     const dir = path.join(this.dir('trainer', 'checkpoints'), modelId, 'sampler_weights');
     const files = (await fs.readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.tar.gz'));
-    return Promise.all(files.map(async (f) => ({ name: f.slice(0, -'.tar.gz'.length), savedAt: (await fs.stat(path.join(dir, f))).mtime })));
+    return Promise.all(
+      files.map(async (f) => ({ name: f.slice(0, -'.tar.gz'.length), savedAt: (await fs.stat(path.join(dir, f))).mtime })),
+    );
   }
 
   private samplerArchivePath(modelId: string, name: string): string {
@@ -244,7 +255,8 @@ export class SimClusterStore {
   }
 
   async writeTrainingState(record: TrainingStateRecord): Promise<void> {
-    if (!SAFE_NAME.test(record.modelId) || !SAFE_NAME.test(record.name)) throw new Error(`'${record.modelId}/${record.name}' cannot be used as a file name`);
+    if (!SAFE_NAME.test(record.modelId) || !SAFE_NAME.test(record.name))
+      throw new Error(`'${record.modelId}/${record.name}' cannot be used as a file name`);
     await writeJsonAtomic(this.trainingStatePath(record.modelId, record.name), record);
   }
 

@@ -19,13 +19,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import {
-  type GeneratedToken,
-  type PolicyParams,
-  SimPolicyInputError,
-  SimPolicyModel,
-  seededRandom,
-} from '../core/envs/sim/policy-model';
+import { type GeneratedToken, type PolicyParams, SimPolicyInputError, SimPolicyModel, seededRandom } from '../core/envs/sim/policy-model';
 import { SIM_PROPOSER_MODEL, simProposal } from '../core/envs/sim/proposer';
 import { type ChatMessage, END } from '../core/envs/sim/tokenizer';
 import type { SimWorld } from '../core/envs/sim/world';
@@ -82,7 +76,8 @@ const CompletionBody = z
     return_token_ids: z.boolean().nullish(),
   })
   .superRefine((body, ctx) => {
-    if (body.n != null && body.n !== 1) ctx.addIssue({ code: 'custom', path: ['n'], message: 'the sim server returns one choice per request; use n=1' });
+    if (body.n != null && body.n !== 1)
+      ctx.addIssue({ code: 'custom', path: ['n'], message: 'the sim server returns one choice per request; use n=1' });
     if (body.stream) ctx.addIssue({ code: 'custom', path: ['stream'], message: 'streaming is not supported by the sim server' });
   });
 
@@ -242,13 +237,14 @@ export class SimInferenceServer implements SimApi {
     if (bad !== undefined) return this.badRequest(`prompt: token id ${bad} is outside the sim vocabulary (size ${tokenizer.size})`);
     let generated: GeneratedToken[] = [];
     try {
-      generated = (body.max_tokens ?? 16) > 0
-        ? this.model.generate(params, body.prompt, {
-            temperature: body.temperature ?? 1,
-            maxTokens: body.max_tokens ?? 16,
-            random: body.seed != null ? seededRandom(body.seed, body.prompt.length) : Math.random,
-          })
-        : [];
+      generated =
+        (body.max_tokens ?? 16) > 0
+          ? this.model.generate(params, body.prompt, {
+              temperature: body.temperature ?? 1,
+              maxTokens: body.max_tokens ?? 16,
+              random: body.seed != null ? seededRandom(body.seed, body.prompt.length) : Math.random,
+            })
+          : [];
     } catch (err) {
       if (!(err instanceof SimPolicyInputError)) throw err;
     }
@@ -278,13 +274,20 @@ export class SimInferenceServer implements SimApi {
             index: 0,
             text: tokenizer.decode(generated.map((t) => t.id).filter((id) => id !== endId)),
             finish_reason: generated.at(-1)?.id === endId ? 'stop' : 'length',
-            logprobs: body.logprobs != null ? { token_logprobs: generated.map((t) => t.logprob), tokens: generated.map((t) => tokenizer.token(t.id)) } : null,
+            logprobs:
+              body.logprobs != null
+                ? { token_logprobs: generated.map((t) => t.logprob), tokens: generated.map((t) => tokenizer.token(t.id)) }
+                : null,
             token_ids: body.return_token_ids ? generated.map((t) => t.id) : null,
             prompt_logprobs: promptLogprobs,
             prompt_token_ids: body.return_token_ids ? body.prompt : null,
           },
         ],
-        usage: { prompt_tokens: body.prompt.length, completion_tokens: generated.length, total_tokens: body.prompt.length + generated.length },
+        usage: {
+          prompt_tokens: body.prompt.length,
+          completion_tokens: generated.length,
+          total_tokens: body.prompt.length + generated.length,
+        },
       },
     };
   }
@@ -358,7 +361,11 @@ export class SimInferenceServer implements SimApi {
       return this.badRequest(`lora_name '${name}' is the SIMULATED proposer's name; pick another adapter name`);
     }
     if (this.adapters.has(name) && !inplace) {
-      return vllmError(400, 'InvalidUserInput', `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`);
+      return vllmError(
+        400,
+        'InvalidUserInput',
+        `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`,
+      );
     }
     const params = await this.readSamplerParams(path);
     if (!params) return vllmError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
@@ -413,7 +420,14 @@ export class SimInferenceServer implements SimApi {
   }
 }
 
-const KNOWN_PATHS = new Set(['/health', '/v1/models', '/v1/chat/completions', '/v1/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter']);
+const KNOWN_PATHS = new Set([
+  '/health',
+  '/v1/models',
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/load_lora_adapter',
+  '/v1/unload_lora_adapter',
+]);
 
 export function vllmError(status: number, type: string, message: string): SimHttpReply {
   return { status, json: { error: { message, type, param: null, code: status } } };

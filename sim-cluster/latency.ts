@@ -126,7 +126,8 @@ export class LatencyModel {
     speedup = 1,
     private readonly clock: LatencyClock = realClock,
   ) {
-    if (!Number.isFinite(speedup) || speedup < 1) throw new LatencyProfileError(`[SIMULATED] latency speedup must be a number >= 1 (got ${speedup})`);
+    if (!Number.isFinite(speedup) || speedup < 1)
+      throw new LatencyProfileError(`[SIMULATED] latency speedup must be a number >= 1 (got ${speedup})`);
     this.speedup = speedup;
     this.replicas = Array.from({ length: profile.inference.servers }, () => ({ inFlight: 0, busySince: null, busyMs: 0 }));
     this.startedAt = clock.now();
@@ -137,14 +138,17 @@ export class LatencyModel {
     const profile = latencyProfile(options.profile, options.file ?? DEFAULT_LATENCY_FILE);
     const { servers } = options;
     if (servers === undefined) return new LatencyModel(options.profile, profile, options.speedup ?? 1, clock);
-    if (!Number.isInteger(servers) || servers < 1) throw new LatencyProfileError(`[SIMULATED] latency servers must be an integer >= 1 (got ${servers})`);
+    if (!Number.isInteger(servers) || servers < 1)
+      throw new LatencyProfileError(`[SIMULATED] latency servers must be an integer >= 1 (got ${servers})`);
     return new LatencyModel(options.profile, { ...profile, inference: { ...profile.inference, servers } }, options.speedup ?? 1, clock);
   }
 
   /** Simulated seconds of a completion admitted as the n-th sequence in flight on its replica (n >= 1 counts it). */
   completionSeconds(promptTokens: number, completionTokens: number, n: number): number {
     const { tokenScale: s, inference: i } = this.profile;
-    return (promptTokens * s) / i.prefillTokensPerSecond + (completionTokens * s * (n + i.halfSaturationSequences)) / i.peakDecodeTokensPerSecond;
+    return (
+      (promptTokens * s) / i.prefillTokensPerSecond + (completionTokens * s * (n + i.halfSaturationSequences)) / i.peakDecodeTokensPerSecond
+    );
   }
 
   /** Simulated seconds of a trainer op over `tokens` sim tokens; undefined for ops the model does not time. */

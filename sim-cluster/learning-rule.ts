@@ -25,7 +25,9 @@ function positionLogprob(model: SimPolicyModel, params: PolicyParams, prefix: nu
     const position = model.logprobAndGrad(params, prefix, target);
     if (position.logprob !== -Infinity) return position;
     if (!required) return undefined;
-    throw new SimTrainerUserError(`${where}: target token '${model.tokenizer.token(target)}' can never follow this prefix, yet it has a nonzero advantage`);
+    throw new SimTrainerUserError(
+      `${where}: target token '${model.tokenizer.token(target)}' can never follow this prefix, yet it has a nonzero advantage`,
+    );
   } catch (err) {
     if (!(err instanceof SimPolicyInputError)) throw err;
     if (!required) return undefined;

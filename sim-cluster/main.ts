@@ -55,9 +55,12 @@ function usageProblems(options: CliOptions): string[] {
     options.latencyFile !== undefined && '--latency-file',
     options.servers !== undefined && '--servers',
   ].filter((flag): flag is string => flag !== false);
-  if (options.latency === undefined && needLatency.length > 0) problems.push(`${needLatency.join(', ')} ${needLatency.length === 1 ? 'needs' : 'need'} --latency <profile>`);
-  if (options.serve === 'trainer' && options.keepAdapters) problems.push('--keep-adapters is for inference; this process serves only the trainer (--serve trainer)');
-  if (options.serve === 'trainer' && options.servers !== undefined) problems.push('--servers sets inference replicas; this process serves only the trainer (--serve trainer)');
+  if (options.latency === undefined && needLatency.length > 0)
+    problems.push(`${needLatency.join(', ')} ${needLatency.length === 1 ? 'needs' : 'need'} --latency <profile>`);
+  if (options.serve === 'trainer' && options.keepAdapters)
+    problems.push('--keep-adapters is for inference; this process serves only the trainer (--serve trainer)');
+  if (options.serve === 'trainer' && options.servers !== undefined)
+    problems.push('--servers sets inference replicas; this process serves only the trainer (--serve trainer)');
   if (options.serve === 'inference' && options.sessionTimeoutSeconds !== undefined) {
     problems.push('--session-timeout-seconds is for the trainer; this process serves only inference (--serve inference)');
   }
@@ -82,10 +85,26 @@ async function main(argv: string[]): Promise<void> {
     .option('--latency <profile>', 'answer in SIMULATED GPU time from this latency profile (latency-profiles.json); off by default')
     .option('--speedup <x>', 'with --latency: simulated seconds per real second (>= 1)', parseSpeedup)
     .option('--latency-file <file>', 'with --latency: a latency profiles file other than the shipped one')
-    .option('--servers <n>', "with --latency: inference replicas this process models, replacing the profile's (1 for a process standing for one vLLM server)", parseServers)
-    .addOption(new Option('--serve <part>', 'the APIs to serve: all, inference (/v1, /health: one replica) or trainer (/api/v1)').choices(SIM_CLUSTER_PARTS).default('all'))
-    .option('--keep-adapters', 'load again the LoRA adapters loaded before a restart (vLLM forgets them, and so does the sim by default)', false)
-    .option('--session-timeout-seconds <s>', 'a Tinker session silent this long expires and its models are unloaded (default 300, as SkyRL)', parseSeconds)
+    .option(
+      '--servers <n>',
+      "with --latency: inference replicas this process models, replacing the profile's (1 for a process standing for one vLLM server)",
+      parseServers,
+    )
+    .addOption(
+      new Option('--serve <part>', 'the APIs to serve: all, inference (/v1, /health: one replica) or trainer (/api/v1)')
+        .choices(SIM_CLUSTER_PARTS)
+        .default('all'),
+    )
+    .option(
+      '--keep-adapters',
+      'load again the LoRA adapters loaded before a restart (vLLM forgets them, and so does the sim by default)',
+      false,
+    )
+    .option(
+      '--session-timeout-seconds <s>',
+      'a Tinker session silent this long expires and its models are unloaded (default 300, as SkyRL)',
+      parseSeconds,
+    )
     .parse(argv)
     .opts<CliOptions>();
 
@@ -95,7 +114,10 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(problems.map((problem) => `[SIMULATED] ${problem}\n`).join(''));
     process.exit(2);
   }
-  const latency = options.latency === undefined ? undefined : { profile: options.latency, speedup: options.speedup, file: options.latencyFile, servers: options.servers };
+  const latency =
+    options.latency === undefined
+      ? undefined
+      : { profile: options.latency, speedup: options.speedup, file: options.latencyFile, servers: options.servers };
   let world;
   try {
     world = loadSimWorld(options.world);
@@ -107,7 +129,12 @@ async function main(argv: string[]): Promise<void> {
   }
 
   const cluster = await startSimCluster({
-    world, dataDir: options.dataDir, host: options.host, port: options.port, logger, latency,
+    world,
+    dataDir: options.dataDir,
+    host: options.host,
+    port: options.port,
+    logger,
+    latency,
     serve: options.serve,
     keepAdapters: options.keepAdapters,
     trainerSessionTimeoutMs: options.sessionTimeoutSeconds === undefined ? undefined : options.sessionTimeoutSeconds * 1000,

@@ -67,13 +67,22 @@ export async function startSimCluster(options: SimClusterOptions): Promise<SimCl
   // First: an unknown profile fails before anything is opened.
   const latency = options.latency ? LatencyModel.fromOptions(options.latency) : undefined;
   const store = await SimClusterStore.open(dataDir);
-  const inference = serves === 'trainer' ? undefined : await SimInferenceServer.open({ world, store, logger, latency, keepAdapters: options.keepAdapters ?? false });
-  const trainer = serves === 'inference' ? undefined : await SimTrainerServer.open({
-    world, store, logger, latency,
-    opDelayMs: options.trainerOpDelayMs ?? 0,
-    longPollMs: options.trainerLongPollMs,
-    sessionTimeoutMs: options.trainerSessionTimeoutMs,
-  });
+  const inference =
+    serves === 'trainer'
+      ? undefined
+      : await SimInferenceServer.open({ world, store, logger, latency, keepAdapters: options.keepAdapters ?? false });
+  const trainer =
+    serves === 'inference'
+      ? undefined
+      : await SimTrainerServer.open({
+          world,
+          store,
+          logger,
+          latency,
+          opDelayMs: options.trainerOpDelayMs ?? 0,
+          longPollMs: options.trainerLongPollMs,
+          sessionTimeoutMs: options.trainerSessionTimeoutMs,
+        });
   const requests = new SimRequestCounts(serves);
 
   const server = createServer((req, res) => {
@@ -138,7 +147,11 @@ interface Apis {
   logger: Logger;
 }
 
-async function serve(req: IncomingMessage, res: ServerResponse, { serves, inference, trainer, latency, requests, logger }: Apis): Promise<void> {
+async function serve(
+  req: IncomingMessage,
+  res: ServerResponse,
+  { serves, inference, trainer, latency, requests, logger }: Apis,
+): Promise<void> {
   const started = Date.now();
   const method = req.method ?? 'GET';
   const path = new URL(req.url ?? '/', 'http://sim').pathname;
@@ -189,7 +202,8 @@ function notServedHere(part: 'inference' | 'trainer', serves: SimClusterServes):
 function simRoute(method: string, path: string, latency: LatencyModel | undefined, requests: SimRequestCounts): SimHttpReply {
   if (path === '/sim/requests' || path === '/sim/requests/reset') {
     const route = `${method} ${path}`;
-    if (route !== 'GET /sim/requests' && route !== 'POST /sim/requests/reset') return { status: 405, json: { detail: 'Method Not Allowed' } };
+    if (route !== 'GET /sim/requests' && route !== 'POST /sim/requests/reset')
+      return { status: 405, json: { detail: 'Method Not Allowed' } };
     if (route === 'POST /sim/requests/reset') requests.reset();
     return { status: 200, json: requests.report() };
   }
@@ -200,7 +214,9 @@ function simRoute(method: string, path: string, latency: LatencyModel | undefine
 function latencyRoute(method: string, path: string, latency: LatencyModel | undefined): SimHttpReply {
   const route = `${method} ${path}`;
   if (route !== 'GET /sim/latency' && route !== 'POST /sim/latency/reset') {
-    return path === '/sim/latency' || path === '/sim/latency/reset' ? { status: 405, json: { detail: 'Method Not Allowed' } } : { status: 404, json: { detail: 'Not Found' } };
+    return path === '/sim/latency' || path === '/sim/latency/reset'
+      ? { status: 405, json: { detail: 'Method Not Allowed' } }
+      : { status: 404, json: { detail: 'Not Found' } };
   }
   if (!latency) return { status: 200, json: { simulated: true, enabled: false } };
   if (route === 'POST /sim/latency/reset') latency.reset();

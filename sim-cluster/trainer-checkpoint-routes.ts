@@ -28,11 +28,20 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
     }
     this.pendingCheckpoints.add(key);
     const samplingSessionId = body.path ? null : `sampling_${randomBytes(4).toString('hex')}`;
-    if (samplingSessionId) this.samplingSessions.set(samplingSessionId, { sessionId: model.sessionId, basePath: `tinker://${modelId}/sampler_weights/${name}` });
+    if (samplingSessionId)
+      this.samplingSessions.set(samplingSessionId, { sessionId: model.sessionId, basePath: `tinker://${modelId}/sampler_weights/${name}` });
     return this.submit('save_weights_for_sampler', modelId, body.seq_id ?? null, hashBody({ name }), async (state) => {
       try {
         await this.deps.store.writeSamplerWeightsOnce(
-          { version: 1, modelId, name, baseModel: state.baseModel, optimSteps: state.optimSteps, savedAt: new Date().toISOString(), params: state.params },
+          {
+            version: 1,
+            modelId,
+            name,
+            baseModel: state.baseModel,
+            optimSteps: state.optimSteps,
+            savedAt: new Date().toISOString(),
+            params: state.params,
+          },
           state.lora,
         );
       } catch (err) {
@@ -49,14 +58,20 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
 
   /** Completed checkpoints of a model, also of one no longer loaded (as SkyRL lists its database: a lost model's training states stay). */
   protected async listCheckpoints(modelId: string): Promise<SimHttpReply> {
-    if (!SAFE_NAME.test(modelId)) return { status: 422, json: { detail: [{ loc: ['path', 'unique_id'], msg: 'String should match pattern' }] } };
+    if (!SAFE_NAME.test(modelId))
+      return { status: 422, json: { detail: [{ loc: ['path', 'unique_id'], msg: 'String should match pattern' }] } };
     const saved = await this.deps.store.samplerCheckpoints(modelId);
     const states = await this.deps.store.trainingStates(modelId);
     return {
       status: 200,
       json: {
         checkpoints: [
-          ...states.map((c) => ({ checkpoint_id: c.name, checkpoint_type: 'training', time: c.savedAt.toISOString(), tinker_path: `tinker://${modelId}/weights/${c.name}` })),
+          ...states.map((c) => ({
+            checkpoint_id: c.name,
+            checkpoint_type: 'training',
+            time: c.savedAt.toISOString(),
+            tinker_path: `tinker://${modelId}/weights/${c.name}`,
+          })),
           ...saved.map((c) => ({
             checkpoint_id: c.name,
             checkpoint_type: 'sampler',
@@ -69,9 +84,15 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
   }
 
   /** archive: a 302 to the download, as SkyRL answers; download: the tar.gz bytes. */
-  protected async checkpointArchive(request: SimHttpRequest, modelId: string, checkpointId: string, kind: 'archive' | 'download'): Promise<SimHttpReply> {
+  protected async checkpointArchive(
+    request: SimHttpRequest,
+    modelId: string,
+    checkpointId: string,
+    kind: 'archive' | 'download',
+  ): Promise<SimHttpReply> {
     const name = checkpointId.replace(/^sampler_weights\//, '');
-    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name)) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
+    if (!SAFE_NAME.test(modelId) || !SAFE_NAME.test(name))
+      return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${checkpointId}` } };
     if (this.pendingCheckpoints.has(`${modelId}/${name}`)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
     const failed = this.failedCheckpoints.get(`${modelId}/${name}`);
     if (failed !== undefined) return { status: 500, json: { detail: `Checkpoint creation failed: ${failed}` } };
@@ -94,7 +115,8 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
     const parsed = WeightsInfoRequest.safeParse(rawBody);
     if (!parsed.success) return invalid(parsed.error);
     const path = parseTinkerPath(parsed.data.tinker_path);
-    if (!path || path.kind !== 'weights') return { status: 400, json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' } };
+    if (!path || path.kind !== 'weights')
+      return { status: 400, json: { detail: 'Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id' } };
     const unready = this.trainingStateUnready(path.modelId, path.name);
     if (unready) return unready;
     const saved = await this.deps.store.readTrainingState(path.modelId, path.name);
@@ -127,8 +149,15 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
     return this.submit('save_weights', modelId, seqId ?? null, hashBody({ name }), async (state) => {
       try {
         await this.deps.store.writeTrainingState({
-          version: 1, modelId, name, baseModel: state.baseModel, lora: state.lora, optimSteps: state.optimSteps,
-          savedAt: new Date().toISOString(), params: state.params, adam: state.adam,
+          version: 1,
+          modelId,
+          name,
+          baseModel: state.baseModel,
+          lora: state.lora,
+          optimSteps: state.optimSteps,
+          savedAt: new Date().toISOString(),
+          params: state.params,
+          adam: state.adam,
         });
       } catch (err) {
         this.failedCheckpoints.set(key, (err as Error).message);
@@ -152,7 +181,8 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
       return this.badRequest(`LoadWeights is not permitted with seq_id ${seqId ?? model.requests + 1}`);
     }
     const path = parseTinkerPath(tinkerPath);
-    if (!path || path.kind !== 'weights') return this.badRequest('request.path must be in format tinker://source_model_id/weights/checkpoint_id');
+    if (!path || path.kind !== 'weights')
+      return this.badRequest('request.path must be in format tinker://source_model_id/weights/checkpoint_id');
     const unready = this.trainingStateUnready(path.modelId, path.name);
     if (unready) return unready;
     const saved = await this.deps.store.readTrainingState(path.modelId, path.name);
@@ -180,15 +210,21 @@ export abstract class SimTrainerCheckpoints extends SimTrainerState {
   protected async deleteCheckpoint(modelId: string, checkpointPath: string): Promise<SimHttpReply> {
     const match = /^(weights|sampler_weights)\/([^/]+)$/.exec(checkpointPath);
     if (!match) {
-      return this.badRequest("Invalid checkpoint identifier. Expected format 'weights/<name>' (training weights) or 'sampler_weights/<name>' (sampler weights)");
+      return this.badRequest(
+        "Invalid checkpoint identifier. Expected format 'weights/<name>' (training weights) or 'sampler_weights/<name>' (sampler weights)",
+      );
     }
     const [, kind, name] = match;
-    if (kind === 'sampler_weights') return this.badRequest('the sim trainer keeps sampler weights for good (publishing reads them); only training checkpoints are deleted');
+    if (kind === 'sampler_weights')
+      return this.badRequest(
+        'the sim trainer keeps sampler weights for good (publishing reads them); only training checkpoints are deleted',
+      );
     const key = `${modelId}/weights/${name}`;
     if (this.pendingCheckpoints.has(key)) return { status: 425, json: { detail: 'Checkpoint is still being created' } };
     // A failed save leaves no file but a record, which deleting frees (its name can be saved again), as SkyRL's row.
     const failed = this.failedCheckpoints.delete(key);
-    if (!(await this.deps.store.deleteTrainingState(modelId, name)) && !failed) return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${name}` } };
+    if (!(await this.deps.store.deleteTrainingState(modelId, name)) && !failed)
+      return { status: 404, json: { detail: `Checkpoint not found: ${modelId}/${name}` } };
     return { status: 204 };
   }
 }

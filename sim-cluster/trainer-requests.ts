@@ -32,7 +32,9 @@ export const CreateSamplingSessionBody = z
     base_model: z.string().nullish(),
     model_path: z.string().nullish(),
   })
-  .refine((b) => (b.base_model == null) !== (b.model_path == null), { message: 'exactly one of base_model or model_path must be provided' });
+  .refine((b) => (b.base_model == null) !== (b.model_path == null), {
+    message: 'exactly one of base_model or model_path must be provided',
+  });
 
 export const SampleBody = z
   .object({
@@ -54,7 +56,15 @@ export const SampleBody = z
   });
 
 export function invalid(error: z.ZodError): SimHttpReply {
-  return { status: 422, json: { detail: error.issues.map((issue) => ({ loc: ['body', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: issue.message })) } };
+  return {
+    status: 422,
+    json: {
+      detail: error.issues.map((issue) => ({
+        loc: ['body', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
+        msg: issue.message,
+      })),
+    },
+  };
 }
 
 export function modelNotFound(): SimHttpReply {
@@ -71,5 +81,8 @@ export function floatOutput(logprobs: number[]) {
 
 /** A prompt as a datum (model_input = prompt[:-1], targets = prompt[1:]), for its prompt log-probs. */
 export function datumOf(prompt: number[]) {
-  return { model_input: { chunks: [{ tokens: prompt.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: prompt.slice(1), dtype: 'int64' as const } } };
+  return {
+    model_input: { chunks: [{ tokens: prompt.slice(0, -1) }] },
+    loss_fn_inputs: { target_tokens: { data: prompt.slice(1), dtype: 'int64' as const } },
+  };
 }

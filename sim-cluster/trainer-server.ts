@@ -38,11 +38,34 @@
 import { randomBytes } from 'node:crypto';
 import { SimPolicyInputError, seededRandom } from '../core/envs/sim/policy-model';
 import { END } from '../core/envs/sim/tokenizer';
-import { CreateModelRequest, CreateSessionRequest, decodeForwardBackwardRequest, encodeForwardBackwardResult, encodeSampleResult, type ForwardBackwardBody, parseTinkerPath, PROTOBUF_CONTENT_TYPE, SessionHeartbeatRequest, TinkerWireError, UnloadModelRequest } from '../core/trainer/tinker/wire';
+import {
+  CreateModelRequest,
+  CreateSessionRequest,
+  decodeForwardBackwardRequest,
+  encodeForwardBackwardResult,
+  encodeSampleResult,
+  type ForwardBackwardBody,
+  parseTinkerPath,
+  PROTOBUF_CONTENT_TYPE,
+  SessionHeartbeatRequest,
+  TinkerWireError,
+  UnloadModelRequest,
+} from '../core/trainer/tinker/wire';
 import { type FutureRecord, hashBody } from './checkpoints';
 import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
-import { SIM_MAX_LORA_RANK, OptimStepBody, ModelIdBody, CreateSamplingSessionBody, SampleBody, invalid, modelNotFound, protoBase64, floatOutput, datumOf } from './trainer-requests';
+import {
+  SIM_MAX_LORA_RANK,
+  OptimStepBody,
+  ModelIdBody,
+  CreateSamplingSessionBody,
+  SampleBody,
+  invalid,
+  modelNotFound,
+  protoBase64,
+  floatOutput,
+  datumOf,
+} from './trainer-requests';
 import type { SimTrainerServerDeps } from './trainer-state';
 import { SimTrainerCheckpoints } from './trainer-checkpoint-routes';
 
@@ -68,8 +91,11 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
     if (skipped.length > 0) deps.logger.warn({ skipped }, '[SIMULATED] trainer model files of an older format are ignored');
     // A restart is not the clients' silence: every session gets a fresh grace period.
     const now = new Date().toISOString();
-    server.sessions = Object.fromEntries(Object.entries(await deps.store.readSessions()).map(([id, s]) => [id, { ...s, lastHeartbeatAt: now }]));
-    if (server.models.size > 0) deps.logger.info({ models: [...server.models.keys()] }, '[SIMULATED] trainer resumed training models from disk');
+    server.sessions = Object.fromEntries(
+      Object.entries(await deps.store.readSessions()).map(([id, s]) => [id, { ...s, lastHeartbeatAt: now }]),
+    );
+    if (server.models.size > 0)
+      deps.logger.info({ models: [...server.models.keys()] }, '[SIMULATED] trainer resumed training models from disk');
     server.sweeper = setInterval(() => void server.expireSilentSessions(), Math.min(60_000, Math.max(50, server.sessionTimeoutMs / 4)));
     server.sweeper.unref();
     return server;
@@ -119,7 +145,13 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
       const checkpoints = /^\/api\/v1\/(?:training_runs|models)\/([^/]+)\/checkpoints$/.exec(request.path);
       if (checkpoints) return this.listCheckpoints(decodeURIComponent(checkpoints[1]));
       const archive = /^\/api\/v1\/training_runs\/([^/]+)\/checkpoints\/(.+)\/(archive|download)$/.exec(request.path);
-      if (archive) return this.checkpointArchive(request, decodeURIComponent(archive[1]), decodeURIComponent(archive[2]), archive[3] as 'archive' | 'download');
+      if (archive)
+        return this.checkpointArchive(
+          request,
+          decodeURIComponent(archive[1]),
+          decodeURIComponent(archive[2]),
+          archive[3] as 'archive' | 'download',
+        );
       const sampler = /^\/api\/v1\/samplers\/([^/]+)$/.exec(request.path);
       if (sampler) return this.getSampler(decodeURIComponent(sampler[1]));
       const run = /^\/api\/v1\/training_runs\/([^/]+)$/.exec(request.path);
@@ -173,7 +205,10 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
           await this.deps.store.writeTrainingModel(unloaded);
           model.state = unloaded;
         });
-        this.deps.logger.warn({ session_id: id, model_id: modelId }, '[SIMULATED] session expired without heartbeats; its model is unloaded');
+        this.deps.logger.warn(
+          { session_id: id, model_id: modelId },
+          '[SIMULATED] session expired without heartbeats; its model is unloaded',
+        );
       }
     }
     await this.deps.store.writeSessions(this.sessions).catch((err) => this.deps.logger.error({ err }, 'cannot persist sessions'));
@@ -187,15 +222,22 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
     const body = parsed.data;
     if (!this.sessions[body.session_id]) return { status: 404, json: { detail: 'Session not found' } };
     const base = this.deps.world.model.name;
-    if (body.base_model !== base) return this.badRequest(`base_model: '${body.base_model}' is not served here; this sim trainer trains '${base}'`);
+    if (body.base_model !== base)
+      return this.badRequest(`base_model: '${body.base_model}' is not served here; this sim trainer trains '${base}'`);
     const modelId = `model_${randomBytes(4).toString('hex')}`;
     this.models.set(modelId, { queue: Promise.resolve(), sessionId: body.session_id, seqs: new Map(), requests: 0 });
     const lora = { ...body.lora_config, seed: body.lora_config.seed ?? null };
     const reply = this.submit('create_model', modelId, null, '', async () => {
       if (lora.rank > SIM_MAX_LORA_RANK) throw new SimTrainerUserError(`LoRA rank ${lora.rank} exceeds the maximum ${SIM_MAX_LORA_RANK}`);
-      return { result: { json: { model_id: modelId, base_model: base, lora_config: lora } }, next: this.freshModel(modelId, body.session_id, lora) };
+      return {
+        result: { json: { model_id: modelId, base_model: base, lora_config: lora } },
+        next: this.freshModel(modelId, body.session_id, lora),
+      };
     });
-    return { status: 200, json: { ...(reply.json as object), model_id: modelId, base_model: base, lora_config: body.lora_config, status: 'created' } };
+    return {
+      status: 200,
+      json: { ...(reply.json as object), model_id: modelId, base_model: base, lora_config: body.lora_config, status: 'created' },
+    };
   }
 
   private unloadModel(rawBody: unknown): SimHttpReply {
@@ -254,7 +296,12 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
       return { status: 415, json: { detail: `forward_backward requires a ${PROTOBUF_CONTENT_TYPE} body (tinker SDK >= 0.25.0)` } };
     }
     if (request.headers['content-encoding'] && request.headers['content-encoding'] !== 'identity') {
-      return { status: 415, json: { detail: `forward_backward bodies in content-encoding '${String(request.headers['content-encoding'])}' are not supported by the sim trainer` } };
+      return {
+        status: 415,
+        json: {
+          detail: `forward_backward bodies in content-encoding '${String(request.headers['content-encoding'])}' are not supported by the sim trainer`,
+        },
+      };
     }
     let body: ForwardBackwardBody;
     try {
@@ -269,19 +316,32 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
     if (!this.models.has(modelId)) return modelNotFound();
     const route = body.forward_only ? 'forward' : 'forward_backward';
     const { model_id: _model, seq_id: _seq, ...payload } = body;
-    return this.submit(route, modelId, body.seq_id, hashBody(payload), async (state) => {
-      if (body.forward_only) {
-        const logprobs = forwardLogprobs(this.model, state.params, body.data);
-        return { result: { proto: protoBase64(encodeForwardBackwardResult({ loss_fn_output_type: 'TensorData', metrics: {}, loss_fn_outputs: logprobs.map(floatOutput) })) } };
-      }
-      const step = importanceSamplingStep(this.model, state.params, state.grad, body.data);
-      const result = encodeForwardBackwardResult({
-        loss_fn_output_type: 'TensorData',
-        metrics: { 'loss:sum': step.lossSum },
-        loss_fn_outputs: step.logprobs.map(floatOutput),
-      });
-      return { result: { proto: protoBase64(result) }, next: { ...state, grad: step.grad } };
-    }, body.data.reduce((n, datum) => n + datumTokens(datum).length, 0));
+    return this.submit(
+      route,
+      modelId,
+      body.seq_id,
+      hashBody(payload),
+      async (state) => {
+        if (body.forward_only) {
+          const logprobs = forwardLogprobs(this.model, state.params, body.data);
+          return {
+            result: {
+              proto: protoBase64(
+                encodeForwardBackwardResult({ loss_fn_output_type: 'TensorData', metrics: {}, loss_fn_outputs: logprobs.map(floatOutput) }),
+              ),
+            },
+          };
+        }
+        const step = importanceSamplingStep(this.model, state.params, state.grad, body.data);
+        const result = encodeForwardBackwardResult({
+          loss_fn_output_type: 'TensorData',
+          metrics: { 'loss:sum': step.lossSum },
+          loss_fn_outputs: step.logprobs.map(floatOutput),
+        });
+        return { result: { proto: protoBase64(result) }, next: { ...state, grad: step.grad } };
+      },
+      body.data.reduce((n, datum) => n + datumTokens(datum).length, 0),
+    );
   }
 
   private optimStep(rawBody: unknown): SimHttpReply {
@@ -292,7 +352,12 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
     return this.submit('optim_step', modelId, seqId ?? null, hashBody(adam), async (state) => {
       const step = state.optimSteps + 1;
       const updated = adamStep(
-        { params: this.model.flatten(state.params), grad: this.model.flatten(state.grad), m: this.model.flatten(state.adam.m), v: this.model.flatten(state.adam.v) },
+        {
+          params: this.model.flatten(state.params),
+          grad: this.model.flatten(state.grad),
+          m: this.model.flatten(state.adam.m),
+          v: this.model.flatten(state.adam.v),
+        },
         step,
         adam,
       );
@@ -351,14 +416,25 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
       try {
         const sequences = Array.from({ length: body.num_samples }, (_, i) => {
           const random = body.sampling_params.seed != null ? seededRandom(body.sampling_params.seed + i, prompt.length) : Math.random;
-          const generated = this.model.generate(params, prompt, { temperature: body.sampling_params.temperature, maxTokens: body.sampling_params.max_tokens, random });
+          const generated = this.model.generate(params, prompt, {
+            temperature: body.sampling_params.temperature,
+            maxTokens: body.sampling_params.max_tokens,
+            random,
+          });
           const stopped = generated.at(-1)?.id === this.model.tokenizer.id(END);
-          return { stop_reason: stopped ? ('stop' as const) : ('length' as const), tokens: generated.map((t) => t.id), logprobs: generated.map((t) => t.logprob) };
+          return {
+            stop_reason: stopped ? ('stop' as const) : ('length' as const),
+            tokens: generated.map((t) => t.id),
+            logprobs: generated.map((t) => t.logprob),
+          };
         });
         const promptLogprobs = body.prompt_logprobs ? [null, ...forwardLogprobs(this.model, params, [datumOf(prompt)])[0]] : null;
         result = { proto: protoBase64(encodeSampleResult({ sequences, prompt_logprobs: promptLogprobs })) };
       } catch (err) {
-        result = err instanceof SimPolicyInputError ? { error: `prompt: ${err.message}`, category: 'user' } : { error: (err as Error).message, category: 'server' };
+        result =
+          err instanceof SimPolicyInputError
+            ? { error: `prompt: ${err.message}`, category: 'user' }
+            : { error: (err as Error).message, category: 'server' };
       }
       this.finishFuture({ requestId, modelId: '', route: 'sample', finishedAt: new Date().toISOString(), result });
     });
@@ -370,20 +446,25 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
     const problems: Array<{ loc: Array<string | number>; msg: string }> = [];
     const at = (loc: Array<string | number>, msg: string) => problems.push({ loc: ['body', 'forward_backward_input', ...loc], msg });
     const lossFn = body.loss_fn;
-    if (!(SUPPORTED_LOSSES as readonly string[]).includes(lossFn)) at(['loss_fn'], `loss_fn '${lossFn}' is not supported by the sim trainer; use ${SUPPORTED_LOSSES.join(' or ')}`);
+    if (!(SUPPORTED_LOSSES as readonly string[]).includes(lossFn))
+      at(['loss_fn'], `loss_fn '${lossFn}' is not supported by the sim trainer; use ${SUPPORTED_LOSSES.join(' or ')}`);
     const needed = body.forward_only || lossFn === 'cross_entropy' ? ['target_tokens'] : ['target_tokens', 'logprobs', 'advantages'];
     const tokenizer = this.model.tokenizer;
     body.data.forEach((datum, i) => {
       const tokens = datumTokens(datum);
       const badToken = tokens.find((id) => !tokenizer.isValidId(id));
-      if (badToken !== undefined) at(['data', i, 'model_input'], `token id ${badToken} is outside the sim vocabulary (size ${tokenizer.size})`);
+      if (badToken !== undefined)
+        at(['data', i, 'model_input'], `token id ${badToken} is outside the sim vocabulary (size ${tokenizer.size})`);
       for (const field of needed) {
         const tensor = datum.loss_fn_inputs[field];
-        if (!tensor) at(['data', i, 'loss_fn_inputs', field], `missing; ${body.forward_only ? 'forward' : lossFn} needs ${needed.join(', ')}`);
-        else if (tensor.data.length !== tokens.length) at(['data', i, 'loss_fn_inputs', field], `has ${tensor.data.length} values but model_input has ${tokens.length} tokens`);
+        if (!tensor)
+          at(['data', i, 'loss_fn_inputs', field], `missing; ${body.forward_only ? 'forward' : lossFn} needs ${needed.join(', ')}`);
+        else if (tensor.data.length !== tokens.length)
+          at(['data', i, 'loss_fn_inputs', field], `has ${tensor.data.length} values but model_input has ${tokens.length} tokens`);
       }
       const badTarget = datum.loss_fn_inputs.target_tokens?.data.find((id) => !tokenizer.isValidId(id));
-      if (badTarget !== undefined) at(['data', i, 'loss_fn_inputs', 'target_tokens'], `token id ${badTarget} is outside the sim vocabulary`);
+      if (badTarget !== undefined)
+        at(['data', i, 'loss_fn_inputs', 'target_tokens'], `token id ${badTarget} is outside the sim vocabulary`);
     });
     return problems;
   }

@@ -7,7 +7,14 @@ import type { Logger } from 'pino';
 import { type PolicyParams, SimPolicyInputError, SimPolicyModel } from '../core/envs/sim/policy-model';
 import type { SimWorld } from '../core/envs/sim/world';
 import { PROTOBUF_CONTENT_TYPE, RetrieveFutureRequest } from '../core/trainer/tinker/wire';
-import { APPLIED_RETENTION, type AppliedOp, type FutureRecord, type SessionRecord, type SimClusterStore, type TrainingModelRecord } from './checkpoints';
+import {
+  APPLIED_RETENTION,
+  type AppliedOp,
+  type FutureRecord,
+  type SessionRecord,
+  type SimClusterStore,
+  type TrainingModelRecord,
+} from './checkpoints';
 import { SimTrainerUserError } from './learning-rule';
 import type { SimHttpReply } from './http';
 import type { LatencyModel } from './latency';
@@ -131,17 +138,25 @@ export abstract class SimTrainerState {
       if (seen && (seen.route !== route || seen.bodyHash !== bodyHash)) {
         return { status: 409, json: { detail: 'Training request sequence number was reused' } };
       }
-      if (seen) return { status: 200, json: { future_id: seen.requestId, request_id: seen.requestId, status: 'pending', model_id: modelId } };
+      if (seen)
+        return { status: 200, json: { future_id: seen.requestId, request_id: seen.requestId, status: 'pending', model_id: modelId } };
     }
     const requestId = `${Date.now()}${randomBytes(3).readUIntBE(0, 3)}`;
     if (seqId !== null) model.seqs.set(seqId, { requestId, route, bodyHash });
     if (route !== 'create_model') model.requests += 1;
     this.futures.set(requestId, { status: 'pending', waiters: [] });
-    model.queue = model.queue.then(() => this.simulatedLatency(route, tokens)).then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
+    model.queue = model.queue
+      .then(() => this.simulatedLatency(route, tokens))
+      .then(() => this.runOp({ requestId, route, seqId, bodyHash }, modelId, model, op));
     return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending', model_id: modelId } };
   }
 
-  protected async runOp(applied: AppliedOp, modelId: string, model: TrainingModel, op: (state: TrainingModelRecord) => Promise<OpOutcome>): Promise<void> {
+  protected async runOp(
+    applied: AppliedOp,
+    modelId: string,
+    model: TrainingModel,
+    op: (state: TrainingModelRecord) => Promise<OpOutcome>,
+  ): Promise<void> {
     const finish = (result: FutureRecord['result']): FutureRecord => ({
       requestId: applied.requestId,
       modelId,
@@ -153,7 +168,9 @@ export abstract class SimTrainerState {
       const current = applied.route === 'create_model' ? undefined : model.state;
       if (applied.route !== 'create_model' && (!current || current.status !== 'loaded')) {
         throw new SimTrainerUserError(
-          current ? `Model '${modelId}' is not loaded (its session expired or it was unloaded); create a new model` : `model '${modelId}' failed to be created`,
+          current
+            ? `Model '${modelId}' is not loaded (its session expired or it was unloaded); create a new model`
+            : `model '${modelId}' failed to be created`,
         );
       }
       const outcome = await op(current!);
@@ -165,14 +182,22 @@ export abstract class SimTrainerState {
         model.state = next;
       }
       this.finishFuture(record);
-      this.deps.logger.info({ op: applied.route, request_id: applied.requestId, model_id: modelId, seq_id: applied.seqId }, `[SIMULATED] ${applied.route} done`);
+      this.deps.logger.info(
+        { op: applied.route, request_id: applied.requestId, model_id: modelId, seq_id: applied.seqId },
+        `[SIMULATED] ${applied.route} done`,
+      );
     } catch (err) {
       const user = err instanceof SimTrainerUserError || err instanceof SimPolicyInputError;
       const record = finish({ error: (err as Error).message, category: user ? 'user' : 'server' });
       // As SkyRL: the seq_id keeps answering with this failed future; the op is sent again under a new seq_id.
       this.finishFuture(record);
-      this.deps.logger.warn({ op: applied.route, request_id: applied.requestId, model_id: modelId, err }, `[SIMULATED] ${applied.route} failed`);
-      await this.deps.store.writeFuture(record).catch((writeErr) => this.deps.logger.error({ err: writeErr }, 'cannot persist a failed future'));
+      this.deps.logger.warn(
+        { op: applied.route, request_id: applied.requestId, model_id: modelId, err },
+        `[SIMULATED] ${applied.route} failed`,
+      );
+      await this.deps.store
+        .writeFuture(record)
+        .catch((writeErr) => this.deps.logger.error({ err: writeErr }, 'cannot persist a failed future'));
     }
   }
 

@@ -29,7 +29,11 @@ for (const [project, s] of Object.entries(totals)) console.log(`${s.toFixed(0).p
 if (write) {
   const file = path.join(ROOT, 'test', 'durations.json');
   let kept = {};
-  try { kept = JSON.parse(readFileSync(file, 'utf8')); } catch { /* first write */ }
+  try {
+    kept = JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    /* first write */
+  }
   const merged = { ...kept, ...Object.fromEntries(rows.map(([f, s]) => [f, Math.round(s)])) };
   writeFileSync(file, JSON.stringify(Object.fromEntries(Object.entries(merged).sort()), null, 2) + '\n');
   console.log(`wrote ${path.relative(ROOT, file)}`);

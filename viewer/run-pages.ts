@@ -43,7 +43,9 @@ export async function runsPage(store: ViewerStore, links: ViewerLinks, query: UR
   const [rates, statuses] = await Promise.all([store.baseSuccessByRun(ids), links.statuses(ids)]);
   const body = html`
 <p class="muted">Newest first. A run's page lists its steps; a step's page its groups, routing decisions and rescues; every rollout has a page of its own.</p>
-${table(runs, [
+${table(
+  runs,
+  [
     { header: 'run', cell: (r) => html`<a href="${runHref(r.runId)}">${r.name}</a><br><span class="muted">${r.runId}</span>` },
     { header: 'env', cell: (r) => html`${r.env}${isSimulatedEnv(r.env) ? html` <span class="badge sim">SIMULATED</span>` : ''}` },
     { header: 'status', cell: (r) => statuses.get(r.runId) ?? 'unknown' },
@@ -51,8 +53,13 @@ ${table(runs, [
     { header: 'base success per step', cell: (r) => sparkline(rates.get(r.runId) ?? []) },
     { header: 'last', numeric: true, cell: (r) => percent(rates.get(r.runId)?.at(-1)) },
     { header: 'started', cell: (r) => r.createdAt.toISOString().replace('T', ' ').slice(0, 19) },
-    { header: 'links', cell: (r) => html`<a href="${links.temporalUi(r.runId)}">Temporal</a> · <a href="${href('/runs', r.runId, 'report')}">report</a>` },
-  ], 'No runs in this run store yet: start one with `harness-s run start` or `harness-s demo`.')}
+    {
+      header: 'links',
+      cell: (r) => html`<a href="${links.temporalUi(r.runId)}">Temporal</a> · <a href="${href('/runs', r.runId, 'report')}">report</a>`,
+    },
+  ],
+  'No runs in this run store yet: start one with `harness-s run start` or `harness-s demo`.',
+)}
 ${pager(n > 1 ? withQuery('/runs', { page: n - 1 }) : null, more ? withQuery('/runs', { page: n + 1 }) : null, `page ${n}`)}`;
   return page({ title: 'Runs', simulated: false, trail: [], body });
 }
@@ -74,16 +81,28 @@ export async function runPage(store: ViewerStore, links: ViewerLinks, run: RunRo
   const url = runHref(run.runId);
   const body = html`
 ${facts([
-    ['name', run.name],
-    ['env', run.env],
-    ['status', statuses.get(run.runId) ?? 'unknown'],
-    ['steps', `${total} recorded of ${configuredSteps(run) ?? '?'} configured`],
-    ['started', run.createdAt.toISOString()],
-    ...(run.parent ? [['forked from', html`<a href="${stepHref(run.parent.runId, run.parent.step)}">${run.parent.runId}, step ${run.parent.step}</a>`] as [string, Html]] : []),
-    ['links', html`<a href="${links.temporalUi(run.runId)}">Temporal Web UI</a> · <a href="${href('/runs', run.runId, 'report')}">report</a> · <a href="${href('/runs', run.runId, 'rollouts')}">search its rollouts</a>`],
-  ])}
+  ['name', run.name],
+  ['env', run.env],
+  ['status', statuses.get(run.runId) ?? 'unknown'],
+  ['steps', `${total} recorded of ${configuredSteps(run) ?? '?'} configured`],
+  ['started', run.createdAt.toISOString()],
+  ...(run.parent
+    ? [
+        [
+          'forked from',
+          html`<a href="${stepHref(run.parent.runId, run.parent.step)}">${run.parent.runId}, step ${run.parent.step}</a>`,
+        ] as [string, Html],
+      ]
+    : []),
+  [
+    'links',
+    html`<a href="${links.temporalUi(run.runId)}">Temporal Web UI</a> · <a href="${href('/runs', run.runId, 'report')}">report</a> · <a href="${href('/runs', run.runId, 'rollouts')}">search its rollouts</a>`,
+  ],
+])}
 <section><h2>Steps</h2>
-${table(steps, [
+${table(
+  steps,
+  [
     { header: 'step', numeric: true, cell: (s) => html`<a href="${stepHref(run.runId, s.step)}">${s.step}</a>` },
     { header: 'policy', cell: (s) => s.policyVersion },
     { header: 'base success', numeric: true, cell: (s) => percent(s.summary.baseSuccessRate) },
@@ -94,17 +113,23 @@ ${table(steps, [
     { header: 'failed', numeric: true, cell: (s) => s.summary.failedGroups.length },
     { header: 'live share', numeric: true, cell: (s) => percent(s.summary.liveGroupFraction) },
     { header: 'phase seconds', cell: phaseTimes },
-  ], 'No step recorded yet.')}
+  ],
+  'No step recorded yet.',
+)}
 ${pager(n > 1 ? withQuery(url, { page: n - 1 }) : null, n < pages ? withQuery(url, { page: n + 1 }) : null, `page ${n} of ${pages}`)}
 </section>
 <section><h2>Evaluations</h2>
-${table(evaluations, [
+${table(
+  evaluations,
+  [
     { header: 'after steps', numeric: true, cell: (e) => e.afterSteps },
     { header: 'policy', cell: (e) => e.policyVersion },
     { header: 'base success', numeric: true, cell: (e) => percent(e.base.successRate) },
     { header: 'Rank-1 success', numeric: true, cell: (e) => percent(e.rank1.successRate) },
     { header: 'tasks', numeric: true, cell: (e) => e.tasks },
-  ], 'No evaluation stored.')}
+  ],
+  'No evaluation stored.',
+)}
 </section>`;
   return page({ title: `Run ${run.name}`, simulated: isSimulatedEnv(run.env), trail: [[run.runId, url]], body });
 }

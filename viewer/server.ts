@@ -42,7 +42,12 @@ const HEADERS = {
 };
 
 function errorPage(status: number, message: string): string {
-  return page({ title: status === 404 ? 'Not found' : status === 405 ? 'Read-only' : 'Error', simulated: false, trail: [], body: html`<p>${message}</p><p><a href="/runs">All runs</a></p>` });
+  return page({
+    title: status === 404 ? 'Not found' : status === 405 ? 'Read-only' : 'Error',
+    simulated: false,
+    trail: [],
+    body: html`<p>${message}</p><p><a href="/runs">All runs</a></p>`,
+  });
 }
 
 function stepNumber(text: string, what: string): number {
@@ -52,7 +57,10 @@ function stepNumber(text: string, what: string): number {
 }
 
 async function route(store: ViewerStore, links: ViewerLinks, url: URL): Promise<string> {
-  const parts = url.pathname.split('/').filter((p) => p.length > 0).map((p) => decodeURIComponent(p));
+  const parts = url.pathname
+    .split('/')
+    .filter((p) => p.length > 0)
+    .map((p) => decodeURIComponent(p));
   const query = url.searchParams;
   if (parts.length === 0 || (parts.length === 1 && parts[0] === 'runs')) return runsPage(store, links, query);
   if (parts[0] !== 'runs') throw new NotFound(`no page at ${url.pathname}: the viewer's pages start at /runs`);
@@ -68,8 +76,15 @@ async function route(store: ViewerStore, links: ViewerLinks, url: URL): Promise<
   }
   if (section === 'trajectories' && rest.length === 5) {
     const [phase, step, taskId, harnessId, sample] = rest;
-    const t = await store.trajectory(runId, { phase, step: stepNumber(step, 'step'), taskId, harnessId, sample: stepNumber(sample, 'sample') });
-    if (!t) throw new NotFound(`run ${runId} has no ${phase} rollout of task ${taskId} under ${harnessId} at step ${step}, sample ${sample}`);
+    const t = await store.trajectory(runId, {
+      phase,
+      step: stepNumber(step, 'step'),
+      taskId,
+      harnessId,
+      sample: stepNumber(sample, 'sample'),
+    });
+    if (!t)
+      throw new NotFound(`run ${runId} has no ${phase} rollout of task ${taskId} under ${harnessId} at step ${step}, sample ${sample}`);
     return trajectoryPage(run, t);
   }
   if (section === 'tasks' && rest.length === 1) {
@@ -78,12 +93,19 @@ async function route(store: ViewerStore, links: ViewerLinks, url: URL): Promise<
     return view;
   }
   if (section === 'rollouts' && rest.length === 0) return rolloutsPage(store, run, query);
-  if (section === 'report' && rest.length === 0) return runReportPage(await loadRunReport(store.runs, runId), new Date(), `${url.protocol}//${url.host}`);
+  if (section === 'report' && rest.length === 0)
+    return runReportPage(await loadRunReport(store.runs, runId), new Date(), `${url.protocol}//${url.host}`);
   throw new NotFound(`no page at ${url.pathname}`);
 }
 
 /** Serves the viewer until closed; `port` 0 takes a free one. */
-export async function startViewer(options: { store: ViewerStore; links: ViewerLinks; host: string; port: number; onError?: (err: Error, path: string) => void }): Promise<Viewer> {
+export async function startViewer(options: {
+  store: ViewerStore;
+  links: ViewerLinks;
+  host: string;
+  port: number;
+  onError?: (err: Error, path: string) => void;
+}): Promise<Viewer> {
   const { store, links } = options;
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -100,15 +122,19 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
       (err: Error) => {
         const notFound = err instanceof NotFound || err instanceof URIError;
         if (!notFound) options.onError?.(err, url.pathname);
-        res.writeHead(notFound ? 404 : 500, HEADERS).end(errorPage(notFound ? 404 : 500, notFound ? err.message : `This page failed: ${err.message}`));
+        res
+          .writeHead(notFound ? 404 : 500, HEADERS)
+          .end(errorPage(notFound ? 404 : 500, notFound ? err.message : `This page failed: ${err.message}`));
       },
     );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
-      reject(err.code === 'EADDRINUSE'
-        ? new ViewerConfigError(`port ${options.port} on ${options.host} is taken: set ${UI_PORT_VARIABLE} to another port`)
-        : err);
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new ViewerConfigError(`port ${options.port} on ${options.host} is taken: set ${UI_PORT_VARIABLE} to another port`)
+          : err,
+      );
     });
     server.listen(options.port, options.host, resolve);
   });
@@ -116,10 +142,11 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   return {
     url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 
@@ -129,7 +156,12 @@ export async function startViewer(options: { store: ViewerStore; links: ViewerLi
  * `harness-s dev` start. Closing it closes its connections too.
  */
 export async function serveRunStore(options: {
-  databaseUrl: string; temporalAddress: string; namespace: string; host: string; port: number; onError?: (err: Error, path: string) => void;
+  databaseUrl: string;
+  temporalAddress: string;
+  namespace: string;
+  host: string;
+  port: number;
+  onError?: (err: Error, path: string) => void;
   /** The most PostgreSQL connections the viewer opens ($HARNESS_S_DB_POOL_SIZE, read at process start). */
   dbPoolSize?: number;
 }): Promise<Viewer> {
@@ -138,7 +170,14 @@ export async function serveRunStore(options: {
   try {
     await store.check(redactedDatabaseUrl(options.databaseUrl));
     const viewer = await startViewer({ store, links, host: options.host, port: options.port, onError: options.onError });
-    return { url: viewer.url, close: async () => { await viewer.close(); await links.close(); await store.close(); } };
+    return {
+      url: viewer.url,
+      close: async () => {
+        await viewer.close();
+        await links.close();
+        await store.close();
+      },
+    };
   } catch (err) {
     await links.close();
     await store.close();

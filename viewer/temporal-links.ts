@@ -47,10 +47,12 @@ export function temporalLinks(options: { address: string; namespace: string }): 
       const conn = pending && (await within(pending));
       if (!conn) return found;
       const client = new Client({ connection: conn, namespace: options.namespace });
-      await Promise.all(runIds.map(async (runId) => {
-        const described = await within(client.workflow.getHandle(runId).describe());
-        if (described) found.set(runId, described.status.name);
-      }));
+      await Promise.all(
+        runIds.map(async (runId) => {
+          const described = await within(client.workflow.getHandle(runId).describe());
+          if (described) found.set(runId, described.status.name);
+        }),
+      );
       return found;
     },
     async close() {

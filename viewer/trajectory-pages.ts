@@ -55,12 +55,16 @@ function tokens(sample: TokenSample, index: number): Html {
   for (let i = 0; i < shown; i++) {
     const id = sample.responseIds[i];
     const lp = sample.responseLogprobs[i];
-    spans.push(sample.responseMask[i] === 1
-      ? html`<span style="background:${shade(lp)}" title="token ${id}, log-prob ${lp.toFixed(4)}">${id}</span>`
-      : html`<span class="obs" title="token ${id}: observation (mask 0, not trained on)">${id}</span>`);
+    spans.push(
+      sample.responseMask[i] === 1
+        ? html`<span style="background:${shade(lp)}" title="token ${id}, log-prob ${lp.toFixed(4)}">${id}</span>`
+        : html`<span class="obs" title="token ${id}: observation (mask 0, not trained on)">${id}</span>`,
+    );
   }
   const sampled = sample.responseMask.filter((m) => m === 1).length;
-  const meanLogprob = sampled ? sample.responseLogprobs.reduce((s, lp, i) => s + (sample.responseMask[i] === 1 ? lp : 0), 0) / sampled : NaN;
+  const meanLogprob = sampled
+    ? sample.responseLogprobs.reduce((s, lp, i) => s + (sample.responseMask[i] === 1 ? lp : 0), 0) / sampled
+    : NaN;
   return html`<h3>Sample ${index + 1}: ${sample.promptIds.length} prompt tokens, ${sample.responseIds.length} response tokens (${sampled} sampled, mean log-prob ${fixed(meanLogprob, 3)})</h3>
 <div class="tokens">${spans}</div>
 ${sample.responseIds.length > shown ? html`<p class="muted">${sample.responseIds.length - shown} more tokens not shown.</p>` : ''}`;
@@ -80,14 +84,20 @@ function keyLabel(key: RolloutKey): string {
 export function trajectoryPage(run: RunRow, t: TrajectoryRow): string {
   const body = html`
 ${facts([
-    ['task', html`${t.taskId} (${t.taskKind}) · <a href="${taskHref(run.runId, t.taskId)}">side by side</a>`],
-    ['where', html`${t.phase} ${t.phase === 'train' ? html`<a href="${stepHref(run.runId, t.step)}">step ${t.step}</a>` : `step ${t.step}`}, ${t.role} rollout, sample ${t.sample}`],
-    ['harness', t.harnessId],
-    ['policy version', t.policyVersion],
-    ['turns', t.turns],
-    ['tokens', `${t.tokens} trained${t.promptTokens === null ? '' : `; the server processed ${t.promptTokens} prompt and ${t.completionTokens} completion tokens`}`],
-    ['latency', `${(t.latencyMs / 1000).toFixed(2)} s`],
-  ])}
+  ['task', html`${t.taskId} (${t.taskKind}) · <a href="${taskHref(run.runId, t.taskId)}">side by side</a>`],
+  [
+    'where',
+    html`${t.phase} ${t.phase === 'train' ? html`<a href="${stepHref(run.runId, t.step)}">step ${t.step}</a>` : `step ${t.step}`}, ${t.role} rollout, sample ${t.sample}`,
+  ],
+  ['harness', t.harnessId],
+  ['policy version', t.policyVersion],
+  ['turns', t.turns],
+  [
+    'tokens',
+    `${t.tokens} trained${t.promptTokens === null ? '' : `; the server processed ${t.promptTokens} prompt and ${t.completionTokens} completion tokens`}`,
+  ],
+  ['latency', `${(t.latencyMs / 1000).toFixed(2)} s`],
+])}
 <section><h2>Reward</h2>${why(t)}</section>
 <section><h2>Conversation</h2>${conversation(t)}</section>
 <section><h2>Sampled tokens</h2>
@@ -97,7 +107,11 @@ ${t.samples.length ? t.samples.map(tokens) : html`<p class="muted">No token samp
   return page({
     title: `${t.taskId} · ${keyLabel(t)}`,
     simulated: isSimulatedEnv(run.env),
-    trail: [[run.runId, runHref(run.runId)], ...(t.phase === 'train' ? [[`step ${t.step}`, stepHref(run.runId, t.step)] as [string, string]] : []), ['rollout', trajectoryHref(run.runId, t)]],
+    trail: [
+      [run.runId, runHref(run.runId)],
+      ...(t.phase === 'train' ? [[`step ${t.step}`, stepHref(run.runId, t.step)] as [string, string]] : []),
+      ['rollout', trajectoryHref(run.runId, t)],
+    ],
     body,
   });
 }
@@ -116,7 +130,15 @@ ${await column('Base, first step', keys.first, 'never drawn under the base harne
 ${await column('Sibling rescue', keys.rescue, 'never rescued: its groups never died, or rescue was off')}
 ${await column('Base, at the end', keys.last, 'no later base rollout')}
 </div>`;
-  return page({ title: `Task ${taskId} side by side`, simulated: isSimulatedEnv(run.env), trail: [[run.runId, runHref(run.runId)], [taskId, taskHref(run.runId, taskId)]], body });
+  return page({
+    title: `Task ${taskId} side by side`,
+    simulated: isSimulatedEnv(run.env),
+    trail: [
+      [run.runId, runHref(run.runId)],
+      [taskId, taskHref(run.runId, taskId)],
+    ],
+    body,
+  });
 }
 
 /** The search's filter from the query (unknown outcome values ignored). */
@@ -124,7 +146,12 @@ export function rolloutFilter(query: URLSearchParams): RolloutFilter {
   const get = (name: string) => (query.get(name) ?? '').trim() || undefined;
   const outcome = get('outcome');
   return {
-    phase: get('phase'), role: get('role'), kind: get('kind'), harness: get('harness'), failureType: get('failure'), task: get('task'),
+    phase: get('phase'),
+    role: get('role'),
+    kind: get('kind'),
+    harness: get('harness'),
+    failureType: get('failure'),
+    task: get('task'),
     outcome: outcome === 'success' || outcome === 'failure' ? outcome : undefined,
   };
 }
@@ -138,7 +165,14 @@ export function decodeCursor(text: string | null): RolloutKey | null {
   if (!text) return null;
   try {
     const [phase, step, taskId, harnessId, sample] = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-    if (typeof phase !== 'string' || !Number.isInteger(step) || typeof taskId !== 'string' || typeof harnessId !== 'string' || !Number.isInteger(sample)) return null;
+    if (
+      typeof phase !== 'string' ||
+      !Number.isInteger(step) ||
+      typeof taskId !== 'string' ||
+      typeof harnessId !== 'string' ||
+      !Number.isInteger(sample)
+    )
+      return null;
     return { phase, step, taskId, harnessId, sample };
   } catch {
     return null;
@@ -155,30 +189,55 @@ export async function rolloutsPage(store: ViewerStore, run: RunRow, query: URLSe
   ]);
   const url = href('/runs', run.runId, 'rollouts');
   const formValues = {
-    phase: filter.phase, role: filter.role, kind: filter.kind, harness: filter.harness, outcome: filter.outcome, failure: filter.failureType, task: filter.task,
+    phase: filter.phase,
+    role: filter.role,
+    kind: filter.kind,
+    harness: filter.harness,
+    outcome: filter.outcome,
+    failure: filter.failureType,
+    task: filter.task,
     per: per === ROLLOUTS_PER_PAGE ? undefined : per,
   };
   const body = html`
 ${filterForm(url, [
-    { name: 'task', label: 'task id (or its start)', value: filter.task ?? '' },
-    { name: 'phase', label: 'phase', value: filter.phase ?? '', options: ['train', 'eval'] },
-    { name: 'role', label: 'role', value: filter.role ?? '', options: ['base', 'rescue', 'eval', 'probe'] },
-    { name: 'kind', label: 'kind', value: filter.kind ?? '', options: values.kinds },
-    { name: 'harness', label: 'harness', value: filter.harness ?? '', options: values.harnesses },
-    { name: 'outcome', label: 'outcome', value: filter.outcome ?? '', options: ['success', 'failure'] },
-    { name: 'failure', label: 'failure type', value: filter.failureType ?? '', options: values.failureTypes },
-  ])}
-${table(rollouts, [
+  { name: 'task', label: 'task id (or its start)', value: filter.task ?? '' },
+  { name: 'phase', label: 'phase', value: filter.phase ?? '', options: ['train', 'eval'] },
+  { name: 'role', label: 'role', value: filter.role ?? '', options: ['base', 'rescue', 'eval', 'probe'] },
+  { name: 'kind', label: 'kind', value: filter.kind ?? '', options: values.kinds },
+  { name: 'harness', label: 'harness', value: filter.harness ?? '', options: values.harnesses },
+  { name: 'outcome', label: 'outcome', value: filter.outcome ?? '', options: ['success', 'failure'] },
+  { name: 'failure', label: 'failure type', value: filter.failureType ?? '', options: values.failureTypes },
+])}
+${table(
+  rollouts,
+  [
     { header: 'phase', cell: (r) => r.phase },
-    { header: 'step', numeric: true, cell: (r) => (r.phase === 'train' ? html`<a href="${stepHref(run.runId, r.step)}">${r.step}</a>` : r.step) },
+    {
+      header: 'step',
+      numeric: true,
+      cell: (r) => (r.phase === 'train' ? html`<a href="${stepHref(run.runId, r.step)}">${r.step}</a>` : r.step),
+    },
     { header: 'task', cell: (r) => html`<a href="${taskHref(run.runId, r.taskId)}">${r.taskId}</a>` },
     { header: 'kind', cell: (r) => r.taskKind },
     { header: 'harness', cell: (r) => r.harnessId },
     { header: 'role', cell: (r) => r.role },
-    { header: 'rollout', cell: (r) => html`<a href="${trajectoryHref(run.runId, r)}">${outcomeBadge(r.success)} ${fixed(r.reward, 2)}</a>` },
+    {
+      header: 'rollout',
+      cell: (r) => html`<a href="${trajectoryHref(run.runId, r)}">${outcomeBadge(r.success)} ${fixed(r.reward, 2)}</a>`,
+    },
     { header: 'failure type', cell: (r) => r.failureType ?? '' },
     { header: 'turns', numeric: true, cell: (r) => r.turns },
-  ], 'No rollout matches.')}
+  ],
+  'No rollout matches.',
+)}
 ${pager(query.get('after') ? withQuery(url, formValues) : null, next ? withQuery(url, { ...formValues, after: encodeCursor(next) }) : null, query.get('after') ? '(the previous link goes back to the first page)' : 'first page')}`;
-  return page({ title: `Rollouts of ${run.name}`, simulated: isSimulatedEnv(run.env), trail: [[run.runId, runHref(run.runId)], ['rollouts', url]], body });
+  return page({
+    title: `Rollouts of ${run.name}`,
+    simulated: isSimulatedEnv(run.env),
+    trail: [
+      [run.runId, runHref(run.runId)],
+      ['rollouts', url],
+    ],
+    body,
+  });
 }

@@ -17,7 +17,8 @@ export class ViewerStore {
    * it opens (dbPoolSizeFromEnv at process start).
    */
   static connect(databaseUrl: string, poolSize = DEFAULT_DB_POOL_SIZE): ViewerStore {
-    const lost = (err: Error) => process.stderr.write(`viewer: the database cut an idle connection (${err.message}); the next page reconnects\n`);
+    const lost = (err: Error) =>
+      process.stderr.write(`viewer: the database cut an idle connection (${err.message}); the next page reconnects\n`);
     return new ViewerStore(RunStore.connectReadOnly(databaseUrl, lost, poolSize));
   }
 
@@ -25,16 +26,40 @@ export class ViewerStore {
     return this.runs.close();
   }
 
-  check(where: string) { return this.runs.viewer.check(where); }
-  listRuns(offset: number, limit: number) { return this.runs.viewer.listRuns(offset, limit); }
-  run(runId: string) { return this.runs.viewer.run(runId); }
-  baseSuccessByRun(runIds: readonly string[]) { return this.runs.viewer.baseSuccessByRun(runIds); }
-  steps(runId: string, offset: number, limit: number) { return this.runs.viewer.steps(runId, offset, limit); }
-  step(runId: string, step: number) { return this.runs.viewer.step(runId, step); }
-  stepRollouts(runId: string, step: number) { return this.runs.viewer.stepRollouts(runId, step); }
-  routingDecisions(runId: string, step: number) { return this.runs.viewer.routingDecisions(runId, step); }
-  trajectory(runId: string, key: RolloutKey) { return this.runs.viewer.trajectory(runId, key); }
-  searchRollouts(runId: string, filter: RolloutFilter, after: RolloutKey | null, limit: number) { return this.runs.viewer.searchRollouts(runId, filter, after, limit); }
-  filterValues(runId: string) { return this.runs.viewer.filterValues(runId); }
-  sideBySide(runId: string, taskId: string) { return this.runs.viewer.sideBySide(runId, taskId); }
+  check(where: string) {
+    return this.runs.viewer.check(where);
+  }
+  listRuns(offset: number, limit: number) {
+    return this.runs.viewer.listRuns(offset, limit);
+  }
+  run(runId: string) {
+    return this.runs.viewer.run(runId);
+  }
+  baseSuccessByRun(runIds: readonly string[]) {
+    return this.runs.viewer.baseSuccessByRun(runIds);
+  }
+  steps(runId: string, offset: number, limit: number) {
+    return this.runs.viewer.steps(runId, offset, limit);
+  }
+  step(runId: string, step: number) {
+    return this.runs.viewer.step(runId, step);
+  }
+  stepRollouts(runId: string, step: number) {
+    return this.runs.viewer.stepRollouts(runId, step);
+  }
+  routingDecisions(runId: string, step: number) {
+    return this.runs.viewer.routingDecisions(runId, step);
+  }
+  trajectory(runId: string, key: RolloutKey) {
+    return this.runs.viewer.trajectory(runId, key);
+  }
+  searchRollouts(runId: string, filter: RolloutFilter, after: RolloutKey | null, limit: number) {
+    return this.runs.viewer.searchRollouts(runId, filter, after, limit);
+  }
+  filterValues(runId: string) {
+    return this.runs.viewer.filterValues(runId);
+  }
+  sideBySide(runId: string, taskId: string) {
+    return this.runs.viewer.sideBySide(runId, taskId);
+  }
 }

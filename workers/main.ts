@@ -22,18 +22,25 @@ import { ALL_QUEUES, createWorkers, type QueueName } from './worker';
 async function main(): Promise<void> {
   const program = new Command('harness-s-worker')
     .option('--queues <list>', 'task queues to serve: control,rollout,trainer', ALL_QUEUES.join(','))
-    .option('--identity <name>', 'how this worker is named in workflow histories (default $HARNESS_S_WORKER_IDENTITY, else pid@host)', process.env.HARNESS_S_WORKER_IDENTITY)
+    .option(
+      '--identity <name>',
+      'how this worker is named in workflow histories (default $HARNESS_S_WORKER_IDENTITY, else pid@host)',
+      process.env.HARNESS_S_WORKER_IDENTITY,
+    )
     .option(
       '--replica-url <url>',
       'the inference replica beside this worker, as rollout workers reach it (ending in /v1): serve its publish queue and keep it loaded (policy.publishVia replica-workers; default $HARNESS_S_REPLICA_URL)',
       process.env.HARNESS_S_REPLICA_URL || undefined,
     )
     .parse();
-  const queues = String(program.opts().queues).split(',').map((q) => q.trim()) as QueueName[];
+  const queues = String(program.opts().queues)
+    .split(',')
+    .map((q) => q.trim()) as QueueName[];
   const unknown = queues.filter((q) => !ALL_QUEUES.includes(q));
   if (unknown.length) throw new Error(`--queues: unknown queue(s) ${unknown.join(', ')}; use ${ALL_QUEUES.join(', ')}`);
   const replicaUrl: string | undefined = program.opts().replicaUrl;
-  if (replicaUrl !== undefined && !/^https?:\/\/[^/]+/.test(replicaUrl)) throw new Error(`--replica-url: '${replicaUrl}' is not an http(s) URL such as http://10.0.0.2:8000/v1`);
+  if (replicaUrl !== undefined && !/^https?:\/\/[^/]+/.test(replicaUrl))
+    throw new Error(`--replica-url: '${replicaUrl}' is not an http(s) URL such as http://10.0.0.2:8000/v1`);
 
   const logger = createLogger('harness-s-worker');
   const metricsPort = metricsPortFromEnv();
@@ -50,8 +57,17 @@ async function main(): Promise<void> {
   );
   const connection = await NativeConnection.connect({ address: temporalAddressFromEnv() });
   const group = await createWorkers({
-    connection, namespace: namespaceFromEnv(), store, logger, queues, identity: program.opts().identity, simLatency: latencyProfileFromEnv(),
-    trackingEndpoints: trackingEndpointsFromEnv(), viewerUrl: viewerUrlFromEnv(), replicaUrl, sessionHeartbeatSeconds: trainerHeartbeatSecondsFromEnv(),
+    connection,
+    namespace: namespaceFromEnv(),
+    store,
+    logger,
+    queues,
+    identity: program.opts().identity,
+    simLatency: latencyProfileFromEnv(),
+    trackingEndpoints: trackingEndpointsFromEnv(),
+    viewerUrl: viewerUrlFromEnv(),
+    replicaUrl,
+    sessionHeartbeatSeconds: trainerHeartbeatSecondsFromEnv(),
   });
   const stop = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());

@@ -27,7 +27,9 @@ export function metricsPortFromEnv(env: NodeJS.ProcessEnv = process.env): number
   if (raw.toLowerCase() === 'off' || raw === '0') return null;
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new MetricsConfigError(`${METRICS_PORT_VARIABLE}='${raw}' is not a port: use a number from 1 to 65535, or 'off' (or 0) to serve no metrics`);
+    throw new MetricsConfigError(
+      `${METRICS_PORT_VARIABLE}='${raw}' is not a port: use a number from 1 to 65535, or 'off' (or 0) to serve no metrics`,
+    );
   }
   return port;
 }
@@ -86,10 +88,12 @@ function listen(server: http.Server, port: number, host?: string): Promise<void>
   return new Promise((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'EADDRINUSE') {
-        reject(new MetricsConfigError(
-          `cannot serve metrics: port ${port} (${METRICS_PORT_VARIABLE}) is already in use, perhaps by another worker on this machine; ` +
-            `set ${METRICS_PORT_VARIABLE} to a free port, or to 'off' to serve no metrics`,
-        ));
+        reject(
+          new MetricsConfigError(
+            `cannot serve metrics: port ${port} (${METRICS_PORT_VARIABLE}) is already in use, perhaps by another worker on this machine; ` +
+              `set ${METRICS_PORT_VARIABLE} to a free port, or to 'off' to serve no metrics`,
+          ),
+        );
       } else {
         reject(new Error(`cannot serve metrics on port ${port} (${METRICS_PORT_VARIABLE}): ${err.message}`));
       }

@@ -119,9 +119,28 @@ export async function createWorkers(options: WorkerOptions): Promise<WorkerGroup
   // Each keeper its own name in the store's claims, even two worker groups in one process.
   const keeperName = `${workerName}/keeper-${randomUUID().slice(0, 8)}`;
   const keepers = [
-    ...(queues.includes('control') ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'shared-storage', loadDeps: keeperLoads, holder: keeperName })] : []),
+    ...(queues.includes('control')
+      ? [
+          new ReplicaKeeper({
+            replicas: options.store.replicas,
+            logger: options.logger,
+            via: 'shared-storage',
+            loadDeps: keeperLoads,
+            holder: keeperName,
+          }),
+        ]
+      : []),
     ...(options.replicaUrl
-      ? [new ReplicaKeeper({ replicas: options.store.replicas, logger: options.logger, via: 'replica-workers', replica: replicaUrl(options.replicaUrl), loadDeps: keeperLoads, holder: keeperName })]
+      ? [
+          new ReplicaKeeper({
+            replicas: options.store.replicas,
+            logger: options.logger,
+            via: 'replica-workers',
+            replica: replicaUrl(options.replicaUrl),
+            loadDeps: keeperLoads,
+            holder: keeperName,
+          }),
+        ]
       : []),
   ];
   const replicaWorker = options.replicaUrl

@@ -11,7 +11,12 @@ import { TASK_QUEUES } from './definitions';
 const DEFAULT_RETRY: RetryConfig = { maxAttempts: 10, maxIntervalSeconds: 30 };
 
 function retryPolicy(retry: RetryConfig | undefined = DEFAULT_RETRY): RetryPolicy {
-  return { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: `${retry.maxIntervalSeconds}s`, maximumAttempts: retry.maxAttempts };
+  return {
+    initialInterval: '1s',
+    backoffCoefficient: 2,
+    maximumInterval: `${retry.maxIntervalSeconds}s`,
+    maximumAttempts: retry.maxAttempts,
+  };
 }
 
 export const controlActivityOptions = (retry?: RetryConfig): ActivityOptions => ({

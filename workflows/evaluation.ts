@@ -28,7 +28,12 @@ export async function evaluatePolicy(input: EvaluatePolicyInput): Promise<Evalua
       const rank1Harness = routes[task.kind] ?? baseHarnessId;
       const group = (harnessId: string) =>
         rollout.runRolloutGroup({
-          runId, phase: 'eval', step: afterSteps, taskId: task.taskId, role: 'eval', policyVersion,
+          runId,
+          phase: 'eval',
+          step: afterSteps,
+          taskId: task.taskId,
+          role: 'eval',
+          policyVersion,
           plan: [{ harnessId, samples: R }],
         });
       const arms = () => Promise.all([group(baseHarnessId), rank1Harness === baseHarnessId ? null : group(rank1Harness)]);

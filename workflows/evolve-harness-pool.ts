@@ -23,7 +23,14 @@
  * diagnosis found and the best candidate of each direction so far. Each stage
  * is a method; `execute` runs them in turn.
  */
-import { type ActivityInterfaceFor, ApplicationFailure, defineQuery, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import {
+  type ActivityInterfaceFor,
+  ApplicationFailure,
+  defineQuery,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+} from '@temporalio/workflow';
 import type { EvolutionActivities } from '../activities';
 import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
 import type { EvolutionConfigInput } from '../core/evolution/config';
@@ -32,7 +39,14 @@ import { cellOf, measurePoolEffect, type PoolEffect } from '../core/evolution/ef
 import type { SiblingDirection } from '../core/evolution/failure-directions';
 import type { FrozenSibling } from '../core/evolution/freeze';
 import {
-  beatsBase, freshEffectOnTargets, selectForDirection, summarizeCandidate, type CandidateRef, type CandidateResult, type DroppedCandidate, type FreshEffect,
+  beatsBase,
+  freshEffectOnTargets,
+  selectForDirection,
+  summarizeCandidate,
+  type CandidateRef,
+  type CandidateResult,
+  type DroppedCandidate,
+  type FreshEffect,
 } from '../core/evolution/selection';
 import type { PairedDifference } from '../core/stats';
 import { drawDistinct } from '../core/rl/task-sampling';
@@ -128,7 +142,16 @@ interface Measurement {
  * recorded history replays.
  */
 class HarnessEvolution {
-  readonly status: EvolutionStatus = { evolutionId: '', phase: 'preparing', round: 0, rounds: 0, groupsDone: 0, groupsStarted: 0, proposalsDone: 0, best: {} };
+  readonly status: EvolutionStatus = {
+    evolutionId: '',
+    phase: 'preparing',
+    round: 0,
+    rounds: 0,
+    groupsDone: 0,
+    groupsStarted: 0,
+    proposalsDone: 0,
+    best: {},
+  };
   private readonly plan: EvolutionResult['plan'] = { proposals: 0, candidates: 0, dropped: 0, groups: {}, rollouts: {} };
   /** Set by prepare, with the activity proxies its config calls for. */
   private prepared!: PreparedEvolution;
@@ -208,7 +231,9 @@ class HarnessEvolution {
     for (let round = 1; round <= config.rounds; round++) {
       this.status.round = round;
       this.show(phaseLine(this.status));
-      await Promise.all(config.directions.filter((d) => !this.withoutTargets.includes(d)).map((direction) => this.evolveDirection(round, direction)));
+      await Promise.all(
+        config.directions.filter((d) => !this.withoutTargets.includes(d)).map((direction) => this.evolveDirection(round, direction)),
+      );
     }
   }
 
@@ -218,7 +243,9 @@ class HarnessEvolution {
     const parent = this.best[direction] ?? null;
     const outcomes = await this.proposeCandidates(round, direction, parent, targets);
     const results = await Promise.all(
-      outcomes.flatMap((o) => (o.status === 'accepted' ? [o.candidate] : [])).map((candidate) => this.validateCandidate(candidate, targets)),
+      outcomes
+        .flatMap((o) => (o.status === 'accepted' ? [o.candidate] : []))
+        .map((candidate) => this.validateCandidate(candidate, targets)),
     );
     const dropped = outcomes.flatMap((o) => (o.status === 'dropped' ? [{ slot: o.slot, reason: o.reason }] : []));
     this.plan.dropped += dropped.length;
@@ -226,13 +253,21 @@ class HarnessEvolution {
   }
 
   /** The direction's `candidatesPerDirection` proposals of this round, asked at once, children of the parent. */
-  private proposeCandidates(round: number, direction: SiblingDirection, parent: CandidateResult | null, targets: TargetTask[]): Promise<ProposalOutcome[]> {
+  private proposeCandidates(
+    round: number,
+    direction: SiblingDirection,
+    parent: CandidateResult | null,
+    targets: TargetTask[],
+  ): Promise<ProposalOutcome[]> {
     const { config, evolutionId, baseId } = this.prepared;
     return Promise.all(
       Array.from({ length: config.candidatesPerDirection }, (_, i) =>
         this.propose
           .proposeCandidate({
-            evolutionId, round, direction, slot: i + 1,
+            evolutionId,
+            round,
+            direction,
+            slot: i + 1,
             parentId: parent?.candidateId ?? baseId,
             parentResults: parent ? parentResultsOf(parent) : null,
             targetTaskIds: targets.map((t) => t.taskId),
@@ -250,15 +285,27 @@ class HarnessEvolution {
   private async validateCandidate(candidate: CandidateRef, targets: TargetTask[]): Promise<CandidateResult> {
     const { regressionTaskIds, baseline } = this;
     this.plan.candidates += 1;
-    const groups = await Promise.all([...targets.map((t) => t.taskId), ...regressionTaskIds].map((taskId) => this.group('validate', candidate.candidateId, taskId)));
+    const groups = await Promise.all(
+      [...targets.map((t) => t.taskId), ...regressionTaskIds].map((taskId) => this.group('validate', candidate.candidateId, taskId)),
+    );
     return summarizeCandidate({ candidate, groups, targets, regressionTaskIds, baseline, penalty: this.prepared.config.regressionPenalty });
   }
 
   /** Keeps the round's best of the direction (it parents the next round) and records the decision. */
-  private select(round: number, direction: SiblingDirection, parent: CandidateResult | null, results: CandidateResult[], dropped: DroppedCandidate[]): Promise<void> {
+  private select(
+    round: number,
+    direction: SiblingDirection,
+    parent: CandidateResult | null,
+    results: CandidateResult[],
+    dropped: DroppedCandidate[],
+  ): Promise<void> {
     const selected = selectForDirection({ round, direction, previous: parent, results, dropped });
     this.best[direction] = selected.best;
-    this.status.best[direction] = selected.best && { candidateId: selected.best.candidateId, targetRescueRate: selected.best.targetRescueRate, baseRateOnTargets: selected.best.baseRateOnTargets };
+    this.status.best[direction] = selected.best && {
+      candidateId: selected.best.candidateId,
+      targetRescueRate: selected.best.targetRescueRate,
+      baseRateOnTargets: selected.best.baseRateOnTargets,
+    };
     return this.control.recordSelection({ evolutionId: this.prepared.evolutionId, round, direction, decision: selected.decision });
   }
 
@@ -271,15 +318,28 @@ class HarnessEvolution {
       const result = this.best[d] ?? null;
       return result !== null && beatsBase(result) ? [result] : [];
     });
-    const effectGroups = (await Promise.all(finalists.map((s) => Promise.all(targetsUnion.map((t) => this.group('effect', s.candidateId, t.taskId)))))).flat();
+    const effectGroups = (
+      await Promise.all(finalists.map((s) => Promise.all(targetsUnion.map((t) => this.group('effect', s.candidateId, t.taskId)))))
+    ).flat();
     // The final word is the fresh measurement, not the validation that chose the finalist.
-    const measured = finalists.map((s) => ({ chosen: s, fresh: freshEffectOnTargets({ candidateId: s.candidateId, targets: diagnosis.targets[s.direction] ?? [], groups: effectGroups, baseline }) }));
+    const measured = finalists.map((s) => ({
+      chosen: s,
+      fresh: freshEffectOnTargets({
+        candidateId: s.candidateId,
+        targets: diagnosis.targets[s.direction] ?? [],
+        groups: effectGroups,
+        baseline,
+      }),
+    }));
     const siblings: FrozenSibling[] = measured
       .filter(({ fresh }) => fresh.targetRescueRate > fresh.baseRateOnTargets)
       .map(({ chosen, fresh }) => ({ ...chosen, validationRescueRate: chosen.targetRescueRate, ...fresh }));
     const siblingIds = new Set(siblings.map((s) => s.candidateId));
     const effect = measurePoolEffect({
-      targets: targetsUnion, base: baseId, siblings: [...siblingIds], groups: [...baseline, ...effectGroups.filter((g) => siblingIds.has(g.candidateId))],
+      targets: targetsUnion,
+      base: baseId,
+      siblings: [...siblingIds],
+      groups: [...baseline, ...effectGroups.filter((g) => siblingIds.has(g.candidateId))],
     });
     return { measured, siblings, siblingIds, effect };
   }
@@ -288,7 +348,9 @@ class HarnessEvolution {
   private async freeze({ siblings, effect }: Measurement): Promise<{ poolHash: string; dir: string }> {
     this.status.phase = 'freezing';
     this.show('freezing the pool');
-    const targetWords = Object.fromEntries(siblings.map((s) => [s.candidateId, [...new Set((this.diagnosis.targets[s.direction] ?? []).map(cellOf))]]));
+    const targetWords = Object.fromEntries(
+      siblings.map((s) => [s.candidateId, [...new Set((this.diagnosis.targets[s.direction] ?? []).map(cellOf))]]),
+    );
     const frozen = await this.control.freezePool({ evolutionId: this.prepared.evolutionId, siblings, targets: targetWords, effect });
     this.status.phase = 'done';
     return frozen;
@@ -297,13 +359,25 @@ class HarnessEvolution {
   /** Why each direction without a sibling has none. */
   private withoutSibling({ measured, siblingIds }: Measurement): EvolutionResult['withoutSibling'] {
     return this.prepared.config.directions.flatMap((direction) => {
-      if (this.withoutTargets.includes(direction)) return [{ direction, reason: 'the base harness showed no failure this direction repairs on the dev tasks' }];
+      if (this.withoutTargets.includes(direction))
+        return [{ direction, reason: 'the base harness showed no failure this direction repairs on the dev tasks' }];
       const result = this.best[direction] ?? null;
       if (result === null) return [{ direction, reason: 'no candidate was accepted (see the recorded proposals)' }];
-      if (!beatsBase(result)) return [{ direction, reason: `the best candidate ${result.candidateId} rescued ${result.targetRescueRate.toFixed(3)} of its targets, not above the base's ${result.baseRateOnTargets.toFixed(3)}` }];
+      if (!beatsBase(result))
+        return [
+          {
+            direction,
+            reason: `the best candidate ${result.candidateId} rescued ${result.targetRescueRate.toFixed(3)} of its targets, not above the base's ${result.baseRateOnTargets.toFixed(3)}`,
+          },
+        ];
       const fresh = measured.find((m) => m.chosen.candidateId === result.candidateId)!.fresh;
       if (!siblingIds.has(result.candidateId)) {
-        return [{ direction, reason: `the best candidate ${result.candidateId} rescued ${fresh.targetRescueRate.toFixed(3)} of its targets on fresh rollouts, not above the base's ${fresh.baseRateOnTargets.toFixed(3)} (${result.targetRescueRate.toFixed(3)} in its validation)` }];
+        return [
+          {
+            direction,
+            reason: `the best candidate ${result.candidateId} rescued ${fresh.targetRescueRate.toFixed(3)} of its targets on fresh rollouts, not above the base's ${fresh.baseRateOnTargets.toFixed(3)} (${result.targetRescueRate.toFixed(3)} in its validation)`,
+          },
+        ];
       }
       return [];
     });
@@ -321,9 +395,15 @@ class HarnessEvolution {
       dir: frozen.dir,
       base: prepared.baseId,
       siblings: siblings.map((s) => ({
-        id: s.candidateId, direction: s.direction, parent: s.parent, bornRound: s.round,
-        targetRescueRate: s.targetRescueRate, baseRateOnTargets: s.baseRateOnTargets, validationRescueRate: s.validationRescueRate,
-        difference: s.difference, regressionRate: s.regressionRate,
+        id: s.candidateId,
+        direction: s.direction,
+        parent: s.parent,
+        bornRound: s.round,
+        targetRescueRate: s.targetRescueRate,
+        baseRateOnTargets: s.baseRateOnTargets,
+        validationRescueRate: s.validationRescueRate,
+        difference: s.difference,
+        regressionRate: s.regressionRate,
         targets: (diagnosis.targets[s.direction] ?? []).length,
       })),
       withoutSibling: this.withoutSibling(measurement),

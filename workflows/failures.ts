@@ -19,7 +19,10 @@ import { FAILURE_TYPES, OUTAGE_TYPES } from '../core/failure-types';
 /** The innermost failure: what actually went wrong under the activity and child wrappers. */
 export function rootFailure(err: unknown): Error {
   let current = err as Error;
-  while ((current instanceof ActivityFailure || current instanceof ChildWorkflowFailure || current instanceof TemporalFailure) && current.cause) {
+  while (
+    (current instanceof ActivityFailure || current instanceof ChildWorkflowFailure || current instanceof TemporalFailure) &&
+    current.cause
+  ) {
     current = current.cause;
   }
   return current;
@@ -28,7 +31,8 @@ export function rootFailure(err: unknown): Error {
 /** The outage behind a failure ("PolicyUnavailable: ..."), or null when it is not one. */
 export function outageOf(err: unknown): string | null {
   const root = rootFailure(err);
-  if (root instanceof ApplicationFailure && (OUTAGE_TYPES as readonly string[]).includes(root.type ?? '')) return `${root.type}: ${root.message}`;
+  if (root instanceof ApplicationFailure && (OUTAGE_TYPES as readonly string[]).includes(root.type ?? ''))
+    return `${root.type}: ${root.message}`;
   return null;
 }
 
@@ -53,7 +57,12 @@ export function isFinal(err: unknown): boolean {
 export function runFailure(err: unknown): unknown {
   const root = rootFailure(err);
   if (root === err || !(root instanceof ApplicationFailure)) return err;
-  return ApplicationFailure.create({ message: root.message, type: root.type ?? 'Error', nonRetryable: true, details: root.details ? [...root.details] : undefined });
+  return ApplicationFailure.create({
+    message: root.message,
+    type: root.type ?? 'Error',
+    nonRetryable: true,
+    details: root.details ? [...root.details] : undefined,
+  });
 }
 
 /**

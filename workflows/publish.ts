@@ -62,7 +62,10 @@ export async function publishPolicyVersion(version: PublishVersion, retry?: Retr
  * (a resume, a recovery: replicas may have restarted meanwhile); nothing
  * before any step trained.
  */
-export async function republishPolicyVersion(input: { runId: string; step: number; policyVersion?: string }, retry?: RetryConfig): Promise<PublishOutcome | null> {
+export async function republishPolicyVersion(
+  input: { runId: string; step: number; policyVersion?: string },
+  retry?: RetryConfig,
+): Promise<PublishOutcome | null> {
   if (!fansOut()) {
     await proxyActivities<Activities>(publishActivityOptions(retry)).republishPolicy({ runId: input.runId, step: input.step });
     return null;
@@ -70,7 +73,11 @@ export async function republishPolicyVersion(input: { runId: string; step: numbe
   const plan = await proxyActivities<Activities>(controlActivityOptions(retry)).planRepublish(input);
   if (plan === null) return null;
   const step = plan.step ?? input.step;
-  return loadEverywhere({ runId: input.runId, step, policyVersion: plan.policyVersion, samplerPath: plan.samplerPath, probeOf: plan.probeOf }, plan, retry);
+  return loadEverywhere(
+    { runId: input.runId, step, policyVersion: plan.policyVersion, samplerPath: plan.samplerPath, probeOf: plan.probeOf },
+    plan,
+    retry,
+  );
 }
 
 /**
@@ -115,9 +122,17 @@ async function loadRound(version: PublishVersion, plan: PublishPlan): Promise<Pu
     const lines = replicas.map((r) => `${r.replica}: ${r.reason}`).join('; ');
     throw ApplicationFailure.create({
       type: FAILURE_TYPES.PolicyUnavailable,
-      message: plan.replicas.length === 0 ? `no inference replica to publish ${version.policyVersion} to` : `no inference replica loaded ${version.policyVersion}: ${lines}`,
+      message:
+        plan.replicas.length === 0
+          ? `no inference replica to publish ${version.policyVersion} to`
+          : `no inference replica loaded ${version.policyVersion}: ${lines}`,
     });
   }
   const diffs = loaded.flatMap((r) => (r.probeMeanAbsDiff === null ? [] : [r.probeMeanAbsDiff]));
-  return { servers: loaded.length, probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null, reloaded: loaded.filter((r) => r.reloaded).length, replicas };
+  return {
+    servers: loaded.length,
+    probeMeanAbsDiff: diffs.length ? Math.max(...diffs) : null,
+    reloaded: loaded.filter((r) => r.reloaded).length,
+    replicas,
+  };
 }

@@ -27,7 +27,12 @@ export async function reanchorProfiles(input: ReanchorProfilesInput): Promise<{ 
     tasks.map(async (task) => {
       const probe = () =>
         rollout.runRolloutGroup({
-          runId, phase, step: 0, taskId: task.taskId, role: 'probe', policyVersion,
+          runId,
+          phase,
+          step: 0,
+          taskId: task.taskId,
+          role: 'probe',
+          policyVersion,
           plan: harnessIds.map((harnessId) => ({ harnessId, samples: config.router.probeRollouts })),
         });
       // A task that fails for good adds no evidence; the profiles come from the others.

@@ -29,7 +29,14 @@ export function withWorkerViews(current: readonly ReplicaStatus[], views: readon
   const seen = new Map<string, { healthy: boolean; reason: string | null }>();
   for (const worker of views) {
     for (const view of worker.views) {
-      const entry = byReplica.get(view.replica) ?? { replica: view.replica, healthy: true, reason: null, policyVersion: null, probeMeanAbsDiff: null, inFlight: 0 };
+      const entry = byReplica.get(view.replica) ?? {
+        replica: view.replica,
+        healthy: true,
+        reason: null,
+        policyVersion: null,
+        probeMeanAbsDiff: null,
+        inFlight: 0,
+      };
       entry.inFlight += view.inFlight;
       byReplica.set(view.replica, entry);
       const before = seen.get(view.replica);
@@ -47,8 +54,20 @@ export function withWorkerViews(current: readonly ReplicaStatus[], views: readon
 export function withPublish(current: readonly ReplicaStatus[], outcomes: readonly ReplicaPublishOutcome[]): ReplicaStatus[] {
   const byReplica = new Map(current.map((r) => [r.replica, { ...r }]));
   for (const o of outcomes) {
-    const entry = byReplica.get(o.replica) ?? { replica: o.replica, healthy: true, reason: null, policyVersion: null, probeMeanAbsDiff: null, inFlight: 0 };
-    if (o.loaded) Object.assign(entry, { policyVersion: o.policyVersion, probeMeanAbsDiff: o.probeMeanAbsDiff, reason: entry.healthy ? null : entry.reason });
+    const entry = byReplica.get(o.replica) ?? {
+      replica: o.replica,
+      healthy: true,
+      reason: null,
+      policyVersion: null,
+      probeMeanAbsDiff: null,
+      inFlight: 0,
+    };
+    if (o.loaded)
+      Object.assign(entry, {
+        policyVersion: o.policyVersion,
+        probeMeanAbsDiff: o.probeMeanAbsDiff,
+        reason: entry.healthy ? null : entry.reason,
+      });
     else Object.assign(entry, { policyVersion: null, probeMeanAbsDiff: null, reason: `publish of ${o.policyVersion}: ${o.reason}` });
     byReplica.set(o.replica, entry);
   }

@@ -27,7 +27,16 @@ export async function measureProfiles(run: HarnessSRun, prepared: Prepared, vers
       workflowId: `${run.runId}/profiles-v${version}`,
       taskQueue: TASK_QUEUES.control,
       staticSummary: `behaviour profiles v${version} of Harness-S run ${run.config.name}`,
-      args: [{ runId: run.runId, config: run.config, version, policyVersion: status.policyVersion, harnessIds: prepared.harnessIds, extraTaskIds }],
+      args: [
+        {
+          runId: run.runId,
+          config: run.config,
+          version,
+          policyVersion: status.policyVersion,
+          harnessIds: prepared.harnessIds,
+          extraTaskIds,
+        },
+      ],
     }),
   );
   status.profileVersion = profiles.version;
@@ -50,12 +59,23 @@ export async function evaluate(run: HarnessSRun, prepared: Prepared, afterSteps:
   const phase = status.phase;
   status.phase = 'evaluating';
   details(run, `evaluating ${status.policyVersion} after ${afterSteps} steps: base harness and Rank-1`);
-  status.lastEvaluation = await untilDone(run, `evaluation after ${afterSteps} steps`, () => executeChild(evaluatePolicy, {
-    workflowId: `${run.runId}/eval-${afterSteps}${status.restores.length > 0 ? `-r${status.restores.length}` : ''}`,
-    taskQueue: TASK_QUEUES.control,
-    staticSummary: `evaluation after ${afterSteps} steps of Harness-S run ${run.config.name}`,
-    args: [{ runId: run.runId, config: run.config, afterSteps, policyVersion: status.policyVersion, profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId }],
-  }));
+  status.lastEvaluation = await untilDone(run, `evaluation after ${afterSteps} steps`, () =>
+    executeChild(evaluatePolicy, {
+      workflowId: `${run.runId}/eval-${afterSteps}${status.restores.length > 0 ? `-r${status.restores.length}` : ''}`,
+      taskQueue: TASK_QUEUES.control,
+      staticSummary: `evaluation after ${afterSteps} steps of Harness-S run ${run.config.name}`,
+      args: [
+        {
+          runId: run.runId,
+          config: run.config,
+          afterSteps,
+          policyVersion: status.policyVersion,
+          profileVersion: status.profileVersion!,
+          baseHarnessId: prepared.baseHarnessId,
+        },
+      ],
+    }),
+  );
   status.phase = phase;
   if (run.tracked()) void tracking.trackRun({ runId: run.runId }).catch(() => undefined);
   const { health } = run.config;

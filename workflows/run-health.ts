@@ -38,7 +38,9 @@ export function checkHealth(run: HarnessSRun, window: HealthWindow, step: number
     const stepsLeft = !run.trainingOver && run.status.step < run.config.steps && !budgetReached(run);
     if (rule.pause && !run.status.paused && stepsLeft) {
       run.pausedForStall = true;
-      run.pause(`stalled after step ${step}: ${health.reasons.join('; ')}. Change the config or resume to go on: harness-s run resume ${run.runId}`);
+      run.pause(
+        `stalled after step ${step}: ${health.reasons.join('; ')}. Change the config or resume to go on: harness-s run resume ${run.runId}`,
+      );
     }
   }
 }

@@ -6,7 +6,15 @@
  *
  * Workflow code: deterministic, no I/O.
  */
-import { ApplicationFailure, condition, ContinueAsNew, isCancellation, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  condition,
+  ContinueAsNew,
+  isCancellation,
+  proxyActivities,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RunConfig } from '../core/config';
 import { applyConfigChange, parseConfigChange } from '../core/config-change';
@@ -53,10 +61,23 @@ export class HarnessSRun {
 
   constructor(readonly input: RunInput) {
     this.status = {
-      runId: this.runId, name: '', env: '', phase: 'preparing', step: input.resume?.nextStep ?? 0, steps: 0,
-      policyVersion: input.resume?.policyVersion ?? '', profileVersion: input.resume?.profileVersion ?? null, profileShift: input.resume?.profileShift ?? null,
-      paused: false, pauseReason: null, stepProgress: null, lastStep: null, lastEvaluation: input.resume?.lastEvaluation ?? null, recentSteps: [],
-      restores: [...(input.resume?.restores ?? [])], parent: input.fork ?? input.resume?.parent ?? null,
+      runId: this.runId,
+      name: '',
+      env: '',
+      phase: 'preparing',
+      step: input.resume?.nextStep ?? 0,
+      steps: 0,
+      policyVersion: input.resume?.policyVersion ?? '',
+      profileVersion: input.resume?.profileVersion ?? null,
+      profileShift: input.resume?.profileShift ?? null,
+      paused: false,
+      pauseReason: null,
+      stepProgress: null,
+      lastStep: null,
+      lastEvaluation: input.resume?.lastEvaluation ?? null,
+      recentSteps: [],
+      restores: [...(input.resume?.restores ?? [])],
+      parent: input.fork ?? input.resume?.parent ?? null,
       spent: input.resume?.spent ?? { rollouts: 0, tokens: 0 },
       ...(input.resume?.health ? { health: input.resume.health.health } : {}),
     };
@@ -78,7 +99,8 @@ export class HarnessSRun {
           { key: SEARCH_ATTRIBUTES.baseSuccess, value: summary.baseSuccessRate },
         ]);
       },
-      details: (now) => details(this, `step ${this.status.step}/${this.config.steps}, pipelined (k = ${this.config.pipeline.maxStaleness}): ${now}`),
+      details: (now) =>
+        details(this, `step ${this.status.step}/${this.config.steps}, pipelined (k = ${this.config.pipeline.maxStaleness}): ${now}`),
     });
     if (input.resume?.pauseReason !== undefined && input.resume.pauseReason !== null) this.pause(input.resume.pauseReason);
   }
@@ -123,7 +145,10 @@ export class HarnessSRun {
     }
     const failed = progress.failedGroups ? `, ${progress.failedGroups} failed` : '';
     const phase = shown.phase === 'rollouts' ? '' : ` (${shown.phase.replace(/-/g, ' ')})`;
-    details(this, `step ${progress.step}/${this.config.steps}, policy ${this.status.policyVersion}: ${progress.groupsDone}/${progress.groups} base groups done, ${progress.rescuesStarted} rescues started${failed}${phase}`);
+    details(
+      this,
+      `step ${progress.step}/${this.config.steps}, policy ${this.status.policyVersion}: ${progress.groupsDone}/${progress.groups} base groups done, ${progress.rescuesStarted} rescues started${failed}${phase}`,
+    );
   }
 
   /**
@@ -132,7 +157,11 @@ export class HarnessSRun {
    * fails, the run goes on). Before the config is known, the change's shape only.
    */
   checkChange(change: unknown): RunConfig | null {
-    if (this.trainingOver) throw ApplicationFailure.nonRetryable(`run ${this.runId} has run all its steps; its config no longer changes`, FAILURE_TYPES.RunConfigError);
+    if (this.trainingOver)
+      throw ApplicationFailure.nonRetryable(
+        `run ${this.runId} has run all its steps; its config no longer changes`,
+        FAILURE_TYPES.RunConfigError,
+      );
     try {
       if (!this.configKnown) {
         parseConfigChange(change);
@@ -178,8 +207,12 @@ export class HarnessSRun {
   /** What the trainer's recovery (workflows/trainer-recovery.ts) needs of the run. */
   host(): RecoveryHost {
     return {
-      runId: this.runId, status: this.status, config: this.config,
-      pause: (reason) => this.pause(reason), details: (now) => details(this, now), untilDone: (what, child) => untilDone(this, what, child),
+      runId: this.runId,
+      status: this.status,
+      config: this.config,
+      pause: (reason) => this.pause(reason),
+      details: (now) => details(this, now),
+      untilDone: (what, child) => untilDone(this, what, child),
     };
   }
 

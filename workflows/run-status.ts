@@ -24,8 +24,9 @@ export function details(run: HarnessSRun, now: string): void {
   const lineage = [
     ...(health?.state === 'stalled' ? [`STALLED since step ${health.sinceStep}: ${health.reasons.join('; ')}`] : []),
     ...(parent ? [`forked from run ${parent.runId} at its checkpoint of step ${parent.step}`] : []),
-    ...restores.map((r) =>
-      `restore ${r.restore} at ${r.at}: trainer lost the model at step ${r.atStep}; restored from ${r.fromStep === null ? 'the base' : `the checkpoint of step ${r.fromStep}`}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`,
+    ...restores.map(
+      (r) =>
+        `restore ${r.restore} at ${r.at}: trainer lost the model at step ${r.atStep}; restored from ${r.fromStep === null ? 'the base' : `the checkpoint of step ${r.fromStep}`}, steps ${r.fromStep === null ? 0 : r.fromStep + 1}..${r.atStep} re-run`,
     ),
   ];
   const viewer = run.prepared?.viewerRunUrl ? [`steps, groups and rollouts: ${run.prepared.viewerRunUrl}`] : [];

@@ -35,7 +35,17 @@ export async function runOneStep(run: HarnessSRun, prepared: Prepared): Promise<
   await run.persistConfig();
   details(run, `step ${status.step}/${run.config.steps}, policy ${status.policyVersion}`);
   const restores = status.restores.length;
-  status.inFlight = [{ step: status.step, phase: 'rollouts', policyVersion: status.policyVersion, groupsDone: 0, groups: run.config.rollout.tasksPerStep, rescuesStarted: 0, failedGroups: 0 }];
+  status.inFlight = [
+    {
+      step: status.step,
+      phase: 'rollouts',
+      policyVersion: status.policyVersion,
+      groupsDone: 0,
+      groups: run.config.rollout.tasksPerStep,
+      rescuesStarted: 0,
+      failedGroups: 0,
+    },
+  ];
   let summary: StepSummary;
   try {
     summary = await untilDone(run, `step ${status.step}`, () =>
@@ -44,11 +54,17 @@ export async function runOneStep(run: HarnessSRun, prepared: Prepared): Promise<
         workflowId: `${run.runId}/step-${status.step}${restores > 0 ? `-r${restores}` : ''}`,
         taskQueue: TASK_QUEUES.control,
         staticSummary: `step ${status.step} of Harness-S run ${run.config.name}`,
-        args: [{
-          runId: run.runId, step: status.step, config: run.config, policyVersion: status.policyVersion,
-          profileVersion: status.profileVersion!, baseHarnessId: prepared.baseHarnessId,
-          ...(patched('step-staleness') ? { samplerSteps: status.step } : {}),
-        }],
+        args: [
+          {
+            runId: run.runId,
+            step: status.step,
+            config: run.config,
+            policyVersion: status.policyVersion,
+            profileVersion: status.profileVersion!,
+            baseHarnessId: prepared.baseHarnessId,
+            ...(patched('step-staleness') ? { samplerSteps: status.step } : {}),
+          },
+        ],
       }),
     );
   } catch (err) {

@@ -141,7 +141,8 @@ async function execute(run: HarnessSRun): Promise<RunSummary> {
 async function prepare(run: HarnessSRun): Promise<Prepared> {
   const recorded = await control
     .prepareRun({
-      runId: run.runId, config: run.input.config,
+      runId: run.runId,
+      config: run.input.config,
       incarnation: workflowInfo().firstExecutionRunId,
       continuing: run.input.resume !== undefined || run.input.recover === true,
       ...(run.input.fork ? { fork: { ...run.input.fork, profileVersion: run.input.resume?.profileVersion ?? null } } : {}),
@@ -187,8 +188,12 @@ async function continueRunAsNew(run: HarnessSRun): Promise<never> {
   return continueAsNew<typeof harnessSRun>({
     config: run.config,
     resume: {
-      nextStep: status.step, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
-      deadSinceReanchor: [...new Set(run.deadSinceReanchor)], profileShift: status.profileShift, lastEvaluation: status.lastEvaluation,
+      nextStep: status.step,
+      policyVersion: status.policyVersion,
+      profileVersion: status.profileVersion!,
+      deadSinceReanchor: [...new Set(run.deadSinceReanchor)],
+      profileShift: status.profileShift,
+      lastEvaluation: status.lastEvaluation,
       ...(status.paused ? { pauseReason: status.pauseReason ?? '' } : {}),
       ...(status.restores.length > 0 ? { restores: status.restores } : {}),
       ...(status.parent ? { parent: status.parent } : {}),

@@ -66,21 +66,33 @@ export function taskPlayer(options: TaskPlayerOptions): (task: TaskRef) => Promi
   return async (task) => {
     const base = await group(task.taskId, 'base', () =>
       rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'base', policyVersion,
+        runId,
+        phase: 'train',
+        step,
+        taskId: task.taskId,
+        role: 'base',
+        policyVersion,
         plan: [{ harnessId: baseHarnessId, samples: G }],
       }),
     );
     options.onBaseDone();
     if (!base || !config.rescue.enabled || !isDeadGroup(base)) return { base, rescue: null };
     const decision = await control.chooseRescueHarnesses({
-      runId, step, profileVersion,
+      runId,
+      step,
+      profileVersion,
       group: { taskId: task.taskId, kind: task.kind, failureCounts: failureCounts(base) },
     });
     if (decision.chosen.length === 0) return { base, rescue: null };
     options.onRescueStarted();
     const rescue = await group(task.taskId, 'rescue', () =>
       rollout.runRolloutGroup({
-        runId, phase: 'train', step, taskId: task.taskId, role: 'rescue', policyVersion,
+        runId,
+        phase: 'train',
+        step,
+        taskId: task.taskId,
+        role: 'rescue',
+        policyVersion,
         plan: planRescueGroup(decision.chosen, G),
       }),
     );

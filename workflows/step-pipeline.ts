@@ -54,7 +54,8 @@ export interface PipelineHost {
 }
 
 /** How a segment ended: steps completed, or the trainer lost its model at `atStep` (the other steps were cancelled). */
-export type SegmentOutcome = { kind: 'steps'; last: StepSummary | null } | { kind: 'model-lost'; atStep: number; lost: { modelId: string | null; message: string } };
+export type SegmentOutcome =
+  { kind: 'steps'; last: StepSummary | null } | { kind: 'model-lost'; atStep: number; lost: { modelId: string | null; message: string } };
 
 interface Running {
   scope: CancellationScope;
@@ -160,12 +161,26 @@ export class StepPipeline {
     const scope = new CancellationScope();
     const entry: Running = { scope, rolloutsDone: false, trained: false, publishing: false };
     this.running.set(step, entry);
-    const shown: InFlightStep = { step, phase: 'rollouts', policyVersion: status.policyVersion, groupsDone: 0, groups: config.rollout.tasksPerStep, rescuesStarted: 0, failedGroups: 0 };
+    const shown: InFlightStep = {
+      step,
+      phase: 'rollouts',
+      policyVersion: status.policyVersion,
+      groupsDone: 0,
+      groups: config.rollout.tasksPerStep,
+      rescuesStarted: 0,
+      failedGroups: 0,
+    };
     status.inFlight = [...(status.inFlight ?? []), shown];
     const restores = status.restores.length;
     const args = {
-      runId, step, config, policyVersion: status.policyVersion, profileVersion: status.profileVersion!,
-      baseHarnessId: this.host.baseHarnessId(), samplerSteps: status.step, gated: true,
+      runId,
+      step,
+      config,
+      policyVersion: status.policyVersion,
+      profileVersion: status.profileVersion!,
+      baseHarnessId: this.host.baseHarnessId(),
+      samplerSteps: status.step,
+      gated: true,
     };
     this.host.details(`step ${step} started on ${status.policyVersion} (${step - status.step} version(s) behind when it trains)`);
     void scope

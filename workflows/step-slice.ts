@@ -26,7 +26,9 @@ export async function trainingStepSlice(input: StepSliceInput): Promise<StepSlic
   let rescuesStarted = 0;
   const details = () => {
     const failed = failedGroups.length ? `, ${failedGroups.length} failed` : '';
-    setCurrentDetails(`step ${step}, slice ${slice} (tasks ${first}-${first + tasks.length - 1}): ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`);
+    setCurrentDetails(
+      `step ${step}, slice ${slice} (tasks ${first}-${first + tasks.length - 1}): ${groupsDone}/${tasks.length} base groups done, ${rescuesStarted} rescues started${failed}`,
+    );
   };
   details();
 

@@ -31,8 +31,12 @@ export interface RecoveryHost {
  * goes on from the step after the loaded one. What the steps after it stored
  * stays in the store, marked superseded by this restore.
  */
-export async function restoreLostModel(run: RecoveryHost, lost: { modelId: string | null; message: string }, atStep: number): Promise<void> {
-const { status } = run;
+export async function restoreLostModel(
+  run: RecoveryHost,
+  lost: { modelId: string | null; message: string },
+  atStep: number,
+): Promise<void> {
+  const { status } = run;
   const trainer = proxyActivities<Activities>(trainerActivityOptions(run.config.retry));
   const reason = `the trainer lost the run's model at step ${atStep}: ${lost.message}`;
   run.details(`restoring the trainer model (lost at step ${atStep})`);
@@ -49,16 +53,33 @@ const { status } = run;
     run.details(`paused: ${status.pauseReason}`);
     await condition(() => !status.paused);
     restored = await restore(true);
-    if ('needsDecision' in restored) throw ApplicationFailure.nonRetryable(`restore of run ${run.runId} did not start its model over`, FAILURE_TYPES.TrainerModelLost);
+    if ('needsDecision' in restored)
+      throw ApplicationFailure.nonRetryable(`restore of run ${run.runId} did not start its model over`, FAILURE_TYPES.TrainerModelLost);
   }
   const r = restored;
   if (r.samplerPath !== null && r.fromStep !== null) {
     const fromStep = r.fromStep;
     await run.untilDone(`publishing the restored policy`, () =>
-      publishPolicyVersion({ runId: run.runId, step: fromStep, policyVersion: r.policyVersion, samplerPath: r.samplerPath!, probeOf: { runId: run.runId, step: fromStep } }, run.config.retry),
+      publishPolicyVersion(
+        {
+          runId: run.runId,
+          step: fromStep,
+          policyVersion: r.policyVersion,
+          samplerPath: r.samplerPath!,
+          probeOf: { runId: run.runId, step: fromStep },
+        },
+        run.config.retry,
+      ),
     );
   }
-  const event: RestoreEvent = { restore: r.restore, kind: r.kind === 'base' ? 'base' : 'checkpoint', fromStep: r.fromStep, atStep: r.atStep, at: r.at, reason: r.reason };
+  const event: RestoreEvent = {
+    restore: r.restore,
+    kind: r.kind === 'base' ? 'base' : 'checkpoint',
+    fromStep: r.fromStep,
+    atStep: r.atStep,
+    at: r.at,
+    reason: r.reason,
+  };
   status.restores = [...status.restores, event];
   status.step = r.nextStep;
   status.policyVersion = r.policyVersion;
@@ -72,21 +93,37 @@ const { status } = run;
 
 /** A fork's first model: loaded from the parent's checkpoint, its policy published before the first step. */
 export async function loadForkedModel(run: RecoveryHost, fork: ParentRun): Promise<void> {
-const { status } = run;
+  const { status } = run;
   const trainer = proxyActivities<Activities>(trainerActivityOptions(run.config.retry));
   run.details(`loading the trainer model from run ${fork.runId}'s checkpoint of step ${fork.step}`);
-  const loaded = await run.untilDone('loading the fork\'s trainer model', () =>
+  const loaded = await run.untilDone("loading the fork's trainer model", () =>
     trainer.restoreTrainer({
-      runId: run.runId, atStep: status.step, reason: `fork of run ${fork.runId} from step ${fork.step}`, lostModelId: null, allowBase: false,
+      runId: run.runId,
+      atStep: status.step,
+      reason: `fork of run ${fork.runId} from step ${fork.step}`,
+      lostModelId: null,
+      allowBase: false,
       fork: { parentRunId: fork.runId, atOrBeforeStep: fork.step },
     }),
   );
   if ('needsDecision' in loaded || loaded.samplerPath === null || loaded.fromStep === null) {
-    throw ApplicationFailure.nonRetryable(`run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`, FAILURE_TYPES.NoCheckpointError);
+    throw ApplicationFailure.nonRetryable(
+      `run ${fork.runId} has no checkpoint to fork from at or before step ${fork.step}`,
+      FAILURE_TYPES.NoCheckpointError,
+    );
   }
   const fromStep = loaded.fromStep;
   await run.untilDone('publishing the forked policy', () =>
-    publishPolicyVersion({ runId: run.runId, step: fromStep, policyVersion: loaded.policyVersion, samplerPath: loaded.samplerPath!, probeOf: { runId: fork.runId, step: fromStep } }, run.config.retry),
+    publishPolicyVersion(
+      {
+        runId: run.runId,
+        step: fromStep,
+        policyVersion: loaded.policyVersion,
+        samplerPath: loaded.samplerPath!,
+        probeOf: { runId: fork.runId, step: fromStep },
+      },
+      run.config.retry,
+    ),
   );
   status.policyVersion = loaded.policyVersion;
 }

@@ -13,7 +13,15 @@
  * trainStep's input names it (core/rl/training-batch.ts).
  */
 import {
-  ApplicationFailure, condition, executeChild, getExternalWorkflowHandle, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo,
+  ApplicationFailure,
+  condition,
+  executeChild,
+  getExternalWorkflowHandle,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { TaskRef } from '../core/harness/task';
@@ -23,7 +31,14 @@ import { summarizeStep, type FailedGroup, type StepSummary } from '../core/rl/st
 import { BATCH_CHUNK_ROLLOUTS, batchChunks, sliceRanges, tasksPerSlice } from '../core/rl/step-slices';
 import { batchGroupsOf, batchRefOf } from '../core/rl/training-batch';
 import {
-  publishGateSignal, type SliceProgress, sliceProgressSignal, stepProgressSignal, type StepPhase, TASK_QUEUES, trainGateSignal, type TrainingStepInput,
+  publishGateSignal,
+  type SliceProgress,
+  sliceProgressSignal,
+  stepProgressSignal,
+  type StepPhase,
+  TASK_QUEUES,
+  trainGateSignal,
+  type TrainingStepInput,
 } from './definitions';
 import { controlActivityOptions, trainerActivityOptions } from './activity-options';
 import { publishPolicyVersion, type ReplicaPublishOutcome } from './publish';
@@ -54,7 +69,12 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
   const refill = config.sampling.refill;
   const B = config.rollout.tasksPerStep;
   // The step's task stream: its first B tasks, then (with a refill) the fresh tasks in the order they are drawn.
-  const stream = await control.sampleTasks({ runId, purpose: 'train', step, ...(refill !== 'none' ? { count: maxDraws(config.sampling, B) } : {}) });
+  const stream = await control.sampleTasks({
+    runId,
+    purpose: 'train',
+    step,
+    ...(refill !== 'none' ? { count: maxDraws(config.sampling, B) } : {}),
+  });
   const tasks = stream.slice(0, B);
   const failedGroups: FailedGroup[] = [];
   /** Base groups done, rescues started and groups failed so far: counted here, or summed over the slices' reports. */
@@ -70,7 +90,8 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
     const { groupsDone, rescuesStarted } = counts;
     const failed = counts.failedGroups ? `, ${counts.failedGroups} failed` : '';
     const fresh = drawn > tasks.length ? `, ${drawn - tasks.length} fresh tasks drawn` : '';
-    if (newPhase === undefined) setCurrentDetails(`step ${step}: ${groupsDone}/${drawn} base groups done, ${rescuesStarted} rescues started${fresh}${failed}`);
+    if (newPhase === undefined)
+      setCurrentDetails(`step ${step}: ${groupsDone}/${drawn} base groups done, ${rescuesStarted} rescues started${fresh}${failed}`);
     // The run's own page shows it too. A run that has ended meanwhile is no reason to fail the step.
     if (!reportsToRun) return;
     if (sendsPhases && newPhase === undefined && Date.now() - lastSent < PROGRESS_EVERY_MS) return;
@@ -84,7 +105,13 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
     published = undefined;
     void getExternalWorkflowHandle(runId)
       .signal(stepProgressSignal, {
-        step, groupsDone, groups: drawn, rescuesStarted, failedGroups: counts.failedGroups, ...(sendsPhases ? { phase } : {}), ...replicas,
+        step,
+        groupsDone,
+        groups: drawn,
+        rescuesStarted,
+        failedGroups: counts.failedGroups,
+        ...(sendsPhases ? { phase } : {}),
+        ...replicas,
       })
       .catch(() => undefined);
   };
@@ -102,7 +129,13 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
     failedGroups.push(...played.failedGroups);
   } else {
     const playTask = taskPlayer({
-      runId, step, config, policyVersion, profileVersion, baseHarnessId, keepsFailedGroups,
+      runId,
+      step,
+      config,
+      policyVersion,
+      profileVersion,
+      baseHarnessId,
+      keepsFailedGroups,
       onFailed: (failed) => {
         failedGroups.push(failed);
         counts.failedGroups = failedGroups.length;
@@ -144,10 +177,16 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
   const baseGroups = outcomes.flatMap((o) => (o.base ? [o.base] : []));
   if (baseGroups.length === 0) {
     // Not one task could run: the environment, not a task, is failing. The run pauses on it.
-    throw ApplicationFailure.create({ type: FAILURE_TYPES.AllGroupsFailed, message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}` });
+    throw ApplicationFailure.create({
+      type: FAILURE_TYPES.AllGroupsFailed,
+      message: `every base group of step ${step} failed; the first: ${failedGroups[0]?.reason}`,
+    });
   }
   const rescueGroups = outcomes.flatMap((o) => (o.rescue ? [o.rescue] : []));
-  const { kept: trainingGroups, dropped } = keepGroupsWithSignal(assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd), refill);
+  const { kept: trainingGroups, dropped } = keepGroupsWithSignal(
+    assembleTrainingGroups(baseGroups, rescueGroups, config.grpo.normalizeByStd),
+    refill,
+  );
   setCurrentDetails(`step ${step}: training on ${trainingGroups.length} groups (${TASK_QUEUES.trainer})`);
   if (sendsPhases) progress('training');
   const batch = batchGroupsOf(trainingGroups);
@@ -156,11 +195,19 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
   const byReference = patched('train-batch-by-reference');
   const batchKey = workflowInfo().workflowId;
   if (byReference) {
-    await Promise.all(batchChunks(batch, BATCH_CHUNK_ROLLOUTS).map((chunk) => control.storeTrainingBatch({ runId, step, batchKey, first: chunk.first, groups: chunk.groups })));
+    await Promise.all(
+      batchChunks(batch, BATCH_CHUNK_ROLLOUTS).map((chunk) =>
+        control.storeTrainingBatch({ runId, step, batchKey, first: chunk.first, groups: chunk.groups }),
+      ),
+    );
   }
-  const trained = upgradeTrained(await trainer.trainStep(
-    byReference ? { runId, step, batch: batchRefOf(batchKey, batch) } : { runId, step, groups: batch.map((g) => ({ taskId: g.taskId, rollouts: g.rollouts })) },
-  ));
+  const trained = upgradeTrained(
+    await trainer.trainStep(
+      byReference
+        ? { runId, step, batch: batchRefOf(batchKey, batch) }
+        : { runId, step, groups: batch.map((g) => ({ taskId: g.taskId, rollouts: g.rollouts })) },
+    ),
+  );
   const trainDone = Date.now();
   if (input.gated) {
     // An inference server then never samples two policy versions at once (the probe of the new one beside the
@@ -172,21 +219,32 @@ export async function trainingStep(recorded: TrainingStepInput): Promise<StepSum
   const publishStarted = Date.now();
   setCurrentDetails(`step ${step}: publishing ${trained.policyVersion}`);
   if (sendsPhases) progress('publishing');
-  const publishOutcome = await publishPolicyVersion({ runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath }, config.retry);
+  const publishOutcome = await publishPolicyVersion(
+    { runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath },
+    config.retry,
+  );
   if (publishOutcome.replicas.length > 0 && sendsPhases && reportsToRun && patched('replica-status')) {
     // The run's status shows the version each replica now serves.
     published = publishOutcome.replicas;
     progress('publishing');
   }
   const summary = summarizeStep({
-    step, policyVersionBefore: policyVersion, policyVersion: trained.policyVersion, profileVersion,
-    baseGroups, rescueGroups, trainingGroups,
-    datums: trained.datums, trainerMetrics: trained.metrics,
+    step,
+    policyVersionBefore: policyVersion,
+    policyVersion: trained.policyVersion,
+    profileVersion,
+    baseGroups,
+    rescueGroups,
+    trainingGroups,
+    datums: trained.datums,
+    trainerMetrics: trained.metrics,
     logprobMismatch: trained.logprobMismatch,
     publishProbeMeanAbsDiff: publishOutcome.probeMeanAbsDiff,
     durationSeconds: (Date.now() - started) / 1000,
     phaseSeconds: {
-      rollout: (rolloutsDone - started) / 1000, train: (trainDone - gateOpened) / 1000, publish: (Date.now() - publishStarted) / 1000,
+      rollout: (rolloutsDone - started) / 1000,
+      train: (trainDone - gateOpened) / 1000,
+      publish: (Date.now() - publishStarted) / 1000,
       ...(input.gated ? { waitForTrainer: (gateOpened - rolloutsDone) / 1000, waitToPublish: (publishStarted - trainDone) / 1000 } : {}),
     },
     failedGroups,
@@ -218,7 +276,11 @@ async function playInSlices(
     if ((reported.get(progress.slice)?.groupsDone ?? -1) >= progress.groupsDone) return;
     reported.set(progress.slice, progress);
     const sum = (pick: (p: SliceProgress) => number) => [...reported.values()].reduce((n, p) => n + pick(p), 0);
-    onProgress({ groupsDone: sum((p) => p.groupsDone), rescuesStarted: sum((p) => p.rescuesStarted), failedGroups: sum((p) => p.failedGroups) });
+    onProgress({
+      groupsDone: sum((p) => p.groupsDone),
+      rescuesStarted: sum((p) => p.rescuesStarted),
+      failedGroups: sum((p) => p.failedGroups),
+    });
   };
   setHandler(sliceProgressSignal, report);
   const results = await Promise.all(
@@ -227,7 +289,9 @@ async function playInSlices(
         workflowId: `${stepWorkflowId}/slice-${slice}`,
         taskQueue: TASK_QUEUES.control,
         staticSummary: `step ${step}, tasks ${first}-${first + count - 1} (slice ${slice})`,
-        args: [{ runId, step, config, policyVersion, profileVersion, baseHarnessId, slice, first, tasks: tasks.slice(first, first + count) }],
+        args: [
+          { runId, step, config, policyVersion, profileVersion, baseHarnessId, slice, first, tasks: tasks.slice(first, first + count) },
+        ],
       });
       report({ slice, groupsDone: count, rescuesStarted: result.rescuesStarted, failedGroups: result.failedGroups.length });
       return result;

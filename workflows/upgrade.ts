@@ -39,7 +39,9 @@ export function upgradeStepInput(input: TrainingStepInput): TrainingStepInput {
 }
 
 /** prepareRun's result: its config upgraded; no viewer link in results recorded before the viewer existed. */
-export function upgradePrepared<T extends { config: RunConfig; viewerRunUrl?: string | null }>(prepared: T): T & { viewerRunUrl: string | null } {
+export function upgradePrepared<T extends { config: RunConfig; viewerRunUrl?: string | null }>(
+  prepared: T,
+): T & { viewerRunUrl: string | null } {
   return { ...prepared, config: upgradeRunConfig(prepared.config), viewerRunUrl: prepared.viewerRunUrl ?? null };
 }
 

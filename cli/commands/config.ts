@@ -11,18 +11,27 @@ export function registerConfigCommands(program: Command): void {
     .command('schema')
     .description('the JSON Schema of a run config (for the Temporal UI and editors)')
     .option('--out <file>', 'write it to a file instead of stdout')
-    .action(action(async (opts: { out?: string }) => {
-      const schema = JSON.stringify(runConfigJsonSchema(), null, 2);
-      if (opts.out) writeFileSync(opts.out, `${schema}\n`);
-      else print(schema);
-    }));
+    .action(
+      action(async (opts: { out?: string }) => {
+        const schema = JSON.stringify(runConfigJsonSchema(), null, 2);
+        if (opts.out) writeFileSync(opts.out, `${schema}\n`);
+        else print(schema);
+      }),
+    );
   config
     .command('check <file>')
     .description('validate a run config file: every bad or unknown field is named, and every file it names must exist')
-    .action(action(async (file: string) => {
-      const { config: parsed } = readConfigFile(file);
-      const missing = missingFiles(parsed);
-      if (missing.length) throw new UserError(`${file}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')} (paths are read by the workers, from their working directory)`);
-      print(`${file}: valid (${parsed.env.kind}, ${parsed.steps} steps, B=${parsed.rollout.tasksPerStep}, G=${parsed.rollout.groupSize})`);
-    }));
+    .action(
+      action(async (file: string) => {
+        const { config: parsed } = readConfigFile(file);
+        const missing = missingFiles(parsed);
+        if (missing.length)
+          throw new UserError(
+            `${file}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')} (paths are read by the workers, from their working directory)`,
+          );
+        print(
+          `${file}: valid (${parsed.env.kind}, ${parsed.steps} steps, B=${parsed.rollout.tasksPerStep}, G=${parsed.rollout.groupSize})`,
+        );
+      }),
+    );
 }

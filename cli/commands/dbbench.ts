@@ -13,11 +13,19 @@ export function registerDbBenchCommands(program: Command): void {
     .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
     .option('--mysql-url <url>', 'admin connection (default $DBBENCH_MYSQL_URL or the local server)')
     .option('--json', 'print {"total":N,"passed":N,"byType":{...}}')
-    .action(action(async (opts: { data: string; concurrency: number; mysqlUrl?: string; json?: boolean }) => {
-      const result = await replayDbBench({ file: opts.data, concurrency: opts.concurrency, adminUrl: opts.mysqlUrl ?? processSettings().dbBenchMysqlUrl });
-      if (opts.json) return print(JSON.stringify({ total: result.total, passed: result.passed, byType: result.byType }));
-      print(`replay: ${result.passed}/${result.total} passed (${result.episodesPerSecond.toFixed(1)} episodes/s at concurrency ${opts.concurrency})`);
-      for (const [type, cell] of Object.entries(result.byType)) print(`  ${type.padEnd(24)} ${cell.passed}/${cell.total}`);
-      if (result.passed !== result.total) process.exitCode = 1;
-    }));
+    .action(
+      action(async (opts: { data: string; concurrency: number; mysqlUrl?: string; json?: boolean }) => {
+        const result = await replayDbBench({
+          file: opts.data,
+          concurrency: opts.concurrency,
+          adminUrl: opts.mysqlUrl ?? processSettings().dbBenchMysqlUrl,
+        });
+        if (opts.json) return print(JSON.stringify({ total: result.total, passed: result.passed, byType: result.byType }));
+        print(
+          `replay: ${result.passed}/${result.total} passed (${result.episodesPerSecond.toFixed(1)} episodes/s at concurrency ${opts.concurrency})`,
+        );
+        for (const [type, cell] of Object.entries(result.byType)) print(`  ${type.padEnd(24)} ${cell.passed}/${cell.total}`);
+        if (result.passed !== result.total) process.exitCode = 1;
+      }),
+    );
 }

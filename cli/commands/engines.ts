@@ -7,37 +7,51 @@ import { progress, print, printJson, action } from './shared';
 export function registerEngineCommands(program: Command): void {
   const engines = program
     .command('engines')
-    .description('the real CPU stack: SkyRL\'s Tinker server (JAX) as the trainer and vLLM\'s CPU build as the inference server, with a tiny Qwen3 built locally');
+    .description(
+      "the real CPU stack: SkyRL's Tinker server (JAX) as the trainer and vLLM's CPU build as the inference server, with a tiny Qwen3 built locally",
+    );
   engines
     .command('setup')
     .description('install it (about 10 GB into $HARNESS_S_ENGINES_HOME, default ~/.cache/harness-s/engines; reused when there)')
-    .action(action(async () => {
-      const started = Date.now();
-      const installed = await setupEngines(progress);
-      progress(`engines installed in ${Math.round((Date.now() - started) / 1000)} s: ${installed.home} (${(await diskUsage(installed.home) / 1e9).toFixed(1)} GB)`);
-    }));
+    .action(
+      action(async () => {
+        const started = Date.now();
+        const installed = await setupEngines(progress);
+        progress(
+          `engines installed in ${Math.round((Date.now() - started) / 1000)} s: ${installed.home} (${((await diskUsage(installed.home)) / 1e9).toFixed(1)} GB)`,
+        );
+      }),
+    );
   engines
     .command('up')
-    .description('start both servers in the background and return once they answer (ports: $HARNESS_S_TRAINER_PORT, default 8100; $HARNESS_S_VLLM_PORT, default 8000)')
+    .description(
+      'start both servers in the background and return once they answer (ports: $HARNESS_S_TRAINER_PORT, default 8100; $HARNESS_S_VLLM_PORT, default 8000)',
+    )
     .option('--json', 'machine-readable')
-    .action(action(async (opts: { json?: boolean }) => {
-      const status = await startEngines({ log: progress });
-      if (opts.json) printJson(status);
-      else print(enginesStatusText(status));
-    }));
+    .action(
+      action(async (opts: { json?: boolean }) => {
+        const status = await startEngines({ log: progress });
+        if (opts.json) printJson(status);
+        else print(enginesStatusText(status));
+      }),
+    );
   engines
     .command('down')
     .description('stop both servers')
-    .action(action(async () => {
-      await stopEngines({ log: progress });
-    }));
+    .action(
+      action(async () => {
+        await stopEngines({ log: progress });
+      }),
+    );
   engines
     .command('status')
     .description('installed? running? answering? and the run config fields that point at them')
     .option('--json', 'machine-readable')
-    .action(action(async (opts: { json?: boolean }) => {
-      const status = await enginesStatus();
-      if (opts.json) printJson(status);
-      else print(enginesStatusText(status));
-    }));
+    .action(
+      action(async (opts: { json?: boolean }) => {
+        const status = await enginesStatus();
+        if (opts.json) printJson(status);
+        else print(enginesStatusText(status));
+      }),
+    );
 }

@@ -15,44 +15,84 @@ export function registerEvalCommand(program: Command): void {
     .option('--env <kind>', `the env: ${ENV_KINDS.join(' | ')} (or the env of --config)`)
     .option('--config <file>', "take the env from a run config (any kind: a module env, an OpenEnv env's servers, ...)")
     .option('--env-config <json>', 'more env fields, as JSON, e.g. \'{"observationField": "text"}\'')
-    .option('--data <file>', 'the env\'s task file (dbbench, swe: data; charset, openenv: tasks; appworld: APPWORLD_ROOT, default the fixture world)')
+    .option(
+      '--data <file>',
+      "the env's task file (dbbench, swe: data; charset, openenv: tasks; appworld: APPWORLD_ROOT, default the fixture world)",
+    )
     .option('--dataset <name>', 'appworld: the dataset (data/datasets/<name>.txt; default fixture)')
     .option('--url <urls>', 'openenv: servers already running, comma-separated (default: the workers start the shipped keypad env)')
-    .requiredOption('--harness <fileOrId>', 'a harness spec file, or a harness id of the env\'s pool (e.g. base)')
+    .requiredOption('--harness <fileOrId>', "a harness spec file, or a harness id of the env's pool (e.g. base)")
     .requiredOption('--base-url <url>', 'OpenAI-compatible endpoint, ending in /v1')
     .requiredOption('--model <name>', 'model name at that endpoint')
-    .option('--api-key-env <name>', 'the environment variable that holds the endpoint\'s API key (none sent when unset)', 'OPENAI_API_KEY')
+    .option('--api-key-env <name>', "the environment variable that holds the endpoint's API key (none sent when unset)", 'OPENAI_API_KEY')
     .option('--limit <n>', 'first N tasks only', positiveInt('--limit'))
     .option('--tasks <ids>', 'only these task ids, comma-separated')
     .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
     .option('--max-turns <n>', 'rounds per episode', positiveInt('--max-turns'), 15)
     .option('--scoring <mode>', 'dbbench: exact | normalized (default exact)')
     .option('--json', 'machine-readable')
-    .action(action(async (opts: {
-      harness: string; baseUrl: string; model: string; apiKeyEnv: string;
-      limit?: number; tasks?: string; concurrency: number; maxTurns: number; json?: boolean;
-    } & EvalEnvOptions) => {
-      const envConfig = evalEnvConfig(opts);
-      await withStore(async (store) => {
-        // A frozen pool (env.pool) this machine lacks comes from the run store.
-        await fetchFrozenPool(envConfig, store.evolutions);
-        const env = createEnvironment(envConfig);
-        try {
-          const harness = resolveHarness(envConfig, env, opts.harness);
-          const result = await evaluate({
-            evalId: newRunId(`eval-${env.id}-${harness.id}`), env, envConfig, harness,
-            baseUrl: opts.baseUrl, model: opts.model, apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY, limit: opts.limit,
-            taskIds: opts.tasks?.split(',').map((t) => t.trim()).filter(Boolean),
-            concurrency: opts.concurrency, maxTurns: opts.maxTurns, temperature: 0, seed: 1, store, progress: !opts.json,
+    .action(
+      action(
+        async (
+          opts: {
+            harness: string;
+            baseUrl: string;
+            model: string;
+            apiKeyEnv: string;
+            limit?: number;
+            tasks?: string;
+            concurrency: number;
+            maxTurns: number;
+            json?: boolean;
+          } & EvalEnvOptions,
+        ) => {
+          const envConfig = evalEnvConfig(opts);
+          await withStore(async (store) => {
+            // A frozen pool (env.pool) this machine lacks comes from the run store.
+            await fetchFrozenPool(envConfig, store.evolutions);
+            const env = createEnvironment(envConfig);
+            try {
+              const harness = resolveHarness(envConfig, env, opts.harness);
+              const result = await evaluate({
+                evalId: newRunId(`eval-${env.id}-${harness.id}`),
+                env,
+                envConfig,
+                harness,
+                baseUrl: opts.baseUrl,
+                model: opts.model,
+                apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY,
+                limit: opts.limit,
+                taskIds: opts.tasks
+                  ?.split(',')
+                  .map((t) => t.trim())
+                  .filter(Boolean),
+                concurrency: opts.concurrency,
+                maxTurns: opts.maxTurns,
+                temperature: 0,
+                seed: 1,
+                store,
+                progress: !opts.json,
+              });
+              const table = evalTable(env, result);
+              if (opts.json)
+                return printJson({
+                  evalId: result.evalId,
+                  harness: result.harness,
+                  model: result.model,
+                  total: result.total,
+                  passed: result.passed,
+                  byKind: result.byKind,
+                  failures: result.failures,
+                  ...table,
+                });
+              print(evalTableText(result, table));
+            } finally {
+              await env.close?.();
+            }
           });
-          const table = evalTable(env, result);
-          if (opts.json) return printJson({ evalId: result.evalId, harness: result.harness, model: result.model, total: result.total, passed: result.passed, byKind: result.byKind, failures: result.failures, ...table });
-          print(evalTableText(result, table));
-        } finally {
-          await env.close?.();
-        }
-      });
-    }));
+        },
+      ),
+    );
 }
 
 export interface EvalEnvOptions {
@@ -87,10 +127,18 @@ export function evalEnvConfig(opts: EvalEnvOptions): EnvConfig {
     if (field === undefined || !fields.includes(field)) throw new UserError(`eval ${option}: env ${kind} has no such setting`);
     env[field] = value;
   };
-  set('--data', DATA_FIELDS.find((f) => fields.includes(f)), opts.data);
+  set(
+    '--data',
+    DATA_FIELDS.find((f) => fields.includes(f)),
+    opts.data,
+  );
   set('--dataset', 'dataset', opts.dataset);
   set('--scoring', 'scoring', opts.scoring);
-  set('--url', 'servers', opts.url?.split(',').map((url) => ({ url: url.trim(), sessions: opts.concurrency })));
+  set(
+    '--url',
+    'servers',
+    opts.url?.split(',').map((url) => ({ url: url.trim(), sessions: opts.concurrency })),
+  );
   if (opts.envConfig !== undefined) {
     let extra: unknown;
     try {
@@ -98,7 +146,8 @@ export function evalEnvConfig(opts: EvalEnvOptions): EnvConfig {
     } catch (err) {
       throw new UserError(`eval --env-config: not JSON: ${(err as Error).message}`);
     }
-    if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) throw new UserError('eval --env-config: must be a JSON object of env fields');
+    if (typeof extra !== 'object' || extra === null || Array.isArray(extra))
+      throw new UserError('eval --env-config: must be a JSON object of env fields');
     Object.assign(env, extra);
   }
   return validateConfig({ env }, 'eval options').env;

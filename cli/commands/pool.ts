@@ -10,48 +10,68 @@ import { evolutionConfigJsonSchema } from '../../core/evolution/config';
 import { progress, print, printJson, action, withStore } from './shared';
 
 export function registerPoolCommands(program: Command): void {
-  const pool = program.command('pool').description('sibling harness pools: evolve one from the base harness (Directional Harness Evolution), show, list');
+  const pool = program
+    .command('pool')
+    .description('sibling harness pools: evolve one from the base harness (Directional Harness Evolution), show, list');
   pool
     .command('evolve')
     .description('evolve a sibling pool from the base harness and freeze it (workflow evolveHarnessPool; needs `harness-s dev` or workers)')
-    .requiredOption('--config <file>', 'an evolution config JSON file (see examples/evolve-sim.json), or a workflow input {"config": {...}}')
+    .requiredOption(
+      '--config <file>',
+      'an evolution config JSON file (see examples/evolve-sim.json), or a workflow input {"config": {...}}',
+    )
     .option('--wait', 'wait for the frozen pool and print it')
     .option('--json', 'wait, then print {"pool", "siblings": [...]} as JSON')
-    .action(action(async (opts: { config: string; wait?: boolean; json?: boolean }) => {
-      const { raw, config: parsed } = readEvolutionConfigFile(opts.config);
-      const missing = filesNamedBy(parsed).filter(({ file }) => !existsSync(file));
-      if (parsed.base !== undefined && !existsSync(parsed.base)) missing.push({ path: 'base', file: parsed.base });
-      if (missing.length) throw new UserError(`${opts.config}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')}`);
-      const { handle, attached } = await startEvolution(await connectClient(), raw, parsed);
-      progress(`${attached ? 'attached to the running' : 'started'} evolution ${handle.workflowId}; Web UI ${uiUrlFor(temporalAddressFromEnv())}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`);
-      if (!opts.wait && !opts.json) return print(handle.workflowId);
-      const result = await handle.result();
-      if (opts.json) printJson(evolutionJson(result));
-      else print(`${evolutionText(result)}
+    .action(
+      action(async (opts: { config: string; wait?: boolean; json?: boolean }) => {
+        const { raw, config: parsed } = readEvolutionConfigFile(opts.config);
+        const missing = filesNamedBy(parsed).filter(({ file }) => !existsSync(file));
+        if (parsed.base !== undefined && !existsSync(parsed.base)) missing.push({ path: 'base', file: parsed.base });
+        if (missing.length) throw new UserError(`${opts.config}: ${missing.map((m) => `${m.path}: ${m.file} does not exist`).join('; ')}`);
+        const { handle, attached } = await startEvolution(await connectClient(), raw, parsed);
+        progress(
+          `${attached ? 'attached to the running' : 'started'} evolution ${handle.workflowId}; Web UI ${uiUrlFor(temporalAddressFromEnv())}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`,
+        );
+        if (!opts.wait && !opts.json) return print(handle.workflowId);
+        const result = await handle.result();
+        if (opts.json) printJson(evolutionJson(result));
+        else
+          print(`${evolutionText(result)}
   ${effectText(result.effect)}`);
-    }));
+      }),
+    );
   pool
     .command('show <pool>')
-    .description('a frozen pool (its hash, a unique prefix, or the evolution name): members, lineage tree, effect matrix with locality and complementarity')
-    .action(action(async (ref: string) => {
-      await withStore(async (store) => print(await poolShowText(store.evolutions, ref)));
-    }));
+    .description(
+      'a frozen pool (its hash, a unique prefix, or the evolution name): members, lineage tree, effect matrix with locality and complementarity',
+    )
+    .action(
+      action(async (ref: string) => {
+        await withStore(async (store) => print(await poolShowText(store.evolutions, ref)));
+      }),
+    );
   pool
     .command('list')
     .option('--json', 'machine-readable')
-    .action(action(async (opts: { json?: boolean }) => {
-      const pools = await withStore((store) => poolList(store.evolutions));
-      if (opts.json) return printJson(pools);
-      if (pools.length === 0) return print('no frozen pools (evolve one with `harness-s pool evolve --config examples/evolve-sim.json --wait`)');
-      for (const p of pools) print(`${p.pool}  ${p.env.padEnd(8)} ${String(p.evolution ?? '-').padEnd(20)} ${p.createdAt}  ${p.siblings.join(' ')}`);
-    }));
+    .action(
+      action(async (opts: { json?: boolean }) => {
+        const pools = await withStore((store) => poolList(store.evolutions));
+        if (opts.json) return printJson(pools);
+        if (pools.length === 0)
+          return print('no frozen pools (evolve one with `harness-s pool evolve --config examples/evolve-sim.json --wait`)');
+        for (const p of pools)
+          print(`${p.pool}  ${p.env.padEnd(8)} ${String(p.evolution ?? '-').padEnd(20)} ${p.createdAt}  ${p.siblings.join(' ')}`);
+      }),
+    );
   pool
     .command('schema')
     .description('the JSON Schema of an evolution config')
     .option('--out <file>', 'write it to a file instead of stdout')
-    .action(action(async (opts: { out?: string }) => {
-      const schema = JSON.stringify(evolutionConfigJsonSchema(), null, 2);
-      if (opts.out) writeFileSync(opts.out, `${schema}\n`);
-      else print(schema);
-    }));
+    .action(
+      action(async (opts: { out?: string }) => {
+        const schema = JSON.stringify(evolutionConfigJsonSchema(), null, 2);
+        if (opts.out) writeFileSync(opts.out, `${schema}\n`);
+        else print(schema);
+      }),
+    );
 }

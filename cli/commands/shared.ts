@@ -21,7 +21,9 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
       await fn(...args);
       process.exit(process.exitCode ?? 0);
     } catch (err) {
-      progress(`harness-s: ${err instanceof WorkflowFailedError ? `run failed: ${rootCauseMessage(err)}` : err instanceof Error ? err.message : String(err)}`);
+      progress(
+        `harness-s: ${err instanceof WorkflowFailedError ? `run failed: ${rootCauseMessage(err)}` : err instanceof Error ? err.message : String(err)}`,
+      );
       process.exit(err instanceof UserError ? 2 : 1);
     }
   };
@@ -55,7 +57,6 @@ export function nonNegativeInt(name: string) {
     return n;
   };
 }
-
 
 /** The files a config names that this machine does not have. */
 export function missingFiles(config: RunConfig): Array<{ path: string; file: string }> {

@@ -17,44 +17,60 @@ import { progress, print, printJson, action, positiveInt } from './shared';
 export function registerStackCommands(program: Command): void {
   program
     .command('dev')
-    .description('bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers\' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none); the trajectory viewer on $HARNESS_S_UI_PORT (default 8240)')
-    .action(action(async () => {
-      const viewerAddress = viewerAddressFromEnv(); // a bad port fails before anything starts
-      const dbPoolSize = dbPoolSizeFromEnv();
-      const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
-      const viewer = await serveRunStore({
-        databaseUrl: stack.databaseUrl, dbPoolSize, temporalAddress: stack.temporal.address, namespace: namespaceFromEnv(), ...viewerAddress,
-        onError: (err, at) => progress(`viewer: ${at} failed: ${err.message}`),
-      }).catch((err: Error) => {
-        // The stack is up and runs go on; only the viewer is missing.
-        progress(`the trajectory viewer did not start: ${err.message}`);
-        return null;
-      });
-      progress(`ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}${viewer ? `, trajectory viewer ${viewer.url}/runs` : ''}. Ctrl-C stops.`);
-      let stopping = false;
-      // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
-      const stop = () => {
-        if (stopping) return;
-        stopping = true;
-        progress('stopping (workers finish their current tasks)...');
-        void Promise.all([viewer?.close(), stack.stop()]).then(() => process.exit(0));
-      };
-      process.on('SIGINT', stop);
-      process.on('SIGTERM', stop);
-      await stack.workersDone;
-    }));
+    .description(
+      "bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none); the trajectory viewer on $HARNESS_S_UI_PORT (default 8240)",
+    )
+    .action(
+      action(async () => {
+        const viewerAddress = viewerAddressFromEnv(); // a bad port fails before anything starts
+        const dbPoolSize = dbPoolSizeFromEnv();
+        const stack = await startEmbeddedStack({ logger: createLogger('harness-s'), log: progress, metricsPort: metricsPortFromEnv() });
+        const viewer = await serveRunStore({
+          databaseUrl: stack.databaseUrl,
+          dbPoolSize,
+          temporalAddress: stack.temporal.address,
+          namespace: namespaceFromEnv(),
+          ...viewerAddress,
+          onError: (err, at) => progress(`viewer: ${at} failed: ${err.message}`),
+        }).catch((err: Error) => {
+          // The stack is up and runs go on; only the viewer is missing.
+          progress(`the trajectory viewer did not start: ${err.message}`);
+          return null;
+        });
+        progress(
+          `ready. Temporal ${stack.temporal.address}, Web UI ${stack.temporal.uiUrl}${viewer ? `, trajectory viewer ${viewer.url}/runs` : ''}. Ctrl-C stops.`,
+        );
+        let stopping = false;
+        // A second Ctrl-C while stopping is ignored, so the dev server is never orphaned.
+        const stop = () => {
+          if (stopping) return;
+          stopping = true;
+          progress('stopping (workers finish their current tasks)...');
+          void Promise.all([viewer?.close(), stack.stop()]).then(() => process.exit(0));
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+        await stack.workersDone;
+      }),
+    );
 
   program
     .command('demo')
     .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
-    .option('--config <file>', 'run config (default: the shipped examples/sim-quickstart.json)', path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'))
+    .option(
+      '--config <file>',
+      'run config (default: the shipped examples/sim-quickstart.json)',
+      path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'),
+    )
     .option('--steps <n>', 'override the number of steps', positiveInt('--steps'))
     .option('--json', 'print the summary as JSON')
-    .action(action(async (opts: { config: string; steps?: number; json?: boolean }) => {
-      const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
-      if (opts.json) printJson(summary);
-      else print(summaryText(summary));
-    }));
+    .action(
+      action(async (opts: { config: string; steps?: number; json?: boolean }) => {
+        const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
+        if (opts.json) printJson(summary);
+        else print(summaryText(summary));
+      }),
+    );
 
   program.addCommand(benchCommand());
 }

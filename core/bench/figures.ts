@@ -104,9 +104,15 @@ const idle = (busy: number, elapsed: number) => Math.min(1, Math.max(0, 1 - busy
 
 /** Per-rollout figures from repeated measurements of the same rollouts (ms per pass, phase seconds per run). */
 export function overheadFigures(m: {
-  tasks: number; groupSize: number; concurrency: number; groupsAtOnce: number;
-  inProcessMs: number[]; inProcessWithStoreMs: number[]; storeWritesAloneMs: number[];
-  phaseSeconds: Array<{ rollout: number; train: number; publish: number }>; runIds: string[];
+  tasks: number;
+  groupSize: number;
+  concurrency: number;
+  groupsAtOnce: number;
+  inProcessMs: number[];
+  inProcessWithStoreMs: number[];
+  storeWritesAloneMs: number[];
+  phaseSeconds: Array<{ rollout: number; train: number; publish: number }>;
+  runIds: string[];
 }): OverheadFigures {
   const rollouts = m.tasks * m.groupSize;
   const perRollout = (ms: number[]) => mean(ms) / rollouts;
@@ -118,12 +124,23 @@ export function overheadFigures(m: {
   const storeWritesMsPerRollout = perRollout(m.inProcessWithStoreMs) - inProcessMsPerRollout;
   const trainerSeconds = mean(m.phaseSeconds.map((p) => p.train));
   return {
-    rollouts, tasks: m.tasks, groupSize: m.groupSize, concurrency: m.concurrency, groupsAtOnce: m.groupsAtOnce,
+    rollouts,
+    tasks: m.tasks,
+    groupSize: m.groupSize,
+    concurrency: m.concurrency,
+    groupsAtOnce: m.groupsAtOnce,
     repeats: Math.min(m.inProcessMs.length, temporalMs.length),
-    inProcessMsPerRollout, temporalMsPerRollout, overheadMsPerRollout, storeWritesMsPerRollout,
+    inProcessMsPerRollout,
+    temporalMsPerRollout,
+    overheadMsPerRollout,
+    storeWritesMsPerRollout,
     storeWritesAloneMsPerRollout: perRollout(m.storeWritesAloneMs),
     schedulingMsPerRollout: overheadMsPerRollout - storeWritesMsPerRollout,
-    spreadMsPerRollout: { inProcess: spread(m.inProcessMs), inProcessWithStore: spread(m.inProcessWithStoreMs), temporal: spread(temporalMs) },
+    spreadMsPerRollout: {
+      inProcess: spread(m.inProcessMs),
+      inProcessWithStore: spread(m.inProcessWithStoreMs),
+      temporal: spread(temporalMs),
+    },
     trainerSeconds,
     trainerMsPerRollout: (trainerSeconds * 1000) / rollouts,
     publishSeconds: mean(m.phaseSeconds.map((p) => p.publish)),
@@ -137,8 +154,12 @@ export function overheadFigures(m: {
  * its report over that window.
  */
 export function rowFigures(r: {
-  profile: string; maxStaleness: number; runId: string;
-  steps: readonly StoredStepSummary[]; wallWindowSeconds: number; latency: LatencyWindow | null;
+  profile: string;
+  maxStaleness: number;
+  runId: string;
+  steps: readonly StoredStepSummary[];
+  wallWindowSeconds: number;
+  latency: LatencyWindow | null;
 }): BenchRow {
   const speedup = r.latency?.speedup ?? 1;
   const windowSeconds = r.wallWindowSeconds * speedup;
@@ -147,7 +168,11 @@ export function rowFigures(r: {
   const l = r.latency;
   const tokens = l?.trainer.tokens === undefined ? null : l.trainer.tokens * (l.tokenScale ?? 1);
   return {
-    profile: r.profile, maxStaleness: r.maxStaleness, simulated: l !== null, speedup, steps: r.steps.length,
+    profile: r.profile,
+    maxStaleness: r.maxStaleness,
+    simulated: l !== null,
+    speedup,
+    steps: r.steps.length,
     stepSeconds: windowSeconds / r.steps.length,
     rolloutSeconds: mean(phases.map((p) => p.rollout)) * speedup,
     trainSeconds: mean(phases.map((p) => p.train)) * speedup,
@@ -156,7 +181,9 @@ export function rowFigures(r: {
     inferenceIdleShare: l ? idle(l.inference.busySeconds, l.simulatedSeconds) : null,
     trainerIdleShare: l ? idle(l.trainer.busySeconds, l.simulatedSeconds) : null,
     meanStaleness: mean(r.steps.map((s) => s.staleness ?? 0)),
-    rollouts, windowSeconds, runId: r.runId,
+    rollouts,
+    windowSeconds,
+    runId: r.runId,
   };
 }
 
@@ -175,44 +202,86 @@ export function historyFigures(runs: RunHistory[], rowsPrefix: string): HistoryF
 /** `--json`: {"overhead", "overheadBySize", "rows", "history"}, numbers to 4 decimals (float noise out). */
 export function benchJson(result: BenchResult): string {
   const { overhead, overheadBySize, rows, history } = result;
-  const rounded = (_key: string, value: unknown) => (typeof value === 'number' && !Number.isInteger(value) ? Number(value.toFixed(4)) : value);
+  const rounded = (_key: string, value: unknown) =>
+    typeof value === 'number' && !Number.isInteger(value) ? Number(value.toFixed(4)) : value;
   return JSON.stringify({ overhead, overheadBySize, rows, history }, rounded, 2);
 }
 
 const f = (x: number | null, digits = 2) => (x === null ? '-' : x.toFixed(digits));
 const pct = (x: number | null) => (x === null ? '-' : `${(x * 100).toFixed(0)}%`);
-const pad = (cells: Array<string | number>, widths: number[]) => cells.map((c, i) => String(c)[i === 0 ? 'padEnd' : 'padStart'](widths[i])).join('  ');
+const pad = (cells: Array<string | number>, widths: number[]) =>
+  cells.map((c, i) => String(c)[i === 0 ? 'padEnd' : 'padStart'](widths[i])).join('  ');
 
 /** The table `harness-s bench` prints. */
 export function benchText(result: BenchResult): string {
   const lines: string[] = [`harness-s bench: ${result.machine.cpus} CPUs, Node ${result.machine.node}; one machine, one run`];
   lines.push('', '(a) orchestration overhead per rollout: sim env, zero-latency sim cluster, wall clock (ms per rollout)');
   const wa = [9, 9, 10, 9, 9, 10, 12, 8, 10, 12];
-  lines.push(pad(['rollouts', 'tasks x G', 'in-process', 'temporal', 'overhead', 'scheduling', 'store writes', '(alone)', 'trainer s', 'spread +-'], wa));
+  lines.push(
+    pad(
+      ['rollouts', 'tasks x G', 'in-process', 'temporal', 'overhead', 'scheduling', 'store writes', '(alone)', 'trainer s', 'spread +-'],
+      wa,
+    ),
+  );
   for (const o of result.overheadBySize) {
-    lines.push(pad([o.rollouts, `${o.tasks} x ${o.groupSize}`, f(o.inProcessMsPerRollout), f(o.temporalMsPerRollout), f(o.overheadMsPerRollout),
-      f(o.schedulingMsPerRollout), f(o.storeWritesMsPerRollout), f(o.storeWritesAloneMsPerRollout), f(o.trainerSeconds),
-      f(Math.max(o.spreadMsPerRollout.inProcess, o.spreadMsPerRollout.inProcessWithStore, o.spreadMsPerRollout.temporal) / 2)], wa));
+    lines.push(
+      pad(
+        [
+          o.rollouts,
+          `${o.tasks} x ${o.groupSize}`,
+          f(o.inProcessMsPerRollout),
+          f(o.temporalMsPerRollout),
+          f(o.overheadMsPerRollout),
+          f(o.schedulingMsPerRollout),
+          f(o.storeWritesMsPerRollout),
+          f(o.storeWritesAloneMsPerRollout),
+          f(o.trainerSeconds),
+          f(Math.max(o.spreadMsPerRollout.inProcess, o.spreadMsPerRollout.inProcessWithStore, o.spreadMsPerRollout.temporal) / 2),
+        ],
+        wa,
+      ),
+    );
   }
   lines.push(
     '  overhead = temporal - in-process = scheduling + store writes. store writes: in-process with the writes less without',
-    '  (they overlap the episodes); (alone): the same writes with nothing else running. trainer s: the step\'s trainer',
+    "  (they overlap the episodes); (alone): the same writes with nothing else running. trainer s: the step's trainer",
     '  call, outside the rollout phase. Rescue off: every rollout is a base rollout. Means of the repeats; spread: half',
-    '  the widest max - min of one figure over its repeats (this machine\'s noise).',
+    "  the widest max - min of one figure over its repeats (this machine's noise).",
   );
   const simulated = result.rows.some((r) => r.simulated);
   const speedups = [...new Set(result.rows.map((r) => r.speedup))].join(', ');
-  lines.push('', simulated
-    ? `(b) step time and throughput, SIMULATED (the sim cluster's latency model at speedup ${speedups}x; seconds are simulated)`
-    : '(b) step time and throughput: no latency model answered /sim/latency, so wall seconds (not SIMULATED GPU time)');
+  lines.push(
+    '',
+    simulated
+      ? `(b) step time and throughput, SIMULATED (the sim cluster's latency model at speedup ${speedups}x; seconds are simulated)`
+      : '(b) step time and throughput: no latency model answered /sim/latency, so wall seconds (not SIMULATED GPU time)',
+  );
   const wb = [20, 6, 8, 9, 8, 10, 10, 8, 8, 9];
   lines.push(pad(['profile', 'k', 'step s', 'rollout s', 'train s', 'rollouts/s', 'tokens/s', 'inf idle', 'trn idle', 'staleness'], wb));
   for (const r of result.rows) {
-    lines.push(pad([`${r.profile}${r.simulated ? '' : ' (wall)'}`, r.maxStaleness === 0 ? '0 sync' : String(r.maxStaleness), f(r.stepSeconds, 1), f(r.rolloutSeconds, 1),
-      f(r.trainSeconds, 1), f(r.rolloutsPerSecond), f(r.trainedTokensPerSecond, 0), pct(r.inferenceIdleShare), pct(r.trainerIdleShare), f(r.meanStaleness)], wb));
+    lines.push(
+      pad(
+        [
+          `${r.profile}${r.simulated ? '' : ' (wall)'}`,
+          r.maxStaleness === 0 ? '0 sync' : String(r.maxStaleness),
+          f(r.stepSeconds, 1),
+          f(r.rolloutSeconds, 1),
+          f(r.trainSeconds, 1),
+          f(r.rolloutsPerSecond),
+          f(r.trainedTokensPerSecond, 0),
+          pct(r.inferenceIdleShare),
+          pct(r.trainerIdleShare),
+          f(r.meanStaleness),
+        ],
+        wb,
+      ),
+    );
   }
   const h = result.history;
-  lines.push('', `(c) Temporal history events: ${f(h.meanEventsPerRun, 0)} per run of (b) (run and step children), ${f(h.meanEventsPerStep, 1)} per step (${f(h.meanRunEventsPerStep, 1)} of them in the run's own history)`);
+  lines.push(
+    '',
+    `(c) Temporal history events: ${f(h.meanEventsPerRun, 0)} per run of (b) (run and step children), ${f(h.meanEventsPerStep, 1)} per step (${f(h.meanRunEventsPerStep, 1)} of them in the run's own history)`,
+  );
   const wc = [24, 10, 10, 30];
   lines.push(pad(['run', 'executions', 'run events', 'events per step child'], wc));
   for (const r of h.runs) lines.push(pad([r.label, r.executions, r.runEvents, r.stepEvents.join(' ')], wc));

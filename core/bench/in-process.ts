@@ -35,10 +35,18 @@ export function writeScaledWorld(world: SimWorld, trainTasks: number, heldOut: n
 
 /** The tasks of a step, the base harness and the rollouts' seeds, exactly as the workflow's activities pick them. */
 function stepPlan(config: RunConfig, env: Environment, step: number) {
-  const tasks = tasksFor(env.listTasks(), 'train', {
-    seed: config.seed, tasksPerStep: config.rollout.tasksPerStep, heldOut: config.eval.heldOut,
-    probeTasksPerKind: config.router.probeTasksPerKind, evalTasksPerKind: config.eval.tasksPerKind,
-  }, step);
+  const tasks = tasksFor(
+    env.listTasks(),
+    'train',
+    {
+      seed: config.seed,
+      tasksPerStep: config.rollout.tasksPerStep,
+      heldOut: config.eval.heldOut,
+      probeTasksPerKind: config.router.probeTasksPerKind,
+      evalTasksPerKind: config.eval.tasksPerKind,
+    },
+    step,
+  );
   const { base } = splitPool(selectPool(env.harnesses(), config.harnessPool).pool);
   return { tasks, base };
 }
@@ -62,7 +70,12 @@ export interface ScratchRun {
  * rolloutSummaries); otherwise nothing is stored.
  */
 export async function runRolloutsInProcess(args: {
-  config: RunConfig; env: Environment; step: number; policyVersion: string; groupsAtOnce: number; storeIn?: ScratchRun;
+  config: RunConfig;
+  env: Environment;
+  step: number;
+  policyVersion: string;
+  groupsAtOnce: number;
+  storeIn?: ScratchRun;
 }): Promise<InProcessResult> {
   const { config, env, step, storeIn } = args;
   const { tasks, base } = stepPlan(config, env, step);
@@ -71,19 +84,34 @@ export async function runRolloutsInProcess(args: {
   const groups: Trajectory[][] = tasks.map(() => []);
   const summaries = (taskId: string) => storeIn?.store.rolloutSummaries(storeIn.runId, 'train', step, taskId, [base.id]);
   const started = performance.now();
-  await mapWithConcurrency(tasks.map((task, i) => ({ task, i })), args.groupsAtOnce, async ({ task, i }) => {
-    await summaries(task.taskId);
-    await mapWithConcurrency(Array.from({ length: G }, (_, sample) => sample), config.rollout.concurrency, async (sample) => {
-      const trajectory = await runEpisode({
-        env, harness: base, policy, model: args.policyVersion, taskId: task.taskId, sample,
-        maxTurns: config.rollout.maxTurns, maxTokens: config.rollout.maxTokens, temperature: config.policy.temperature,
-        seed: hashSeed(config.seed, 'train', step, task.taskId, base.id, sample),
-      });
-      await storeIn?.store.insertTrajectories(storeIn.runId, 'train', step, 'base', [trajectory]);
-      groups[i].push(trajectory);
-    });
-    await summaries(task.taskId);
-  });
+  await mapWithConcurrency(
+    tasks.map((task, i) => ({ task, i })),
+    args.groupsAtOnce,
+    async ({ task, i }) => {
+      await summaries(task.taskId);
+      await mapWithConcurrency(
+        Array.from({ length: G }, (_, sample) => sample),
+        config.rollout.concurrency,
+        async (sample) => {
+          const trajectory = await runEpisode({
+            env,
+            harness: base,
+            policy,
+            model: args.policyVersion,
+            taskId: task.taskId,
+            sample,
+            maxTurns: config.rollout.maxTurns,
+            maxTokens: config.rollout.maxTokens,
+            temperature: config.policy.temperature,
+            seed: hashSeed(config.seed, 'train', step, task.taskId, base.id, sample),
+          });
+          await storeIn?.store.insertTrajectories(storeIn.runId, 'train', step, 'base', [trajectory]);
+          groups[i].push(trajectory);
+        },
+      );
+      await summaries(task.taskId);
+    },
+  );
   return { ms: performance.now() - started, trajectories: groups };
 }
 
@@ -104,7 +132,12 @@ export async function withScratchRun<T>(store: RunStore, what: string, work: (sc
  * insertTrajectories per rollout (`rollout.concurrency` at once),
  * rolloutSummaries again; `groupsAtOnce` groups at once.
  */
-export async function timeStoreWrites(scratch: ScratchRun, groups: Trajectory[][], concurrency: number, groupsAtOnce: number): Promise<number> {
+export async function timeStoreWrites(
+  scratch: ScratchRun,
+  groups: Trajectory[][],
+  concurrency: number,
+  groupsAtOnce: number,
+): Promise<number> {
   const { store, runId } = scratch;
   const started = performance.now();
   await mapWithConcurrency(groups, groupsAtOnce, async (group) => {

@@ -8,7 +8,10 @@ import { z } from 'zod';
 /** A frozen pool by its hash: the env's harnesses come from `<poolsRoot>/<hash>/`, verified against the hash. */
 export const FrozenPoolHash = z
   .string()
-  .regex(/^[0-9a-f]{16}$/, "a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve` or `harness-s pool list`")
+  .regex(
+    /^[0-9a-f]{16}$/,
+    "a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve` or `harness-s pool list`",
+  )
   .optional();
 
 /** A folder of harness files in place of the env's shipped pool. */
@@ -17,6 +20,10 @@ export const HarnessDir = z.string().min(1).optional();
 /** A pool comes from one place: a frozen pool or a folder of specs, not both. */
 export function oneHarnessSource(env: { pool?: string; harnessDir?: string }, ctx: z.RefinementCtx): void {
   if (env.pool !== undefined && env.harnessDir !== undefined) {
-    ctx.addIssue({ code: 'custom', path: ['pool'], message: 'name either a frozen pool (pool) or a folder of harness files (harnessDir), not both' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['pool'],
+      message: 'name either a frozen pool (pool) or a folder of harness files (harnessDir), not both',
+    });
   }
 }

@@ -14,7 +14,15 @@ import { AppWorldEnvConfig } from './appworld/config';
 import { ModuleEnvConfig, isModulePath, MODULE_KIND } from './module/config';
 import { OpenEnvEnvConfig } from './openenv/config';
 
-export const EnvConfig = z.discriminatedUnion('kind', [SimEnvConfig, DbBenchEnvConfig, CharsetEnvConfig, SweEnvConfig, AppWorldEnvConfig, OpenEnvEnvConfig, ModuleEnvConfig]);
+export const EnvConfig = z.discriminatedUnion('kind', [
+  SimEnvConfig,
+  DbBenchEnvConfig,
+  CharsetEnvConfig,
+  SweEnvConfig,
+  AppWorldEnvConfig,
+  OpenEnvEnvConfig,
+  ModuleEnvConfig,
+]);
 export type EnvConfig = z.infer<typeof EnvConfig>;
 
 /** Every env kind a config may name. */
@@ -25,7 +33,9 @@ const FILE_FIELDS = ['world', 'data', 'tasks', 'root'] as const;
 
 export function envFilesNamed(env: EnvConfig): Array<{ path: string; file: string }> {
   const fields = env as Record<string, unknown>;
-  const named = FILE_FIELDS.flatMap((field) => (typeof fields[field] === 'string' ? [{ path: `env.${field}`, file: fields[field] as string }] : []));
+  const named = FILE_FIELDS.flatMap((field) =>
+    typeof fields[field] === 'string' ? [{ path: `env.${field}`, file: fields[field] as string }] : [],
+  );
   if (env.kind === MODULE_KIND && isModulePath(env.module)) named.push({ path: 'env.module', file: env.module });
   return named;
 }

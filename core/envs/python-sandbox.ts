@@ -54,8 +54,19 @@ export function pythonSandboxArgv(spec: SandboxSpec): string[] {
   const { limits } = spec;
   const prefix = pythonPrefix(spec.venv);
   const args = [
-    '--info-fd', '3', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    '--die-with-parent', '--new-session', '--hostname', spec.hostname, '--seccomp', String(SECCOMP_FD),
+    '--info-fd',
+    '3',
+    '--unshare-pid',
+    '--unshare-net',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--die-with-parent',
+    '--new-session',
+    '--hostname',
+    spec.hostname,
+    '--seccomp',
+    String(SECCOMP_FD),
     // Not root: bubblewrap makes a user namespace (the sandbox's last: --disable-userns); root: setpriv below drops to `uid`.
     ...(asRoot() ? [] : ['--unshare-user', '--disable-userns']),
     ...systemMounts(['/etc/ld.so.cache', '/etc/localtime', '/etc/alternatives']),
@@ -68,11 +79,36 @@ export function pythonSandboxArgv(spec: SandboxSpec): string[] {
   args.push('--perms', '1777', '--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
   for (const mount of spec.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.at);
   args.push('--remount-ro', '/', '--chdir', spec.workdir, '--clearenv');
-  const env = { PATH: `${path.join(spec.venv, 'bin')}:/usr/bin:/bin`, HOME: '/tmp', LANG: 'C.UTF-8', TMPDIR: '/tmp', PYTHONDONTWRITEBYTECODE: '1', ...spec.env };
+  const env = {
+    PATH: `${path.join(spec.venv, 'bin')}:/usr/bin:/bin`,
+    HOME: '/tmp',
+    LANG: 'C.UTF-8',
+    TMPDIR: '/tmp',
+    PYTHONDONTWRITEBYTECODE: '1',
+    ...spec.env,
+  };
   for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
-  args.push('--', '/usr/bin/prlimit', `--nproc=${limits.maxProcesses}`, `--as=${limits.maxMemoryBytes}`, `--fsize=${limits.maxFileBytes}`, `--cpu=${limits.cpuSeconds}`, '--core=0', '--');
+  args.push(
+    '--',
+    '/usr/bin/prlimit',
+    `--nproc=${limits.maxProcesses}`,
+    `--as=${limits.maxMemoryBytes}`,
+    `--fsize=${limits.maxFileBytes}`,
+    `--cpu=${limits.cpuSeconds}`,
+    '--core=0',
+    '--',
+  );
   if (asRoot()) {
-    args.push('/usr/bin/setpriv', `--reuid=${spec.uid}`, `--regid=${spec.uid}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--');
+    args.push(
+      '/usr/bin/setpriv',
+      `--reuid=${spec.uid}`,
+      `--regid=${spec.uid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
+    );
   }
   args.push(path.join(spec.venv, 'bin', 'python'), '-c', spec.code, ...spec.args);
   return args;

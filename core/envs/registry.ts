@@ -21,7 +21,15 @@ import { moduleRegistration } from './module/registration';
 import { specHarness } from '../harness/spec-harness';
 import { loadHarnessPool, loadHarnessSpec, specFiles, type LoadedSpec } from '../harness/spec';
 import type { Harness } from '../harness/harness';
-import { checkFrozenVersions, ensureFrozenPoolFolder, FrozenPoolError, poolsRoot, readFrozenPool, type FrozenPool, type StoredFrozenPools } from '../harness/frozen-pool';
+import {
+  checkFrozenVersions,
+  ensureFrozenPoolFolder,
+  FrozenPoolError,
+  poolsRoot,
+  readFrozenPool,
+  type FrozenPool,
+  type StoredFrozenPools,
+} from '../harness/frozen-pool';
 import { declarativeSpace, HarnessSpaceError, type HarnessSpace } from '../evolution/harness-space';
 import { failureDirectionsFor, type FailureDirections } from '../evolution/failure-directions';
 import { processSettings, type Settings } from '../settings';
@@ -30,13 +38,24 @@ export { specFiles };
 
 /** Every registered env, by kind. */
 export const ENV_REGISTRATIONS: ReadonlyMap<string, AnyEnvRegistration> = new Map(
-  [simRegistration, charsetRegistration, dbBenchRegistration, sweRegistration, appWorldRegistration, openEnvRegistration, moduleRegistration].map((r) => [r.kind, r]),
+  [
+    simRegistration,
+    charsetRegistration,
+    dbBenchRegistration,
+    sweRegistration,
+    appWorldRegistration,
+    openEnvRegistration,
+    moduleRegistration,
+  ].map((r) => [r.kind, r]),
 );
 
 /** The registration of an env kind; a module env's is the module's own, loaded (once) by the worker. */
 export function registrationFor(env: Pick<EnvConfig, 'kind'> & Partial<EnvConfig>): AnyEnvRegistration {
   const registration = ENV_REGISTRATIONS.get(env.kind);
-  if (!registration) throw new Error(`env.kind '${env.kind}' has no registration (registered: ${[...ENV_REGISTRATIONS.keys()].join(', ')}; the config schema knows: ${ENV_KINDS.join(', ')})`);
+  if (!registration)
+    throw new Error(
+      `env.kind '${env.kind}' has no registration (registered: ${[...ENV_REGISTRATIONS.keys()].join(', ')}; the config schema knows: ${ENV_KINDS.join(', ')})`,
+    );
   return registration.resolve?.(env) ?? registration;
 }
 
@@ -106,7 +125,9 @@ function frozenPool(envId: string, hash: string): FrozenPool {
   const root = poolsRoot();
   const dir = path.join(root, hash);
   if (!existsSync(dir)) {
-    throw new FrozenPoolError(`env.pool: no frozen pool ${hash} here: looked in ${dir} ($HARNESS_S_POOLS_DIR sets the folder frozen pools are kept in; now ${root})`);
+    throw new FrozenPoolError(
+      `env.pool: no frozen pool ${hash} here: looked in ${dir} ($HARNESS_S_POOLS_DIR sets the folder frozen pools are kept in; now ${root})`,
+    );
   }
   const frozen = readFrozenPool(dir, hash);
   if (frozen.manifest.env !== envId) {
@@ -118,7 +139,10 @@ function frozenPool(envId: string, hash: string): FrozenPool {
 /** A frozen pool of HarnessSpec files, loaded like any spec folder, base first. */
 function frozenSpecPool(frozen: FrozenPool): LoadedSpec[] {
   const pool = loadHarnessPool(frozen.manifest.members.map((m) => path.join(frozen.dir, m.file)));
-  checkFrozenVersions(frozen, pool.map((loaded) => ({ id: loaded.spec.id, version: loaded.version })));
+  checkFrozenVersions(
+    frozen,
+    pool.map((loaded) => ({ id: loaded.spec.id, version: loaded.version })),
+  );
   return pool;
 }
 
@@ -131,7 +155,13 @@ export function resolveHarness(envConfig: EnvConfig, env: Environment, fileOrId:
 /** The harness of the env's pool with this id. */
 export function harnessById(env: Environment, id: string): Harness {
   const harness = env.harnesses().find((h) => h.id === id);
-  if (!harness) throw new Error(`env ${env.id} has no harness '${id}' (it has: ${env.harnesses().map((h) => h.id).join(', ')})`);
+  if (!harness)
+    throw new Error(
+      `env ${env.id} has no harness '${id}' (it has: ${env
+        .harnesses()
+        .map((h) => h.id)
+        .join(', ')})`,
+    );
   return harness;
 }
 
@@ -174,12 +204,14 @@ export function baseSpecFor(envConfig: EnvConfig, env: Environment, baseFile: st
     raw = registration.baseHarness(env);
   } else {
     const dir = envConfig.harnessDir ?? shippedPoolDir(registration, envConfig);
-    if (dir === undefined) throw new HarnessSpaceError(`env ${envIdOf(envConfig)} ships no harness spec folder; set env.harnessDir or name a base file`);
+    if (dir === undefined)
+      throw new HarnessSpaceError(`env ${envIdOf(envConfig)} ships no harness spec folder; set env.harnessDir or name a base file`);
     source = dir;
     raw = loadHarnessPool(specFiles(dir))[0].spec;
   }
   const checked = space.check(raw);
   if (!checked.ok) throw new HarnessSpaceError(`base harness from ${source} is invalid:\n${checked.error}`);
-  if (checked.spec.direction !== 'base') throw new HarnessSpaceError(`base harness from ${source}: direction must be 'base', not '${String(checked.spec.direction)}'`);
+  if (checked.spec.direction !== 'base')
+    throw new HarnessSpaceError(`base harness from ${source}: direction must be 'base', not '${String(checked.spec.direction)}'`);
   return checked.spec;
 }

@@ -42,9 +42,7 @@ export const CGROUP_PARENT = 'harness-s';
 /** Where sandbox groups can be made: one folder (v2) or the memory and pids hierarchies' (v1). */
 type Layout = { version: 2; root: string } | { version: 1; memory: string; pids: string };
 
-export type CgroupSupport =
-  | { available: true; version: 1 | 2; parents: string[] }
-  | { available: false; reason: string };
+export type CgroupSupport = { available: true; version: 1 | 2; parents: string[] } | { available: false; reason: string };
 
 interface Mount {
   dir: string;
@@ -54,12 +52,18 @@ interface Mount {
 
 /** The cgroup file systems mounted here, as /proc/self/mounts lists them. */
 function cgroupMounts(mountsText: string): Mount[] {
-  return mountsText
-    .split('\n')
-    .map((line) => line.split(' '))
-    .filter((f) => f.length >= 4 && (f[2] === 'cgroup' || f[2] === 'cgroup2'))
-    // /proc/self/mounts escapes spaces and the like in octal (\040).
-    .map((f) => ({ dir: f[1].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))), type: f[2], options: f[3].split(',') }));
+  return (
+    mountsText
+      .split('\n')
+      .map((line) => line.split(' '))
+      .filter((f) => f.length >= 4 && (f[2] === 'cgroup' || f[2] === 'cgroup2'))
+      // /proc/self/mounts escapes spaces and the like in octal (\040).
+      .map((f) => ({
+        dir: f[1].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))),
+        type: f[2],
+        options: f[3].split(','),
+      }))
+  );
 }
 
 /**
@@ -78,7 +82,9 @@ export function chooseLayout(mountsText: string, controllersOf: (dir: string) =>
   const pids = v1('pids');
   if (memory && pids) return { version: 1, memory, pids };
   if (mounts.length === 0) return { reason: 'no cgroup file system is mounted' };
-  return { reason: `neither cgroup v2 with its memory and pids controllers nor cgroup v1's memory and pids hierarchies are mounted (cgroup mounts: ${mounts.map((m) => `${m.dir} (${m.type})`).join(', ')})` };
+  return {
+    reason: `neither cgroup v2 with its memory and pids controllers nor cgroup v1's memory and pids hierarchies are mounted (cgroup mounts: ${mounts.map((m) => `${m.dir} (${m.type})`).join(', ')})`,
+  };
 }
 
 function readText(file: string): string | null {
@@ -150,7 +156,10 @@ let warned = false;
 function warnOnce(reason: string): void {
   if (warned) return;
   warned = true;
-  process.emitWarning(`sandboxes get no cgroup of their own (${reason}): their memory and processes are limited per process only (prlimit)`, { code: 'HARNESS_S_NO_SANDBOX_CGROUP' });
+  process.emitWarning(
+    `sandboxes get no cgroup of their own (${reason}): their memory and processes are limited per process only (prlimit)`,
+    { code: 'HARNESS_S_NO_SANDBOX_CGROUP' },
+  );
 }
 
 let counter = 0;
@@ -194,7 +203,8 @@ export class SandboxCgroup {
   static make(limits: CgroupLimits, suffix: string): SandboxCgroup {
     if (!layout) throw new Error('no cgroup layout');
     const name = `${workerTag()}-${suffix === 'probe' ? '0' : suffix}`;
-    const [memoryParent, pidsParent] = layout.version === 2 ? [path.join(layout.root, CGROUP_PARENT), path.join(layout.root, CGROUP_PARENT)] : parentsOf(layout);
+    const [memoryParent, pidsParent] =
+      layout.version === 2 ? [path.join(layout.root, CGROUP_PARENT), path.join(layout.root, CGROUP_PARENT)] : parentsOf(layout);
     const group = new SandboxCgroup(name, layout.version, path.join(memoryParent, name), path.join(pidsParent, name), limits);
     for (const dir of new Set([group.memoryDir, group.pidsDir])) mkdirSync(dir);
     try {
@@ -234,7 +244,15 @@ export class SandboxCgroup {
     const procs = [...new Set([this.memoryDir, this.pidsDir])].map((dir) => path.join(dir, 'cgroup.procs'));
     // The paths are ours (no quote in them): they go into the script as single-quoted words.
     const join = procs.map((file) => `echo $$ > '${file}'`).join(' && ');
-    return ['/bin/sh', ['-c', `${join} || { echo "harness-s: the sandbox could not join its cgroup ${this.name}" >&2; exit 125; }; exec "$@"`, 'sh', ...argv]];
+    return [
+      '/bin/sh',
+      [
+        '-c',
+        `${join} || { echo "harness-s: the sandbox could not join its cgroup ${this.name}" >&2; exit 125; }; exec "$@"`,
+        'sh',
+        ...argv,
+      ],
+    ];
   }
 
   private read(dir: string, file: string): string | null {
@@ -252,7 +270,10 @@ export class SandboxCgroup {
   memoryLimitReached(): boolean {
     if (this.version === 2) return (this.counter(this.memoryDir, 'memory.events', 'oom_kill') ?? 0) > 0;
     // v1: the oom_kill count (Linux 4.13 and later); a group stuck in OOM counts too.
-    return (this.counter(this.memoryDir, 'memory.oom_control', 'oom_kill') ?? 0) > 0 || this.counter(this.memoryDir, 'memory.oom_control', 'under_oom') === 1;
+    return (
+      (this.counter(this.memoryDir, 'memory.oom_control', 'oom_kill') ?? 0) > 0 ||
+      this.counter(this.memoryDir, 'memory.oom_control', 'under_oom') === 1
+    );
   }
 
   /** Whether a fork or clone failed at the group's process limit. */
@@ -322,7 +343,9 @@ export function sweepCgroups(parents: readonly string[] = layout ? parentsOf(lay
   for (const parent of parents) {
     let names: string[];
     try {
-      names = readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+      names = readdirSync(parent, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name);
     } catch {
       continue;
     }

@@ -18,7 +18,18 @@
  * left: no removal ever follows into a mount.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmdirSync, rmSync, statfsSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  ftruncateSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  statfsSync,
+  unlinkSync,
+} from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -59,7 +70,10 @@ export function makeSizedFolder(folder: string, bound: FolderBound, owner?: numb
     const made = mountImage(folder, bound, owner);
     if (made === null) return true;
     unavailable = made;
-    process.emitWarning(`${made}. Workspaces and AppWorld output folders are plain folders from now on: their size is watched by polling only (docs/swe.md)`, { code: 'HARNESS_S_UNSIZED_FOLDERS' });
+    process.emitWarning(
+      `${made}. Workspaces and AppWorld output folders are plain folders from now on: their size is watched by polling only (docs/swe.md)`,
+      { code: 'HARNESS_S_UNSIZED_FOLDERS' },
+    );
   }
   mkdirSync(folder, { mode: 0o755 });
   return false;
@@ -78,10 +92,25 @@ function mountImage(folder: string, bound: FolderBound, owner: number | undefine
   const uid = owner ?? process.getuid!();
   const gid = owner ?? process.getgid!();
   // No journal and no room to grow (less metadata); inode tables left unwritten: a new sparse file already reads as zeros.
-  const mkfs = spawnSync('mkfs.ext4', [
-    '-q', '-F', '-b', '4096', '-m', '0', '-O', '^has_journal,^resize_inode', '-N', String(bound.entries + RESERVED_INODES),
-    '-E', `lazy_itable_init=1,nodiscard,root_owner=${uid}:${gid}`, image,
-  ], { encoding: 'utf8' });
+  const mkfs = spawnSync(
+    'mkfs.ext4',
+    [
+      '-q',
+      '-F',
+      '-b',
+      '4096',
+      '-m',
+      '0',
+      '-O',
+      '^has_journal,^resize_inode',
+      '-N',
+      String(bound.entries + RESERVED_INODES),
+      '-E',
+      `lazy_itable_init=1,nodiscard,root_owner=${uid}:${gid}`,
+      image,
+    ],
+    { encoding: 'utf8' },
+  );
   if (mkfs.error || mkfs.status !== 0) {
     unlinkSync(image);
     return fail(`cannot format a ${bytes}-byte image for ${folder} (mkfs.ext4, from e2fsprogs)`, mkfs);
@@ -171,7 +200,11 @@ export function sizedFolderSupport(): SizedFolderSupport {
     if (failed) return { ok: false, detail: failed };
     const size = statfsSync(folder);
     if (!releaseMounts(dir)) return { ok: false, detail: `cannot unmount the probe's file system on ${folder}` };
-    return { ok: true, detail: `loop-mounted ext4 images (a ${Math.round((size.blocks * size.bsize) / 1024 ** 2)} MiB probe)`, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+    return {
+      ok: true,
+      detail: `loop-mounted ext4 images (a ${Math.round((size.blocks * size.bsize) / 1024 ** 2)} MiB probe)`,
+      seconds: Number(process.hrtime.bigint() - started) / 1e9,
+    };
   } finally {
     if (releaseMounts(dir)) rmSync(dir, { recursive: true, force: true });
   }

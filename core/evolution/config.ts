@@ -25,7 +25,13 @@ export const ProposerConfig = z.strictObject({
 export type ProposerConfig = z.infer<typeof ProposerConfig>;
 
 /** The policy that acts under the candidates: the same endpoint and sampling a run uses. */
-export const ExecutorConfig = PolicyConfig.pick({ baseUrl: true, model: true, apiKeyEnv: true, temperature: true, requestTimeoutSeconds: true });
+export const ExecutorConfig = PolicyConfig.pick({
+  baseUrl: true,
+  model: true,
+  apiKeyEnv: true,
+  temperature: true,
+  requestTimeoutSeconds: true,
+});
 
 const SiblingDirection = RepairDirection.exclude(['base']);
 const SIM_PROPOSER = 'sim-proposer';
@@ -35,12 +41,18 @@ const FailureType = z.enum(['format_error', 'execution_error', 'wrong_answer', '
 export const EvolutionConfig = z
   .strictObject({
     /** The evolution's id: a second start with the same name resumes it (same config) or is refused (another config). */
-    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)').default('sim-evolve'),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)')
+      .default('sim-evolve'),
     env: EnvConfig.default({ kind: SIM_KIND }),
     /** A harness spec file (the env's spec format) to evolve from; the env's own base harness when absent. */
     base: z.string().min(1).optional(),
     executor: ExecutorConfig.prefault({}),
-    proposers: z.array(ProposerConfig).min(1).default([{ baseUrl: `${SIM_CLUSTER_URL}/v1`, model: SIM_PROPOSER, temperature: 0.7, timeoutSeconds: 120, maxTokens: 4096 }]),
+    proposers: z
+      .array(ProposerConfig)
+      .min(1)
+      .default([{ baseUrl: `${SIM_CLUSTER_URL}/v1`, model: SIM_PROPOSER, temperature: 0.7, timeoutSeconds: 120, maxTokens: 4096 }]),
     directions: z
       .array(SiblingDirection)
       .min(1)

@@ -50,7 +50,11 @@ export function dominantFailure(group: Pick<EvolutionGroup, 'failures'>): Failur
   return best;
 }
 
-export function diagnoseFailures(groups: readonly EvolutionGroup[], mapping: FailureDirections, directions: readonly SiblingDirection[]): Diagnosis {
+export function diagnoseFailures(
+  groups: readonly EvolutionGroup[],
+  mapping: FailureDirections,
+  directions: readonly SiblingDirection[],
+): Diagnosis {
   const targets: Diagnosis['targets'] = Object.fromEntries(directions.map((d) => [d, [] as TargetTask[]]));
   const failures: Diagnosis['failures'] = {};
   const solved: Diagnosis['solved'] = [];

@@ -16,7 +16,6 @@
 import { pairedDifference, type PairedDifference } from '../stats';
 import type { EvolutionGroup, TargetTask } from './diagnosis';
 
-
 export interface Tally {
   rollouts: number;
   successes: number;
@@ -51,7 +50,9 @@ export function measurePoolEffect(args: {
   const cellByTask = new Map(args.targets.map((t) => [t.taskId, cellOf(t)]));
   const cells = [...new Set(cellByTask.values())].sort();
   const harnesses = [args.base, ...args.siblings];
-  const success: PoolEffect['success'] = Object.fromEntries(harnesses.map((h) => [h, Object.fromEntries(cells.map((c) => [c, { rollouts: 0, successes: 0 }]))]));
+  const success: PoolEffect['success'] = Object.fromEntries(
+    harnesses.map((h) => [h, Object.fromEntries(cells.map((c) => [c, { rollouts: 0, successes: 0 }]))]),
+  );
   for (const g of args.groups) {
     const cell = cellByTask.get(g.taskId);
     const row = success[g.candidateId];
@@ -70,12 +71,20 @@ export function measurePoolEffect(args: {
       Object.fromEntries(
         cells.map((c) => {
           const tasks = args.targets.filter((t) => cellOf(t) === c).map((t) => t.taskId);
-          return [c, pairedDifference(tasks.map((id) => taskRate(s, id)), tasks.map((id) => taskRate(args.base, id)))];
+          return [
+            c,
+            pairedDifference(
+              tasks.map((id) => taskRate(s, id)),
+              tasks.map((id) => taskRate(args.base, id)),
+            ),
+          ];
         }),
       ),
     ]),
   );
-  const helps = Object.fromEntries(args.siblings.map((s) => [s, cells.filter((c) => difference[s][c].excludesZero && difference[s][c].lo > 0)]));
+  const helps = Object.fromEntries(
+    args.siblings.map((s) => [s, cells.filter((c) => difference[s][c].excludesZero && difference[s][c].lo > 0)]),
+  );
   const counts = Object.values(helps).map((list) => list.length);
   const unionCells = new Set(Object.values(helps).flat()).size;
   const bestSingleCells = counts.length ? Math.max(...counts) : 0;

@@ -16,7 +16,12 @@ import type { RepairDirection } from '../harness/direction';
 import type { FailureType } from '../policy/trajectory';
 
 export type SiblingDirection = Exclude<RepairDirection, 'base'>;
-export const SIBLING_DIRECTIONS: readonly SiblingDirection[] = ['action_realization', 'environment_contract', 'trajectory_regulation', 'procedural_skill'];
+export const SIBLING_DIRECTIONS: readonly SiblingDirection[] = [
+  'action_realization',
+  'environment_contract',
+  'trajectory_regulation',
+  'procedural_skill',
+];
 
 export type FailureDirections = Record<FailureType, SiblingDirection[]>;
 
@@ -29,7 +34,10 @@ const DEFAULT_MAPPING: FailureDirections = {
 };
 
 /** The mapping an evolution uses: the default, then its env's (`envMapping`), then the config's overrides. */
-export function failureDirectionsFor(envMapping: Partial<FailureDirections> = {}, overrides: Partial<FailureDirections> = {}): FailureDirections {
+export function failureDirectionsFor(
+  envMapping: Partial<FailureDirections> = {},
+  overrides: Partial<FailureDirections> = {},
+): FailureDirections {
   return { ...DEFAULT_MAPPING, ...envMapping, ...overrides };
 }
 

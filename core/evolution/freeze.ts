@@ -34,7 +34,11 @@ export interface FreezeRequest {
 }
 
 /** The candidate's ancestors, oldest first (the base first), then itself. */
-export function lineageOf(candidateId: string, candidates: readonly Pick<StoredCandidate, 'candidateId' | 'parent'>[], baseId: string): string[] {
+export function lineageOf(
+  candidateId: string,
+  candidates: readonly Pick<StoredCandidate, 'candidateId' | 'parent'>[],
+  baseId: string,
+): string[] {
   const chain = [candidateId];
   let current = candidates.find((c) => c.candidateId === candidateId);
   while (current && current.parent !== baseId) {
@@ -54,7 +58,16 @@ export function frozenPoolOf(args: {
   const baseId = String(args.baseSpec.id);
   const specs: Record<string, unknown> = { [baseId]: args.baseSpec };
   const members: PoolManifest['members'] = [
-    { id: baseId, parent: null, direction: 'base', version: contentHash(args.baseSpec), file: `${baseId}.json`, targets: [], bornRound: 0, measured: null },
+    {
+      id: baseId,
+      parent: null,
+      direction: 'base',
+      version: contentHash(args.baseSpec),
+      file: `${baseId}.json`,
+      targets: [],
+      bornRound: 0,
+      measured: null,
+    },
   ];
   for (const result of args.request.siblings) {
     const candidate = args.candidates.find((c) => c.candidateId === result.candidateId);
@@ -87,5 +100,8 @@ export function frozenPoolOf(args: {
     });
   }
   const hash = poolHash(args.env, members);
-  return { manifest: { hash, env: args.env, evolution: args.request.evolutionId, createdAt: args.createdAt, members, effect: args.request.effect }, specs };
+  return {
+    manifest: { hash, env: args.env, evolution: args.request.evolutionId, createdAt: args.createdAt, members, effect: args.request.effect },
+    specs,
+  };
 }

@@ -95,12 +95,13 @@ export function declarativeSpace(env: string, systemPrompt: string): HarnessSpac
     check(raw) {
       const checked = zodCheck(HarnessSpec, raw);
       if (!checked.ok) return checked;
-      if (checked.spec.env !== env) return { ok: false, error: `  - env: must be '${env}' (the env this pool is evolved for), not '${checked.spec.env}'` };
+      if (checked.spec.env !== env)
+        return { ok: false, error: `  - env: must be '${env}' (the env this pool is evolved for), not '${checked.spec.env}'` };
       return { ok: true, spec: checked.spec as unknown as Record<string, unknown> };
     },
     // On the env protocol's own system prompt, as the env's pool is.
-    harness: (spec) => specHarness({ spec: spec as unknown as HarnessSpec, version: contentHash(spec), file: `evolved:${String(spec.id)}` }, systemPrompt),
+    harness: (spec) =>
+      specHarness({ spec: spec as unknown as HarnessSpec, version: contentHash(spec), file: `evolved:${String(spec.id)}` }, systemPrompt),
     directionProblem: () => null,
   };
 }
-

@@ -19,5 +19,4 @@ export interface PreparedEvolution {
 }
 
 export type ProposalOutcome =
-  | { status: 'accepted'; candidate: CandidateRef; attempts: number }
-  | { status: 'dropped'; slot: number; reason: string; attempts: number };
+  { status: 'accepted'; candidate: CandidateRef; attempts: number } | { status: 'dropped'; slot: number; reason: string; attempts: number };

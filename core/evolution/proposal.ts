@@ -62,7 +62,8 @@ export function truncateTurns(messages: readonly ChatMessage[], turnChars: numbe
   const turns = messages.filter((m) => m.role !== 'system');
   const kept = turns.slice(-maxTurns);
   // A turn made of function calls (SWE) shows its calls, or the proposer would see empty turns.
-  const text = (m: ChatMessage) => [m.content, ...(m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`)].filter(Boolean).join('\n');
+  const text = (m: ChatMessage) =>
+    [m.content, ...(m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`)].filter(Boolean).join('\n');
   return kept.map((m) => {
     const content = text(m);
     return { role: m.role, content: content.length > turnChars ? `${content.slice(0, turnChars)} [TRUNCATED]` : content };
@@ -109,13 +110,15 @@ export function proposalMessages(request: ProposalRequest): ChatMessage[] {
 export function refusalMessages(answer: string, reason: string): ChatMessage[] {
   return [
     { role: 'assistant', content: answer },
-    { role: 'user', content: `${REFUSAL_PREFIX} ${reason}\nAnswer again with one \`\`\`json block holding {"spec": ...} or {"patch": ...}.` },
+    {
+      role: 'user',
+      content: `${REFUSAL_PREFIX} ${reason}\nAnswer again with one \`\`\`json block holding {"spec": ...} or {"patch": ...}.`,
+    },
   ];
 }
 
 export type ProposalVerdict =
-  | { verdict: 'accepted'; spec: Record<string, unknown> }
-  | { verdict: 'invalid' | 'off_direction'; reason: string };
+  { verdict: 'accepted'; spec: Record<string, unknown> } | { verdict: 'invalid' | 'off_direction'; reason: string };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -139,7 +142,8 @@ export function answerJson(answer: string): { ok: true; value: unknown } | { ok:
   } catch (err) {
     return {
       ok: false,
-      reason: blocks.length > 0 ? `the last \`\`\`json block is not valid JSON: ${(err as Error).message}` : 'the answer holds no ```json block',
+      reason:
+        blocks.length > 0 ? `the last \`\`\`json block is not valid JSON: ${(err as Error).message}` : 'the answer holds no ```json block',
     };
   }
 }
@@ -171,7 +175,11 @@ export function judgeAnswer(args: JudgedArgs & { answer: string }): ProposalVerd
 }
 
 /** Reads the spec an answer proposes: its whole spec, or its merge patch applied to the parent; a refusal when the answer has neither shape. */
-function proposedSpec(answer: string, parent: Record<string, unknown>, direction: SiblingDirection): { ok: true; spec: Record<string, unknown> } | { ok: false; refusal: Refusal } {
+function proposedSpec(
+  answer: string,
+  parent: Record<string, unknown>,
+  direction: SiblingDirection,
+): { ok: true; spec: Record<string, unknown> } | { ok: false; refusal: Refusal } {
   const refuse = (reason: string) => ({ ok: false as const, refusal: { verdict: 'invalid' as const, reason } });
   const json = answerJson(answer);
   if (!json.ok) return refuse(json.reason);
@@ -206,7 +214,10 @@ function directionRefusal(args: JudgedArgs, spec: Record<string, unknown>): Refu
   const problem = space.directionProblem(direction, spec, parent);
   if (problem) return { verdict: 'off_direction', reason: problem };
   if (changed.every((f) => f === 'description' || f === 'targets')) {
-    return { verdict: 'invalid', reason: `it changes nothing of its parent besides description and targets (change some of: ${space.mayChange[direction].join(', ')})` };
+    return {
+      verdict: 'invalid',
+      reason: `it changes nothing of its parent besides description and targets (change some of: ${space.mayChange[direction].join(', ')})`,
+    };
   }
   return null;
 }

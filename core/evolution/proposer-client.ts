@@ -25,12 +25,27 @@ export const proposerLabel = (p: Pick<ProposerConfig, 'model' | 'baseUrl'>) => `
 
 const REFUSED = [400, 401, 403, 404, 422];
 
-export async function askProposer(proposer: ProposerConfig, messages: readonly ChatMessage[], where: string, signal?: AbortSignal): Promise<string> {
-  const client = new OpenAI({ baseURL: proposer.baseUrl, apiKey: apiKeyOf(proposer, where), timeout: proposer.timeoutSeconds * 1000, maxRetries: 0 });
+export async function askProposer(
+  proposer: ProposerConfig,
+  messages: readonly ChatMessage[],
+  where: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  const client = new OpenAI({
+    baseURL: proposer.baseUrl,
+    apiKey: apiKeyOf(proposer, where),
+    timeout: proposer.timeoutSeconds * 1000,
+    maxRetries: 0,
+  });
   try {
     const response = await client.chat.completions.create(
       // Proposals are plain chat (no tools): each message goes as its role and text.
-      { model: proposer.model, messages: messages.map(({ role, content }) => ({ role: role === 'tool' ? 'user' : role, content })), temperature: proposer.temperature, max_tokens: proposer.maxTokens },
+      {
+        model: proposer.model,
+        messages: messages.map(({ role, content }) => ({ role: role === 'tool' ? 'user' : role, content })),
+        temperature: proposer.temperature,
+        max_tokens: proposer.maxTokens,
+      },
       { signal },
     );
     return response.choices[0]?.message?.content ?? '';
@@ -44,7 +59,9 @@ export async function askProposer(proposer: ProposerConfig, messages: readonly C
           : err.status === 404
             ? `${where}.model and ${where}.baseUrl`
             : `${where}.model's limits: the request held ${size} characters (lower failuresInPrompt or turnChars) and temperature ${proposer.temperature}, maxTokens ${proposer.maxTokens}`;
-      throw new ProposerRefusedError(`proposer ${where} (${label}) refused the request: HTTP ${err.status}: ${err.message}; check ${check}`);
+      throw new ProposerRefusedError(
+        `proposer ${where} (${label}) refused the request: HTTP ${err.status}: ${err.message}; check ${check}`,
+      );
     }
     throw new ProposerUnavailableError(`proposer ${where} (${label}) is unavailable: ${(err as Error).message}`);
   }

@@ -123,7 +123,13 @@ export function selectForDirection(args: {
   for (const r of ordered) if (best === null || better(r, best)) best = r;
   const ranked = [...ordered, ...(args.previous ? [args.previous] : [])]
     .sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0))
-    .map(({ candidateId, score, targetRescueRate, baseRateOnTargets, regressionRate }) => ({ candidateId, score, targetRescueRate, baseRateOnTargets, regressionRate }));
+    .map(({ candidateId, score, targetRescueRate, baseRateOnTargets, regressionRate }) => ({
+      candidateId,
+      score,
+      targetRescueRate,
+      baseRateOnTargets,
+      regressionRate,
+    }));
   const reason =
     best === null
       ? 'no candidate was validated in this direction yet'
@@ -132,7 +138,15 @@ export function selectForDirection(args: {
         : `${best.candidateId} scored highest: rescue ${best.targetRescueRate.toFixed(3)} on its targets (base ${best.baseRateOnTargets.toFixed(3)}), regression ${best.regressionRate.toFixed(3)}`;
   return {
     best,
-    decision: { round: args.round, direction: args.direction, kept: best?.candidateId ?? null, previous: args.previous?.candidateId ?? null, ranked, dropped: [...args.dropped], reason },
+    decision: {
+      round: args.round,
+      direction: args.direction,
+      kept: best?.candidateId ?? null,
+      previous: args.previous?.candidateId ?? null,
+      ranked,
+      dropped: [...args.dropped],
+      reason,
+    },
   };
 }
 
@@ -154,7 +168,12 @@ export interface FreshEffect {
   difference: PairedDifference;
 }
 
-export function freshEffectOnTargets(args: { candidateId: string; targets: readonly TargetTask[]; groups: readonly EvolutionGroup[]; baseline: readonly EvolutionGroup[] }): FreshEffect {
+export function freshEffectOnTargets(args: {
+  candidateId: string;
+  targets: readonly TargetTask[];
+  groups: readonly EvolutionGroup[];
+  baseline: readonly EvolutionGroup[];
+}): FreshEffect {
   const rateOn = (groups: readonly EvolutionGroup[], taskId: string) => {
     const g = groups.filter((x) => x.taskId === taskId);
     const n = g.reduce((a, x) => a + x.rollouts, 0);

@@ -6,7 +6,6 @@ import type { ChatMessage, FailureType, ToolDefinition } from '../policy/traject
 import type { Harness } from './harness';
 import type { TaskRef } from './task';
 
-
 export interface StepOutcome {
   observation: string;
   /** How the env judged the observation, for harness hints; 'ok' when absent. */

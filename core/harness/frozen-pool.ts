@@ -52,8 +52,12 @@ export function poolHash(env: string, members: ReadonlyArray<{ id: string; versi
 /** The pool hash of an env's harnesses (to record which pool a run trained with); every harness needs a version. */
 export function poolHashOfHarnesses(env: string, harnesses: ReadonlyArray<{ id: string; version?: string }>): string {
   const unversioned = harnesses.filter((h) => h.version === undefined).map((h) => h.id);
-  if (unversioned.length > 0) throw new Error(`harnesses of env ${env} without a version cannot be hashed into a pool: ${unversioned.join(', ')}`);
-  return poolHash(env, harnesses.map((h) => ({ id: h.id, version: h.version! })));
+  if (unversioned.length > 0)
+    throw new Error(`harnesses of env ${env} without a version cannot be hashed into a pool: ${unversioned.join(', ')}`);
+  return poolHash(
+    env,
+    harnesses.map((h) => ({ id: h.id, version: h.version! })),
+  );
 }
 
 /** Where frozen pools are kept: $HARNESS_S_POOLS_DIR, else .data/pools under the working directory, absolute. */
@@ -99,7 +103,11 @@ export const PoolManifest = z
       if (ids.has(member.id)) ctx.addIssue({ code: 'custom', path: ['members', i, 'id'], message: `duplicate harness id '${member.id}'` });
       ids.add(member.id);
       if (member.file !== `${member.id}.json`) {
-        ctx.addIssue({ code: 'custom', path: ['members', i, 'file'], message: `must be '${member.id}.json' (a member's file is named by its id)` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['members', i, 'file'],
+          message: `must be '${member.id}.json' (a member's file is named by its id)`,
+        });
       }
     });
     manifest.members.forEach((member, i) => {
@@ -109,7 +117,8 @@ export const PoolManifest = z
     });
     const issue = basePoolIssue(manifest.members);
     if (issue) ctx.addIssue({ code: 'custom', path: ['members'], message: issue });
-    else if (manifest.members[0].direction !== 'base') ctx.addIssue({ code: 'custom', path: ['members'], message: 'list the base harness first' });
+    else if (manifest.members[0].direction !== 'base')
+      ctx.addIssue({ code: 'custom', path: ['members'], message: 'list the base harness first' });
   });
 export type PoolManifest = z.infer<typeof PoolManifest>;
 
@@ -130,7 +139,8 @@ function unfreezableReason(manifest: PoolManifest, specs: Record<string, unknown
   for (const member of manifest.members) {
     if (!(member.id in specs)) return `no spec for member '${member.id}'`;
     const version = contentHash(specs[member.id]);
-    if (version !== member.version) return `member '${member.id}' has version ${member.version} in the manifest, but its spec hashes to ${version}`;
+    if (version !== member.version)
+      return `member '${member.id}' has version ${member.version} in the manifest, but its spec hashes to ${version}`;
   }
   const hash = poolHash(manifest.env, manifest.members);
   return hash === manifest.hash ? null : `the manifest's hash is ${manifest.hash}, but its env and members hash to ${hash}`;
@@ -145,7 +155,8 @@ function unfreezableReason(manifest: PoolManifest, specs: Record<string, unknown
  */
 export function writeFrozenPool(root: string, manifest: PoolManifest, specs: Record<string, unknown>): string {
   const parsed = PoolManifest.safeParse(manifest);
-  if (!parsed.success) throw new FrozenPoolError(`cannot freeze pool ${manifest.hash}: its manifest is invalid:\n${formatZodError(parsed.error)}`);
+  if (!parsed.success)
+    throw new FrozenPoolError(`cannot freeze pool ${manifest.hash}: its manifest is invalid:\n${formatZodError(parsed.error)}`);
   const reason = unfreezableReason(parsed.data, specs);
   if (reason) throw new FrozenPoolError(`cannot freeze pool ${manifest.hash}: ${reason}`);
   const dir = path.join(path.resolve(root), parsed.data.hash);
@@ -189,8 +200,12 @@ export async function ensureFrozenPoolFolder(root: string, hash: string, stored:
     );
   }
   const manifest = PoolManifest.safeParse(pool.manifest);
-  if (!manifest.success) throw new FrozenPoolError(`frozen pool ${hash} in the run store has an invalid manifest:\n${formatZodError(manifest.error, PoolManifest)}`);
-  if (manifest.data.hash !== hash) throw new FrozenPoolError(`the run store keeps pool ${manifest.data.hash} under hash ${hash}; it is not written to ${dir}`);
+  if (!manifest.success)
+    throw new FrozenPoolError(
+      `frozen pool ${hash} in the run store has an invalid manifest:\n${formatZodError(manifest.error, PoolManifest)}`,
+    );
+  if (manifest.data.hash !== hash)
+    throw new FrozenPoolError(`the run store keeps pool ${manifest.data.hash} under hash ${hash}; it is not written to ${dir}`);
   try {
     return writeFrozenPool(root, manifest.data, pool.specs);
   } catch (err) {
@@ -219,7 +234,9 @@ export function readFrozenPool(dir: string, expectedHash?: string): FrozenPool {
   for (const member of manifest.members) {
     const file = path.join(dir, member.file);
     if (!existsSync(file)) {
-      throw new FrozenPoolError(`frozen pool ${dir}: ${file} was removed after the pool was frozen (the manifest, ${manifestFile}, records version ${member.version} for '${member.id}')`);
+      throw new FrozenPoolError(
+        `frozen pool ${dir}: ${file} was removed after the pool was frozen (the manifest, ${manifestFile}, records version ${member.version} for '${member.id}')`,
+      );
     }
     const spec = readJson(file, 'harness spec');
     const version = contentHash(spec);
@@ -230,14 +247,23 @@ export function readFrozenPool(dir: string, expectedHash?: string): FrozenPool {
     }
     specs[member.id] = spec;
   }
-  const strays = readdirSync(dir).filter((f) => /\.(json|ya?ml)$/i.test(f) && f !== POOL_MANIFEST_FILE && !manifest.members.some((m) => m.file === f));
-  if (strays.length > 0) throw new FrozenPoolError(`frozen pool ${dir}: ${strays.join(', ')} ${strays.length === 1 ? 'was' : 'were'} added after the pool was frozen (the manifest does not list them)`);
+  const strays = readdirSync(dir).filter(
+    (f) => /\.(json|ya?ml)$/i.test(f) && f !== POOL_MANIFEST_FILE && !manifest.members.some((m) => m.file === f),
+  );
+  if (strays.length > 0)
+    throw new FrozenPoolError(
+      `frozen pool ${dir}: ${strays.join(', ')} ${strays.length === 1 ? 'was' : 'were'} added after the pool was frozen (the manifest does not list them)`,
+    );
   const computed = poolHash(manifest.env, manifest.members);
   if (computed !== manifest.hash) {
-    throw new FrozenPoolError(`frozen pool ${dir}: ${manifestFile} was changed after the pool was frozen: its members hash to ${computed}, its hash field says ${manifest.hash}`);
+    throw new FrozenPoolError(
+      `frozen pool ${dir}: ${manifestFile} was changed after the pool was frozen: its members hash to ${computed}, its hash field says ${manifest.hash}`,
+    );
   }
   if (path.basename(dir) !== manifest.hash) {
-    throw new FrozenPoolError(`frozen pool ${dir}: the folder is named ${path.basename(dir)}, but ${manifestFile} holds pool ${manifest.hash}`);
+    throw new FrozenPoolError(
+      `frozen pool ${dir}: the folder is named ${path.basename(dir)}, but ${manifestFile} holds pool ${manifest.hash}`,
+    );
   }
   if (expectedHash !== undefined && expectedHash !== manifest.hash) {
     throw new FrozenPoolError(`frozen pool ${dir}: pool ${expectedHash} was asked for, but ${manifestFile} holds pool ${manifest.hash}`);
@@ -274,7 +300,10 @@ export function checkFrozenVersions(frozen: FrozenPool, harnesses: ReadonlyArray
   for (const member of frozen.manifest.members) {
     const file = path.join(frozen.dir, member.file);
     const harness = harnesses.find((h) => h.id === member.id);
-    if (!harness) throw new FrozenPoolError(`frozen pool ${frozen.manifest.hash}: ${file} does not define harness '${member.id}', the id its manifest lists it under`);
+    if (!harness)
+      throw new FrozenPoolError(
+        `frozen pool ${frozen.manifest.hash}: ${file} does not define harness '${member.id}', the id its manifest lists it under`,
+      );
     if (harness.version !== member.version) {
       throw new FrozenPoolError(
         `frozen pool ${frozen.manifest.hash}: ${file} reads as version ${harness.version ?? '(none)'}, but was frozen as ${member.version}: ` +

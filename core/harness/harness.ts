@@ -42,6 +42,12 @@ export interface Harness {
 }
 
 export function harnessSummary(harness: Harness) {
-  return { id: harness.id, parent: harness.parent, direction: harness.direction, description: harness.description, version: harness.version ?? null };
+  return {
+    id: harness.id,
+    parent: harness.parent,
+    direction: harness.direction,
+    description: harness.description,
+    version: harness.version ?? null,
+  };
 }
 export type HarnessSummary = ReturnType<typeof harnessSummary>;

@@ -24,7 +24,10 @@ export function baseFirst<T extends PoolMember>(pool: readonly T[]): T[] {
 }
 
 /** The pool's base harness and its siblings; a pool that breaks the one-base rule is refused with `fail`. */
-export function splitPool<T extends PoolMember>(pool: readonly T[], fail: (message: string) => Error = (m) => new Error(m)): { base: T; siblings: T[] } {
+export function splitPool<T extends PoolMember>(
+  pool: readonly T[],
+  fail: (message: string) => Error = (m) => new Error(m),
+): { base: T; siblings: T[] } {
   const issue = basePoolIssue(pool);
   if (issue) throw fail(issue);
   return { base: pool.find((h) => h.direction === 'base')!, siblings: pool.filter((h) => h.direction !== 'base') };
@@ -34,7 +37,10 @@ export function splitPool<T extends PoolMember>(pool: readonly T[], fail: (messa
  * The harnesses a run names, in its order, from its env's pool; an empty
  * list means the whole pool. Unknown ids are refused, naming what the env has.
  */
-export function selectPool<T extends PoolMember>(all: readonly T[], ids: readonly string[]): { pool: T[]; unknown: Array<{ index: number; id: string }> } {
+export function selectPool<T extends PoolMember>(
+  all: readonly T[],
+  ids: readonly string[],
+): { pool: T[]; unknown: Array<{ index: number; id: string }> } {
   if (ids.length === 0) return { pool: [...all], unknown: [] };
   const unknown = ids.flatMap((id, index) => (all.some((h) => h.id === id) ? [] : [{ index, id }]));
   return { pool: ids.flatMap((id) => all.filter((h) => h.id === id)), unknown };

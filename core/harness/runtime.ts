@@ -5,7 +5,13 @@
 import type { Environment, Episode, StepOutcome } from './environment';
 import type { Policy, PolicyReply } from '../policy/client';
 import {
-  assembleTokenSamples, type ChatMessage, type HarnessIntervention, type ToolCall, type ToolDefinition, type Trajectory, type TurnTokens,
+  assembleTokenSamples,
+  type ChatMessage,
+  type HarnessIntervention,
+  type ToolCall,
+  type ToolDefinition,
+  type Trajectory,
+  type TurnTokens,
 } from '../policy/trajectory';
 import { hashSeed } from '../random';
 import type { Harness, TurnContext } from './harness';
@@ -126,7 +132,9 @@ class EpisodeLoop {
     this.request.signal?.throwIfAborted();
     const reply = await this.askPolicy();
     const calls = this.tools ? (reply.toolCalls ?? []) : [];
-    this.messages.push(calls.length ? { role: 'assistant', content: reply.content, tool_calls: calls } : { role: 'assistant', content: reply.content });
+    this.messages.push(
+      calls.length ? { role: 'assistant', content: reply.content, tool_calls: calls } : { role: 'assistant', content: reply.content },
+    );
     // One action per turn: the first call runs; the API wants every call answered, so the others are told so.
     this.answering = calls[0];
     const text = this.answering ? toolCallAction(this.answering) : reply.content;

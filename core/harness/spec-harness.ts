@@ -68,7 +68,9 @@ export function truncate(text: string, maxChars: number): string {
 /** `envSystemPrompt`: the env protocol's own system prompt ('' when the env has none). */
 export function specHarness(loaded: LoadedSpec, envSystemPrompt: string): Harness {
   const { spec, version } = loaded;
-  const systemPrompt = [spec.context.systemPrompt ?? envSystemPrompt, ...spec.context.append].filter((part) => part.length > 0).join('\n\n');
+  const systemPrompt = [spec.context.systemPrompt ?? envSystemPrompt, ...spec.context.append]
+    .filter((part) => part.length > 0)
+    .join('\n\n');
   const rejections = spec.actions.reject.map((r) => ({ pattern: new RegExp(r.pattern, r.flags), feedback: r.feedback }));
   const annotations = spec.observations.annotate.map((a) => ({ match: new RegExp(a.match, a.flags), note: a.note }));
   const guard = spec.budget.finishGuard && {

@@ -70,7 +70,18 @@ export const HarnessSpec = z
       .object({
         repairs: z.array(TextRepair).default([]),
         /** Actions matching `pattern` are refused with `feedback` (the turn is spent; the episode goes on). */
-        reject: z.array(z.object({ pattern: Regex, flags: z.string().regex(/^[imsu]*$/).default('i'), feedback: z.string().min(1) })).default([]),
+        reject: z
+          .array(
+            z.object({
+              pattern: Regex,
+              flags: z
+                .string()
+                .regex(/^[imsu]*$/)
+                .default('i'),
+              feedback: z.string().min(1),
+            }),
+          )
+          .default([]),
       })
       .prefault({}),
     observations: z
@@ -78,7 +89,18 @@ export const HarnessSpec = z
         /** Cut observations to this many characters (with [TRUNCATED]); the env's own cut applies first. */
         maxChars: z.number().int().positive().optional(),
         /** Observations matching `match` get `note` appended (error annotation). */
-        annotate: z.array(z.object({ match: Regex, flags: z.string().regex(/^[imsu]*$/).default('i'), note: z.string().min(1) })).default([]),
+        annotate: z
+          .array(
+            z.object({
+              match: Regex,
+              flags: z
+                .string()
+                .regex(/^[imsu]*$/)
+                .default('i'),
+              note: z.string().min(1),
+            }),
+          )
+          .default([]),
       })
       .prefault({}),
     budget: z
@@ -87,9 +109,7 @@ export const HarnessSpec = z
         maxTurns: z.number().int().positive().optional(),
         extraTurns: z.number().int().min(0).default(0),
         /** Refuse a final answer until an earlier action matched `requireBefore` (verify before finish). */
-        finishGuard: z
-          .object({ finishPattern: Regex, requireBefore: Regex, feedback: z.string().min(1) })
-          .optional(),
+        finishGuard: z.object({ finishPattern: Regex, requireBefore: Regex, feedback: z.string().min(1) }).optional(),
       })
       .prefault({}),
   })

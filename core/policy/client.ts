@@ -59,7 +59,13 @@ const ChatReply = z.object({
       message: z.object({
         content: z.string().nullish(),
         tool_calls: z
-          .array(z.object({ id: z.string(), type: z.literal('function').default('function'), function: z.object({ name: z.string(), arguments: z.string() }) }))
+          .array(
+            z.object({
+              id: z.string(),
+              type: z.literal('function').default('function'),
+              function: z.object({ name: z.string(), arguments: z.string() }),
+            }),
+          )
           .nullish(),
       }),
       token_ids: z.array(z.number().int()).nullish(),
@@ -100,9 +106,15 @@ export class PolicyClient implements Policy {
       return_token_ids: true,
     };
     // The openai types know no return_token_ids; the SDK sends extra body fields as they are.
-    const raw: unknown = await this.openai.chat.completions.create(body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming, signal ? { signal } : undefined);
+    const raw: unknown = await this.openai.chat.completions.create(
+      body as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
+      signal ? { signal } : undefined,
+    );
     const parsed = ChatReply.safeParse(raw);
-    if (!parsed.success) throw new PolicyResponseError(`policy ${request.model}: the chat completion is not what this client reads:\n${formatZodError(parsed.error)}`);
+    if (!parsed.success)
+      throw new PolicyResponseError(
+        `policy ${request.model}: the chat completion is not what this client reads:\n${formatZodError(parsed.error)}`,
+      );
     const response = parsed.data;
     const choice = response.choices[0];
     if (!choice) throw new PolicyResponseError(`policy ${request.model}: the response has no choices`);
@@ -120,9 +132,7 @@ export class PolicyClient implements Policy {
       );
     }
     if (logprobs.length !== tokenIds.length) {
-      throw new PolicyResponseError(
-        `policy ${request.model}: ${tokenIds.length} token ids but ${logprobs.length} logprobs in choices[0]`,
-      );
+      throw new PolicyResponseError(`policy ${request.model}: ${tokenIds.length} token ids but ${logprobs.length} logprobs in choices[0]`);
     }
     return { content: choice.message.content ?? '', toolCalls, promptTokenIds, tokenIds, logprobs };
   }

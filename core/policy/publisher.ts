@@ -75,9 +75,17 @@ export async function publishAdapter(args: {
   );
 }
 
-async function loadAdapter(args: { server: string; apiKey: string; adapterName: string; adapterDir: string; signal?: AbortSignal }, inplace: boolean) {
+async function loadAdapter(
+  args: { server: string; apiKey: string; adapterName: string; adapterDir: string; signal?: AbortSignal },
+  inplace: boolean,
+) {
   const url = `${args.server.replace(/\/+$/, '')}/load_lora_adapter`;
-  const response = await post(url, args.apiKey, { lora_name: args.adapterName, lora_path: args.adapterDir, ...(inplace ? { load_inplace: true } : {}) }, args.signal);
+  const response = await post(
+    url,
+    args.apiKey,
+    { lora_name: args.adapterName, lora_path: args.adapterDir, ...(inplace ? { load_inplace: true } : {}) },
+    args.signal,
+  );
   if (response.ok) return 'loaded' as const;
   const text = await response.text();
   if (response.status === 400 && /already been loaded/i.test(text)) return 'already-loaded' as const;
@@ -89,11 +97,23 @@ async function loadAdapter(args: { server: string; apiKey: string; adapterName: 
 }
 
 /** The server's log-probs of the probe sequence under the adapter, compared with the trainer's. */
-async function measure(args: { server: string; apiKey: string; adapterName: string; signal?: AbortSignal }, probe: AdapterProbe): Promise<number> {
+async function measure(
+  args: { server: string; apiKey: string; adapterName: string; signal?: AbortSignal },
+  probe: AdapterProbe,
+): Promise<number> {
   const url = `${args.server.replace(/\/+$/, '')}/completions`;
-  const response = await post(url, args.apiKey, { model: args.adapterName, prompt: probe.tokens, max_tokens: 1, temperature: 0, prompt_logprobs: 0 }, args.signal);
+  const response = await post(
+    url,
+    args.apiKey,
+    { model: args.adapterName, prompt: probe.tokens, max_tokens: 1, temperature: 0, prompt_logprobs: 0 },
+    args.signal,
+  );
   const text = await response.text();
-  if (!response.ok) throw new PublishError(`${url}: probe of adapter '${args.adapterName}': HTTP ${response.status}: ${text.slice(0, 500)}`, response.status >= 500);
+  if (!response.ok)
+    throw new PublishError(
+      `${url}: probe of adapter '${args.adapterName}': HTTP ${response.status}: ${text.slice(0, 500)}`,
+      response.status >= 500,
+    );
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -103,7 +123,10 @@ async function measure(args: { server: string; apiKey: string; adapterName: stri
   const parsed = PromptLogprobs.safeParse(body);
   const perPosition = parsed.success ? parsed.data.choices[0].prompt_logprobs : null;
   if (!perPosition) {
-    throw new PublishError(`${url}: the server returned no prompt_logprobs for the probe; the publish check needs vLLM's prompt_logprobs on /v1/completions`, false);
+    throw new PublishError(
+      `${url}: the server returned no prompt_logprobs for the probe; the publish check needs vLLM's prompt_logprobs on /v1/completions`,
+      false,
+    );
   }
   const served = probe.tokens.map((id, i) => perPosition[i]?.[String(id)]?.logprob ?? null);
   return probeMeanAbsDiff(probe, served);

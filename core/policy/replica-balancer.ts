@@ -185,12 +185,18 @@ export class ReplicaBalancer {
       this.lost.set(model, lostHere);
       if (lostHere.get(url) === Infinity) return;
       lostHere.set(url, Infinity);
-      this.options.logger.warn({ replica: url, policyVersion: model, detail }, 'inference replica lost the policy version (restarted?); its keeper loads it again, requests go to other replicas');
+      this.options.logger.warn(
+        { replica: url, policyVersion: model, detail },
+        'inference replica lost the policy version (restarted?); its keeper loads it again, requests go to other replicas',
+      );
       this.options.readiness.markLost(url, model, detail).then(
         (at) => lostHere.set(url, at),
         (err: unknown) => {
           lostHere.set(url, Date.now());
-          this.options.logger.warn({ replica: url, policyVersion: model, err: (err as Error).message }, 'could not record the lost version in the run store');
+          this.options.logger.warn(
+            { replica: url, policyVersion: model, err: (err as Error).message },
+            'could not record the lost version in the run store',
+          );
         },
       );
       this.pump();
@@ -202,8 +208,12 @@ export class ReplicaBalancer {
     state.reason = `${fault.replace('_', ' ')}: ${detail}`.slice(0, 300);
     this.publishState(state);
     // Unreachable: its other requests in flight would wait out their timeout on a host that is gone; they go elsewhere now.
-    if (fault === 'unreachable') for (const lease of state.leases) lease.abort(new NoReplicaError(`${url} is out of rotation: ${state.reason}`));
-    this.options.logger.warn({ replica: url, fault, detail }, 'inference replica out of rotation; its requests go to other replicas until its health check passes');
+    if (fault === 'unreachable')
+      for (const lease of state.leases) lease.abort(new NoReplicaError(`${url} is out of rotation: ${state.reason}`));
+    this.options.logger.warn(
+      { replica: url, fault, detail },
+      'inference replica out of rotation; its requests go to other replicas until its health check passes',
+    );
     void this.checkHealth(state);
   }
 
@@ -247,13 +257,18 @@ export class ReplicaBalancer {
   }
 
   private pick(request: AcquireRequest): { replica?: Replica; stuck: boolean } {
-    const candidates = request.servers.map((s) => this.state(s)).filter((r) => r.healthy && this.serves(r.url, request.model, request.baseModel));
+    const candidates = request.servers
+      .map((s) => this.state(s))
+      .filter((r) => r.healthy && this.serves(r.url, request.model, request.baseModel));
     if (candidates.length === 0) return { stuck: true };
     const open = candidates.filter((r) => r.inFlight < request.maxInFlight);
     if (open.length === 0) return { stuck: false };
     const preferred = open.find((r) => r.url === request.preferred);
     if (preferred) return { replica: preferred, stuck: false };
-    return { replica: open.reduce((a, b) => (b.inFlight < a.inFlight || (b.inFlight === a.inFlight && b.requests < a.requests) ? b : a)), stuck: false };
+    return {
+      replica: open.reduce((a, b) => (b.inFlight < a.inFlight || (b.inFlight === a.inFlight && b.requests < a.requests) ? b : a)),
+      stuck: false,
+    };
   }
 
   private lease(replica: Replica): Lease {
@@ -308,10 +323,13 @@ export class ReplicaBalancer {
   /** While requests wait: read the store again for the versions they need, then hand out slots. */
   private tick(): void {
     if (this.timer || this.closed) return;
-    this.timer = setInterval(() => {
-      const models = new Map(this.waiters.map((w) => [w.request.model, w.request.baseModel]));
-      void Promise.all([...models].map(([model, base]) => this.fresh(model, base, true).catch(() => undefined))).then(() => this.pump());
-    }, Math.min(1000, this.readinessTtlMs));
+    this.timer = setInterval(
+      () => {
+        const models = new Map(this.waiters.map((w) => [w.request.model, w.request.baseModel]));
+        void Promise.all([...models].map(([model, base]) => this.fresh(model, base, true).catch(() => undefined))).then(() => this.pump());
+      },
+      Math.min(1000, this.readinessTtlMs),
+    );
     this.timer.unref();
   }
 
@@ -326,7 +344,12 @@ export class ReplicaBalancer {
         .readyReplicas(model)
         .then(({ known: isKnown, ready }) => {
           const readyAt = new Map([...ready].map(([url, at]): [string, number] => [replicaUrl(url), at]));
-          this.readiness.set(model, { known: isKnown, ready: readyAt, at: Date.now(), usedAt: this.readiness.get(model)?.usedAt ?? Date.now() });
+          this.readiness.set(model, {
+            known: isKnown,
+            ready: readyAt,
+            at: Date.now(),
+            usedAt: this.readiness.get(model)?.usedAt ?? Date.now(),
+          });
         })
         .finally(() => this.refreshing.delete(model));
       this.refreshing.set(model, refreshing);
@@ -359,8 +382,17 @@ export class ReplicaBalancer {
       void Promise.all(
         busy.map(async (r) => {
           // Any answer, even a refusal of the key, shows the host is there.
-          if ((await listReplicaModels(r.url, { timeoutMs: this.watchTimeoutMs, apiKey: r.apiKey })) === null && r.healthy && r.inFlight > 0) {
-            this.fault(r.url, '', 'unreachable', `no answer to its health check within ${this.watchTimeoutMs / 1000} s while requests were in flight`);
+          if (
+            (await listReplicaModels(r.url, { timeoutMs: this.watchTimeoutMs, apiKey: r.apiKey })) === null &&
+            r.healthy &&
+            r.inFlight > 0
+          ) {
+            this.fault(
+              r.url,
+              '',
+              'unreachable',
+              `no answer to its health check within ${this.watchTimeoutMs / 1000} s while requests were in flight`,
+            );
           }
         }),
       ).finally(() => (this.watching = false));
@@ -384,7 +416,8 @@ export class ReplicaBalancer {
         // The versions asked for lately that it no longer lists: lost (a restart); its keeper loads them again.
         for (const [model, readiness] of this.readiness) {
           const recent = Date.now() - readiness.usedAt < RECENT_USE_MS;
-          if (listed !== 'unauthorized' && recent && readiness.known && this.serves(state.url, model, '') && !listed.has(model)) this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
+          if (listed !== 'unauthorized' && recent && readiness.known && this.serves(state.url, model, '') && !listed.has(model))
+            this.fault(state.url, model, 'lost_adapter', 'not listed by /models after the replica came back');
         }
         this.pump();
       }

@@ -5,7 +5,10 @@
  * (it is up, but wants another key); null when it does not answer in time or
  * answers anything else.
  */
-export async function listReplicaModels(replica: string, options: { timeoutMs?: number; apiKey?: string } = {}): Promise<Set<string> | 'unauthorized' | null> {
+export async function listReplicaModels(
+  replica: string,
+  options: { timeoutMs?: number; apiKey?: string } = {},
+): Promise<Set<string> | 'unauthorized' | null> {
   try {
     const headers: Record<string, string> = options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {};
     const response = await fetch(`${replica}/models`, { headers, signal: AbortSignal.timeout(options.timeoutMs ?? 3000) });

@@ -51,12 +51,25 @@ export class ReplicaPolicy {
     return this.balancer.views(this.options.servers);
   }
 
-  private async complete(request: PolicyRequest, preferred: string | undefined, signal?: AbortSignal): Promise<{ reply: PolicyReply; servedBy: string }> {
+  private async complete(
+    request: PolicyRequest,
+    preferred: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<{ reply: PolicyReply; servedBy: string }> {
     const { servers, baseModel, maxInFlightPerServer } = this.options;
     let lastFault = '';
     for (let attempt = 0; attempt < MAX_REPLICA_TRIES; attempt++) {
       const noReplicaMs = this.options.noReplicaSeconds === undefined ? undefined : this.options.noReplicaSeconds * 1000;
-      const lease = await this.balancer.acquire({ servers, model: request.model, baseModel, preferred, maxInFlight: maxInFlightPerServer, noReplicaMs, apiKey: this.options.apiKey, signal });
+      const lease = await this.balancer.acquire({
+        servers,
+        model: request.model,
+        baseModel,
+        preferred,
+        maxInFlight: maxInFlightPerServer,
+        noReplicaMs,
+        apiKey: this.options.apiKey,
+        signal,
+      });
       // One signal for the request: the episode's (cancelled) or the lease's (the replica found dead meanwhile).
       const cancel = new AbortController();
       const abort = () => cancel.abort();
@@ -95,7 +108,12 @@ export class ReplicaPolicy {
     let client = this.clients.get(replica);
     if (!client) {
       // No retries of its own: a failed request goes to another replica instead.
-      client = new PolicyClient({ baseUrl: replica, apiKey: this.options.apiKey, requestTimeoutSeconds: this.options.requestTimeoutSeconds, maxRetries: 0 });
+      client = new PolicyClient({
+        baseUrl: replica,
+        apiKey: this.options.apiKey,
+        requestTimeoutSeconds: this.options.requestTimeoutSeconds,
+        maxRetries: 0,
+      });
       this.clients.set(replica, client);
     }
     return client;

@@ -106,7 +106,8 @@ export async function exportPolicy(
 
   const dir = path.resolve(args.outDir);
   const existing = await readdirOrNull(dir);
-  if (existing && existing.length > 0 && !args.force) throw new UserError(`${dir} exists and is not empty; choose another --out, or --force to replace it`);
+  if (existing && existing.length > 0 && !args.force)
+    throw new UserError(`${dir} exists and is not empty; choose another --out, or --force to replace it`);
 
   // Everything is assembled beside the destination (the same filesystem), so the last move is a rename.
   await fs.mkdir(path.dirname(dir), { recursive: true });
@@ -116,7 +117,12 @@ export async function exportPolicy(
   const replaced = `${dir}.${tag}.replaced`;
   try {
     say(`unpacking the sampler weights of step ${step} (${trained.samplerPath})`);
-    const unpacked = await resolveSamplerWeights({ samplerPath: trained.samplerPath, trainer: deps.trainer, checkpointsDir: config.trainer.checkpointsDir, adapterDir: unpackRoot });
+    const unpacked = await resolveSamplerWeights({
+      samplerPath: trained.samplerPath,
+      trainer: deps.trainer,
+      checkpointsDir: config.trainer.checkpointsDir,
+      adapterDir: unpackRoot,
+    });
     await fs.rename(unpacked, staging);
     // resolveSamplerWeights marks a complete unpack with its own dotfile; it is not part of the adapter.
     for (const name of await fs.readdir(staging)) if (name.startsWith('.harness-s')) await fs.rm(path.join(staging, name), { force: true });
@@ -124,8 +130,15 @@ export async function exportPolicy(
     const adapterConfig = JSON.parse(await fs.readFile(path.join(staging, 'adapter_config.json'), 'utf8')) as { simulated?: unknown };
     const simulated = isSimulatedEnv(config.env.kind) || adapterConfig.simulated === true;
     const manifest: ExportManifest = {
-      runId: args.runId, step, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath, baseModel: config.policy.model,
-      configHash: configHash(run.config), trainerModelId: trained.modelId, exportedAt: new Date().toISOString(), simulated,
+      runId: args.runId,
+      step,
+      policyVersion: trained.policyVersion,
+      samplerPath: trained.samplerPath,
+      baseModel: config.policy.model,
+      configHash: configHash(run.config),
+      trainerModelId: trained.modelId,
+      exportedAt: new Date().toISOString(),
+      simulated,
       ...(simulated ? { label: SIMULATED_LABEL } : {}),
     };
     await fs.writeFile(path.join(staging, EXPORT_MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
@@ -134,7 +147,8 @@ export async function exportPolicy(
     if (args.check) {
       say(`checking it on ${args.check.server}: loading it as a LoRA adapter and comparing the step's probe log-probs with the trainer's`);
       check = await checkExport({ store }, { dir: staging, manifest, ...args.check }).catch((err: unknown) => {
-        if (err instanceof UserError) throw new UserError(`${err.message}; nothing was written to ${dir} (--no-check exports without the check)`);
+        if (err instanceof UserError)
+          throw new UserError(`${err.message}; nothing was written to ${dir} (--no-check exports without the check)`);
         throw err;
       });
     }
@@ -165,7 +179,14 @@ export async function checkExport(
   const probe = (await deps.store.trainerStep(args.manifest.runId, args.manifest.step))?.probe ?? null;
   // publishAdapter without a probe only loads: nothing would be compared, so nothing is loaded.
   if (!probe) {
-    return { server, adapterName, probeMeanAbsDiff: null, tolerance, unloaded: true, skipped: `the trainer stored no log-prob probe for step ${args.manifest.step} (it trained on no data)` };
+    return {
+      server,
+      adapterName,
+      probeMeanAbsDiff: null,
+      tolerance,
+      unloaded: true,
+      skipped: `the trainer stored no log-prob probe for step ${args.manifest.step} (it trained on no data)`,
+    };
   }
   let result;
   try {
@@ -176,14 +197,22 @@ export async function checkExport(
     if (err instanceof PublishError) throw new UserError(`the export check failed: ${err.message}`);
     throw err;
   }
-  return { server, adapterName, probeMeanAbsDiff: result.probeMeanAbsDiff, tolerance, unloaded: await unloadAdapter(server, args.apiKey, adapterName) };
+  return {
+    server,
+    adapterName,
+    probeMeanAbsDiff: result.probeMeanAbsDiff,
+    tolerance,
+    unloaded: await unloadAdapter(server, args.apiKey, adapterName),
+  };
 }
 
 /** vLLM's POST /v1/unload_lora_adapter; true when the server no longer has the adapter. */
 async function unloadAdapter(server: string, apiKey: string, adapterName: string): Promise<boolean> {
   try {
     const response = await fetch(`${server.replace(/\/+$/, '')}/unload_lora_adapter`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ lora_name: adapterName }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ lora_name: adapterName }),
       signal: AbortSignal.timeout(30_000),
     });
     // 404: it was never loaded (the load itself failed): nothing is left behind.

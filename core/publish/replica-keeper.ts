@@ -68,7 +68,11 @@ export class ReplicaKeeper {
       wanted = await this.options.replicas.wanted({ via: this.options.via, replica: this.options.replica });
     } catch (err) {
       // Once per outage: the store down for minutes would fill the log.
-      if (!this.storeDown) this.options.logger.warn({ err: (err as Error).message }, 'replica keeper: cannot read the run store; trying again, quietly until it answers');
+      if (!this.storeDown)
+        this.options.logger.warn(
+          { err: (err as Error).message },
+          'replica keeper: cannot read the run store; trying again, quietly until it answers',
+        );
       this.storeDown = true;
       return;
     }
@@ -94,13 +98,17 @@ export class ReplicaKeeper {
       const wait = this.backoff.get(key);
       if (wait && Date.now() < wait.at) continue;
       if (!(await this.options.replicas.claim(replica, row.policyVersion, this.options.holder))) continue;
-      const why = row.state === 'ready' ? 'the replica no longer lists it (restarted)' : `it was ${row.state}${row.reason ? ` (${row.reason})` : ''}`;
+      const why =
+        row.state === 'ready' ? 'the replica no longer lists it (restarted)' : `it was ${row.state}${row.reason ? ` (${row.reason})` : ''}`;
       try {
         const deps = await this.options.loadDeps(row.runId, this.stop.signal);
         // A replica that answered this version's probe before it lost it gets the same files again without one.
         const result = await loadVersionOnReplica(deps, row, { kind: 'reload', holder: this.options.holder, probed: row.readyAt !== null });
         this.backoff.delete(key);
-        this.options.logger.info({ replica, runId: row.runId, policyVersion: row.policyVersion, probeMeanAbsDiff: result.probeMeanAbsDiff, why }, 'replica keeper: loaded the policy version again');
+        this.options.logger.info(
+          { replica, runId: row.runId, policyVersion: row.policyVersion, probeMeanAbsDiff: result.probeMeanAbsDiff, why },
+          'replica keeper: loaded the policy version again',
+        );
       } catch (err) {
         const nextMs = wait ? Math.min(wait.nextMs * 2, RETRY_MAX_MS) : RETRY_FIRST_MS;
         this.backoff.set(key, { at: Date.now() + nextMs, nextMs });

@@ -53,7 +53,11 @@ export type LoadReason = { kind: 'publish'; holder: string } | { kind: 'reload';
 /** How often a load in progress renews its claim on the row (claims older than a minute are taken over). */
 const CLAIM_RENEW_MS = 20_000;
 
-export async function loadVersionOnReplica(deps: ReplicaLoadDeps, target: ReplicaVersionTarget, reason: LoadReason): Promise<PublishResult> {
+export async function loadVersionOnReplica(
+  deps: ReplicaLoadDeps,
+  target: ReplicaVersionTarget,
+  reason: LoadReason,
+): Promise<PublishResult> {
   const { replica, policyVersion } = target;
   const claim = () => deps.replicas.claim(replica, policyVersion, reason.holder, reason.kind === 'publish');
   await claim();
@@ -62,7 +66,10 @@ export async function loadVersionOnReplica(deps: ReplicaLoadDeps, target: Replic
   try {
     deps.onPhase?.('unpacking the sampler weights');
     const unpacked = await resolveSamplerWeights({
-      samplerPath: target.samplerPath, trainer: deps.trainer, checkpointsDir: deps.checkpointsDir, adapterDir: deps.adapterDir,
+      samplerPath: target.samplerPath,
+      trainer: deps.trainer,
+      checkpointsDir: deps.checkpointsDir,
+      adapterDir: deps.adapterDir,
     });
     const adapterDir = await resolverCopy(deps.adapterDir, unpacked, policyVersion, await servedModelPath(replica, deps.baseModel));
     const probed = reason.kind === 'reload' && reason.probed;
@@ -71,7 +78,13 @@ export async function loadVersionOnReplica(deps: ReplicaLoadDeps, target: Replic
     if (reason.kind === 'reload' && probe) await untilQuiet(replica, deps.signal);
     deps.onPhase?.(`loading on ${replica}`);
     const result = await publishAdapter({
-      server: replica, apiKey: deps.apiKey, adapterName: policyVersion, adapterDir, probe, tolerance: deps.tolerance, signal: deps.signal,
+      server: replica,
+      apiKey: deps.apiKey,
+      adapterName: policyVersion,
+      adapterDir,
+      probe,
+      tolerance: deps.tolerance,
+      signal: deps.signal,
     });
     await deps.replicas.markReady(replica, policyVersion, probed ? null : result.probeMeanAbsDiff);
     countReplicaLoad(replica, reason.kind, 'ok');
@@ -110,7 +123,10 @@ export async function resolverCopy(adapterDir: string, unpacked: string, policyV
       else await fs.link(from, to).catch(() => fs.copyFile(from, to));
     }
     const config = JSON.parse(await fs.readFile(path.join(unpacked, 'adapter_config.json'), 'utf8')) as Record<string, unknown>;
-    await fs.writeFile(path.join(staging, 'adapter_config.json'), `${JSON.stringify({ ...config, base_model_name_or_path: baseModel }, null, 2)}\n`);
+    await fs.writeFile(
+      path.join(staging, 'adapter_config.json'),
+      `${JSON.stringify({ ...config, base_model_name_or_path: baseModel }, null, 2)}\n`,
+    );
     await fs.rename(staging, target).catch(async (err: NodeJS.ErrnoException) => {
       // Another process laid it out first: its copy is complete (renamed whole).
       if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
@@ -163,10 +179,14 @@ async function requestsOn(metricsUrl: string): Promise<number | null> {
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+      },
+      { once: true },
+    );
   });
 }
 

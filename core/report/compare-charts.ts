@@ -24,7 +24,9 @@ export function bandOverSeeds(curves: Record<string, ReadonlyArray<ReadonlyArray
     return [...bySteps.entries()]
       .sort(([a], [b]) => a - b)
       .map(([step, values]) => ({
-        arm, step, seeds: values.length,
+        arm,
+        step,
+        seeds: values.length,
         mean: values.reduce((n, v) => n + v, 0) / values.length,
         min: Math.min(...values),
         max: Math.max(...values),
@@ -33,7 +35,14 @@ export function bandOverSeeds(curves: Record<string, ReadonlyArray<ReadonlyArray
 }
 
 /** An arm's curve over steps: the mean over seeds as a line, the min–max over seeds as a band. */
-export function seedBandChart(args: { id: string; title: string; measure: string; points: readonly SeedBandPoint[]; arms: readonly string[]; simulated: boolean }): Chart {
+export function seedBandChart(args: {
+  id: string;
+  title: string;
+  measure: string;
+  points: readonly SeedBandPoint[];
+  arms: readonly string[];
+  simulated: boolean;
+}): Chart {
   // One legend for band and line; its symbols opaque, not as faint as the band.
   const color = { field: 'arm', type: 'nominal', sort: [...args.arms], legend: { ...LEGEND_BELOW, symbolOpacity: 1 } } as const;
   const seedCounts = [...new Set(args.points.map((p) => p.seeds))].sort((a, b) => a - b).join(' or ');
@@ -44,25 +53,28 @@ export function seedBandChart(args: { id: string; title: string; measure: string
       ? 'No step of any arm is stored.'
       : `${args.measure} at each step: the line is the mean over the arm's seeds (${seedCounts} per step), the band spans their minimum to maximum.`,
     args.simulated,
-    args.points.length === 0 ? null : {
-      width: WIDTH, height: HEIGHT,
-      data: { values: [...args.points] },
-      encoding: { x: { field: 'step', type: 'quantitative', axis: STEP_AXIS, title: 'step' } },
-      layer: [
-        {
-          mark: { type: 'area', opacity: 0.18 },
-          encoding: {
-            y: { field: 'min', type: 'quantitative', scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: null },
-            y2: { field: 'max' },
-            color,
-          },
+    args.points.length === 0
+      ? null
+      : {
+          width: WIDTH,
+          height: HEIGHT,
+          data: { values: [...args.points] },
+          encoding: { x: { field: 'step', type: 'quantitative', axis: STEP_AXIS, title: 'step' } },
+          layer: [
+            {
+              mark: { type: 'area', opacity: 0.18 },
+              encoding: {
+                y: { field: 'min', type: 'quantitative', scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: null },
+                y2: { field: 'max' },
+                color,
+              },
+            },
+            {
+              mark: { type: 'line', point: true },
+              encoding: { y: { field: 'mean', type: 'quantitative' }, color },
+            },
+          ],
         },
-        {
-          mark: { type: 'line', point: true },
-          encoding: { y: { field: 'mean', type: 'quantitative' }, color },
-        },
-      ],
-    },
   );
 }
 
@@ -79,7 +91,15 @@ export interface SpendPoint {
  * one line per run, coloured by arm, so arms that spend at different rates
  * compare at equal cost.
  */
-export function spendCurveChart(args: { id: string; title: string; measure: string; spentTitle: string; points: readonly SpendPoint[]; arms: readonly string[]; simulated: boolean }): Chart {
+export function spendCurveChart(args: {
+  id: string;
+  title: string;
+  measure: string;
+  spentTitle: string;
+  points: readonly SpendPoint[];
+  arms: readonly string[];
+  simulated: boolean;
+}): Chart {
   return chart(
     args.id,
     args.title,
@@ -87,50 +107,77 @@ export function spendCurveChart(args: { id: string; title: string; measure: stri
       ? 'No step of any arm recorded what it spent.'
       : `${args.measure} at each step, against ${args.spentTitle} up to and including that step: one line per run (arm and seed).`,
     args.simulated,
-    args.points.length === 0 ? null : {
-      width: WIDTH, height: HEIGHT,
-      data: { values: [...args.points] },
-      mark: { type: 'line', point: true, opacity: 0.8 },
-      encoding: {
-        x: { field: 'spent', type: 'quantitative', title: args.spentTitle },
-        y: { field: 'value', type: 'quantitative', scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: null },
-        color: { field: 'arm', type: 'nominal', sort: [...args.arms], legend: LEGEND_BELOW },
-        detail: { field: 'seed', type: 'nominal' },
-      },
-    },
+    args.points.length === 0
+      ? null
+      : {
+          width: WIDTH,
+          height: HEIGHT,
+          data: { values: [...args.points] },
+          mark: { type: 'line', point: true, opacity: 0.8 },
+          encoding: {
+            x: { field: 'spent', type: 'quantitative', title: args.spentTitle },
+            y: { field: 'value', type: 'quantitative', scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: null },
+            color: { field: 'arm', type: 'nominal', sort: [...args.arms], legend: LEGEND_BELOW },
+            detail: { field: 'seed', type: 'nominal' },
+          },
+        },
   );
 }
 
 /** The final eval-split success of every run of a compare: one point per seed, ±1 standard error within the run, and the arm's mean. */
-export function evalEndChart(runs: ReadonlyArray<{ arm: string; seed: string; success: number; stdErr: number }>, arms: readonly string[], simulated: boolean): Chart {
+export function evalEndChart(
+  runs: ReadonlyArray<{ arm: string; seed: string; success: number; stdErr: number }>,
+  arms: readonly string[],
+  simulated: boolean,
+): Chart {
   const values = runs.map((r) => ({ ...r, lo: Math.max(0, r.success - r.stdErr), hi: Math.min(1, r.success + r.stdErr) }));
   const x = { field: 'arm', type: 'nominal', sort: [...arms], title: null, axis: { labelAngle: 0 } } as const;
-  const y = (field: string) => ({ field, type: 'quantitative' as const, scale: { domain: [0, 1] }, axis: PERCENT_AXIS, title: 'base-harness success at the end' });
+  const y = (field: string) => ({
+    field,
+    type: 'quantitative' as const,
+    scale: { domain: [0, 1] },
+    axis: PERCENT_AXIS,
+    title: 'base-harness success at the end',
+  });
   return chart(
     'eval-end',
     'Eval-split success at the end, base harness, per arm and seed',
     runs.length === 0
       ? 'No run of this compare finished.'
-      : 'Each point is one seed\'s run, with ±1 standard error of its success rate over its final evaluation\'s base-harness rollouts; the black tick is the arm\'s mean over seeds.',
+      : "Each point is one seed's run, with ±1 standard error of its success rate over its final evaluation's base-harness rollouts; the black tick is the arm's mean over seeds.",
     simulated,
-    runs.length === 0 ? null : {
-      width: WIDTH, height: HEIGHT,
-      data: { values },
-      layer: [
-        {
-          mark: { type: 'rule', strokeWidth: 1.5 },
-          encoding: { x, xOffset: { field: 'seed', type: 'nominal' }, y: y('lo'), y2: { field: 'hi' }, color: { field: 'seed', type: 'nominal', title: 'seed' } },
+    runs.length === 0
+      ? null
+      : {
+          width: WIDTH,
+          height: HEIGHT,
+          data: { values },
+          layer: [
+            {
+              mark: { type: 'rule', strokeWidth: 1.5 },
+              encoding: {
+                x,
+                xOffset: { field: 'seed', type: 'nominal' },
+                y: y('lo'),
+                y2: { field: 'hi' },
+                color: { field: 'seed', type: 'nominal', title: 'seed' },
+              },
+            },
+            {
+              mark: { type: 'point', filled: true, size: 60 },
+              encoding: {
+                x,
+                xOffset: { field: 'seed', type: 'nominal' },
+                y: y('success'),
+                color: { field: 'seed', type: 'nominal', title: 'seed' },
+              },
+            },
+            {
+              mark: { type: 'tick', color: 'black', thickness: 2, size: 40 },
+              encoding: { x, y: { ...y('success'), aggregate: 'mean' } },
+            },
+          ],
         },
-        {
-          mark: { type: 'point', filled: true, size: 60 },
-          encoding: { x, xOffset: { field: 'seed', type: 'nominal' }, y: y('success'), color: { field: 'seed', type: 'nominal', title: 'seed' } },
-        },
-        {
-          mark: { type: 'tick', color: 'black', thickness: 2, size: 40 },
-          encoding: { x, y: { ...y('success'), aggregate: 'mean' } },
-        },
-      ],
-    },
   );
 }
 
@@ -155,28 +202,38 @@ export function differenceChart(differences: readonly ArmDifference[], ciMethod:
       ? 'No pair of arms to compare (fewer than two arms finished).'
       : `Mean difference over the seeds both arms finished (A - B: arm A's figure minus arm B's), with its confidence interval (${ciMethod}); filled: the interval excludes 0.`,
     simulated,
-    differences.length === 0 ? null : {
-      data: { values },
-      columns: 2,
-      facet: { field: 'figure', type: 'nominal', sort: figures, title: null, header: { labelFontWeight: 'bold' } },
-      spec: {
-        width: 240,
-        height: { step: 26 },
-        encoding: { y: { field: 'pair', type: 'nominal', title: null } },
-        layer: [
-          { mark: { type: 'rule', color: '#888', strokeDash: [4, 3] }, encoding: { x: { datum: 0, type: 'quantitative' } } },
-          { mark: { type: 'rule', strokeWidth: 2 }, encoding: { x: { field: 'lo', type: 'quantitative', title: 'difference', axis: { format: '+.0%' } }, x2: { field: 'hi' } } },
-          {
-            mark: { type: 'point', size: 70 },
-            encoding: {
-              x: { field: 'mean', type: 'quantitative' },
-              fill: { field: 'significance', type: 'nominal', scale: { domain: ['interval excludes 0', 'interval includes 0'], range: ['#1f77b4', 'white'] }, legend: LEGEND_BELOW },
-              stroke: { value: '#1f77b4' },
-            },
+    differences.length === 0
+      ? null
+      : {
+          data: { values },
+          columns: 2,
+          facet: { field: 'figure', type: 'nominal', sort: figures, title: null, header: { labelFontWeight: 'bold' } },
+          spec: {
+            width: 240,
+            height: { step: 26 },
+            encoding: { y: { field: 'pair', type: 'nominal', title: null } },
+            layer: [
+              { mark: { type: 'rule', color: '#888', strokeDash: [4, 3] }, encoding: { x: { datum: 0, type: 'quantitative' } } },
+              {
+                mark: { type: 'rule', strokeWidth: 2 },
+                encoding: { x: { field: 'lo', type: 'quantitative', title: 'difference', axis: { format: '+.0%' } }, x2: { field: 'hi' } },
+              },
+              {
+                mark: { type: 'point', size: 70 },
+                encoding: {
+                  x: { field: 'mean', type: 'quantitative' },
+                  fill: {
+                    field: 'significance',
+                    type: 'nominal',
+                    scale: { domain: ['interval excludes 0', 'interval includes 0'], range: ['#1f77b4', 'white'] },
+                    legend: LEGEND_BELOW,
+                  },
+                  stroke: { value: '#1f77b4' },
+                },
+              },
+            ],
           },
-        ],
-      },
-      resolve: { scale: { x: 'independent' } },
-    },
+          resolve: { scale: { x: 'independent' } },
+        },
   );
 }

@@ -14,7 +14,14 @@ import type { StoredStepSummary } from '../store/rows';
 import { UserError } from '../errors';
 import { runLineage, type ParentRun, type RestoreEvent } from '../run-lineage';
 import {
-  deadRescuedChart, evaluationChart, logprobMismatchChart, profileVersionLabel, rescueHeatmapChart, routerPicksChart, stepSuccessChart, trainerMetricsChart,
+  deadRescuedChart,
+  evaluationChart,
+  logprobMismatchChart,
+  profileVersionLabel,
+  rescueHeatmapChart,
+  routerPicksChart,
+  stepSuccessChart,
+  trainerMetricsChart,
 } from './run-charts';
 import type { Chart } from './chart';
 import { chartSections, renderPage, type Table } from './html';
@@ -40,7 +47,8 @@ export interface RunReportData {
 
 export async function loadRunReport(store: RunStore, runId: string): Promise<RunReportData> {
   const run = await store.getRun(runId);
-  if (!run) throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
+  if (!run)
+    throw new UserError(`no run ${runId} in the run store ($DATABASE_URL selects the database; \`harness-s run list\` shows the runs)`);
   const config = parseStoredRunConfig(run.config, `stored config of run ${runId}`);
   const simulated = isSimulatedEnv(config.env.kind);
   const steps = (await store.steps(runId)).map((s) => s.summary);
@@ -51,8 +59,15 @@ export async function loadRunReport(store: RunStore, runId: string): Promise<Run
     if (stored) profiles.push(stored);
   }
   return {
-    runId, name: run.name, env: config.env.kind, simulated, stepsConfigured: config.steps, createdAt: run.createdAt,
-    steps, evaluations, profiles,
+    runId,
+    name: run.name,
+    env: config.env.kind,
+    simulated,
+    stepsConfigured: config.steps,
+    createdAt: run.createdAt,
+    steps,
+    evaluations,
+    profiles,
     decisions: await store.routingDecisions(runId),
     ...(await runLineage(store, runId)),
     summary: summarizeRunSteps({ runId, name: run.name, simulated, basePolicy: config.policy.model }, steps, evaluations),
@@ -105,8 +120,16 @@ function runFacts(data: RunReportData): Array<[string, string]> {
     ['live-group fraction', `${pct(s.liveGroupFraction)} (mean over steps)`],
     ...(s.spend ? [['spent', spendText(s.spend)] as [string, string]] : []),
     ...(refillText(data) ? [['refills', refillText(data)!] as [string, string]] : []),
-    ['eval split at the end', s.baseEvalEnd === null ? 'not evaluated' : `base harness ${pct(s.baseEvalEnd)}, Rank-1 routing ${pct(s.rank1EvalEnd)} (after ${s.evaluations.at(-1)!.afterSteps} steps)`],
-    ['trainer/sampler mismatch', s.logprobMismatch === null ? '-' : `mean |Δ log-prob| ${s.logprobMismatch.toExponential(2)} over the trained tokens`],
+    [
+      'eval split at the end',
+      s.baseEvalEnd === null
+        ? 'not evaluated'
+        : `base harness ${pct(s.baseEvalEnd)}, Rank-1 routing ${pct(s.rank1EvalEnd)} (after ${s.evaluations.at(-1)!.afterSteps} steps)`,
+    ],
+    [
+      'trainer/sampler mismatch',
+      s.logprobMismatch === null ? '-' : `mean |Δ log-prob| ${s.logprobMismatch.toExponential(2)} over the trained tokens`,
+    ],
     ['profile versions', data.profiles.map((p) => `v${p.version}`).join(', ') || '-'],
     ...(data.parent ? [['forked from', `run ${data.parent.runId}, its checkpoint of step ${data.parent.step}`] as [string, string]] : []),
     ['trainer restores', restoresText(data.restores ?? [])],
@@ -132,8 +155,15 @@ function siblingTable(summary: RunSummary): Table {
     rows: Object.entries(summary.siblings)
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([id, stats]) => [
-        id, `${stats.groupsRescued} / ${stats.groupsChosen}`, rate(stats), rate(stats.firstHalf), rate(stats.secondHalf),
-        Object.entries(stats.byKind).sort(([a], [b]) => a.localeCompare(b)).map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`).join(', '),
+        id,
+        `${stats.groupsRescued} / ${stats.groupsChosen}`,
+        rate(stats),
+        rate(stats.firstHalf),
+        rate(stats.secondHalf),
+        Object.entries(stats.byKind)
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([kind, k]) => `${kind} ${k.groupsRescued}/${k.groupsChosen}`)
+          .join(', '),
       ]),
   };
 }
@@ -145,10 +175,22 @@ function siblingTable(summary: RunSummary): Table {
 export async function runReportPage(data: RunReportData, generatedAt = new Date(), viewerUrl: string | null = null): Promise<string> {
   const sections = await chartSections(runReportCharts(data));
   sections.push({
-    kind: 'table', id: 'siblings', title: 'Rescue record per sibling',
-    caption: 'Dead groups each sibling was chosen for, and how many of them it rescued (a success among its rescue rollouts), over the whole run and its two halves.',
+    kind: 'table',
+    id: 'siblings',
+    title: 'Rescue record per sibling',
+    caption:
+      'Dead groups each sibling was chosen for, and how many of them it rescued (a success among its rescue rollouts), over the whole run and its two halves.',
     table: siblingTable(data.summary),
   });
-  const links: Array<[string, string]> = viewerUrl ? [['Steps, groups and every rollout in the trajectory viewer', `${viewerUrl}/runs/${encodeURIComponent(data.runId)}`]] : [];
-  return renderPage({ title: `Harness-S run ${data.runId}`, simulated: data.simulated, facts: runFacts(data), links, sections, generatedAt });
+  const links: Array<[string, string]> = viewerUrl
+    ? [['Steps, groups and every rollout in the trajectory viewer', `${viewerUrl}/runs/${encodeURIComponent(data.runId)}`]]
+    : [];
+  return renderPage({
+    title: `Harness-S run ${data.runId}`,
+    simulated: data.simulated,
+    facts: runFacts(data),
+    links,
+    sections,
+    generatedAt,
+  });
 }

@@ -20,7 +20,10 @@ const VEGA_LITE: string = 'vega-lite';
 let modules: Promise<{ vega: typeof VegaModule; vegaLite: typeof VegaLiteModule }> | null = null;
 
 function loadVega(): Promise<{ vega: typeof VegaModule; vegaLite: typeof VegaLiteModule }> {
-  modules ??= Promise.all([import('vega'), import(VEGA_LITE) as Promise<typeof VegaLiteModule>]).then(([vega, vegaLite]) => ({ vega, vegaLite }));
+  modules ??= Promise.all([import('vega'), import(VEGA_LITE) as Promise<typeof VegaLiteModule>]).then(([vega, vegaLite]) => ({
+    vega,
+    vegaLite,
+  }));
   return modules;
 }
 

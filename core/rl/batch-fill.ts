@@ -59,7 +59,10 @@ export function wantsFreshTask(drawn: DrawnGroup, refill: SamplingConfig['refill
  * The batch from the assembled training groups: under dynamic sampling, the
  * groups without signal are dropped (and listed); otherwise all stay.
  */
-export function keepGroupsWithSignal(groups: readonly TrainingGroup[], refill: SamplingConfig['refill']): { kept: TrainingGroup[]; dropped: DroppedGroup[] } {
+export function keepGroupsWithSignal(
+  groups: readonly TrainingGroup[],
+  refill: SamplingConfig['refill'],
+): { kept: TrainingGroup[]; dropped: DroppedGroup[] } {
   if (refill !== 'dynamic') return { kept: [...groups], dropped: [] };
   const kept: TrainingGroup[] = [];
   const dropped: DroppedGroup[] = [];

@@ -55,7 +55,10 @@ export function assembleTrainingGroups(
   const rescueByTask = new Map(rescueGroups.map((g) => [g.taskId, g]));
   return baseGroups.map((base) => {
     const group = isDeadGroup(base) ? (rescueByTask.get(base.taskId) ?? base) : base;
-    const advantages = computeGrpoAdvantages(group.rollouts.map((r) => r.reward), normalizeByStd);
+    const advantages = computeGrpoAdvantages(
+      group.rollouts.map((r) => r.reward),
+      normalizeByStd,
+    );
     return {
       taskId: group.taskId,
       kind: group.kind,

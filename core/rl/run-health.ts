@@ -41,13 +41,17 @@ export function stalledReasons(rule: HealthConfig, window: HealthWindow): string
   const reasons: string[] = [];
   const live = window.liveShares.slice(-rule.steps);
   if (rule.minLiveShare > 0 && live.length >= rule.steps && live.every((share) => share < rule.minLiveShare)) {
-    reasons.push(`fewer than ${pct(rule.minLiveShare)} of groups had a learning signal in each of the last ${rule.steps} steps (${live.map(pct).join(', ')})`);
+    reasons.push(
+      `fewer than ${pct(rule.minLiveShare)} of groups had a learning signal in each of the last ${rule.steps} steps (${live.map(pct).join(', ')})`,
+    );
   }
   const evals = window.evalSuccess.slice(-(rule.evaluations + 1));
   if (rule.evaluations > 0 && evals.length === rule.evaluations + 1) {
     const gain = evals[evals.length - 1] - evals[0];
     if (gain <= rule.minGain) {
-      reasons.push(`base success on the eval split moved ${gain >= 0 ? '+' : ''}${(gain * 100).toFixed(1)} points over the last ${rule.evaluations} evaluations (${evals.map(pct).join(' → ')}), not more than ${(rule.minGain * 100).toFixed(1)}`);
+      reasons.push(
+        `base success on the eval split moved ${gain >= 0 ? '+' : ''}${(gain * 100).toFixed(1)} points over the last ${rule.evaluations} evaluations (${evals.map(pct).join(' → ')}), not more than ${(rule.minGain * 100).toFixed(1)}`,
+      );
     }
   }
   return reasons;

@@ -53,7 +53,8 @@ export interface SliceRange {
 export function sliceRanges(tasks: number, perSlice: number): SliceRange[] {
   if (!Number.isInteger(perSlice) || perSlice < 1) throw new RangeError(`tasks per slice must be a whole number >= 1, not ${perSlice}`);
   const ranges: SliceRange[] = [];
-  for (let first = 0, slice = 0; first < tasks; first += perSlice, slice++) ranges.push({ slice, first, count: Math.min(perSlice, tasks - first) });
+  for (let first = 0, slice = 0; first < tasks; first += perSlice, slice++)
+    ranges.push({ slice, first, count: Math.min(perSlice, tasks - first) });
   return ranges;
 }
 

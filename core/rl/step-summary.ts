@@ -97,8 +97,12 @@ export function totalSpend(steps: ReadonlyArray<Pick<StepSummary, 'spend' | 'bas
   const completionTokens = sum((s) => s.completionTokens);
   const timed = spends.length > 0 && spends.every((s) => s.gpuSeconds !== undefined);
   return {
-    rollouts: sum((s) => s.rollouts), policyTokens: promptTokens + completionTokens, promptTokens, completionTokens,
-    trainerTokens: sum((s) => s.trainerTokens), gpuSeconds: timed ? sum((s) => s.gpuSeconds ?? 0) : null,
+    rollouts: sum((s) => s.rollouts),
+    policyTokens: promptTokens + completionTokens,
+    promptTokens,
+    completionTokens,
+    trainerTokens: sum((s) => s.trainerTokens),
+    gpuSeconds: timed ? sum((s) => s.gpuSeconds ?? 0) : null,
   };
 }
 
@@ -214,11 +218,25 @@ export interface StalenessMismatch {
 }
 
 /** Steps grouped by their staleness (steps recorded before pipelining count as 0). */
-export function mismatchByStaleness(steps: ReadonlyArray<Pick<StepSummary, 'logprobMismatch' | 'staleness' | 'stalenessHistogram' | 'datums'>>): Record<string, StalenessMismatch> {
-  const out: Record<string, StalenessMismatch & { tokens: number; sumDiff: number; sumMean: number; sumStd: number; measured: number }> = {};
+export function mismatchByStaleness(
+  steps: ReadonlyArray<Pick<StepSummary, 'logprobMismatch' | 'staleness' | 'stalenessHistogram' | 'datums'>>,
+): Record<string, StalenessMismatch> {
+  const out: Record<string, StalenessMismatch & { tokens: number; sumDiff: number; sumMean: number; sumStd: number; measured: number }> =
+    {};
   for (const s of steps) {
     const key = String(s.staleness ?? 0);
-    const e = (out[key] ??= { steps: 0, rollouts: 0, meanAbsDiff: null, ratioMean: null, ratioStd: null, tokens: 0, sumDiff: 0, sumMean: 0, sumStd: 0, measured: 0 });
+    const e = (out[key] ??= {
+      steps: 0,
+      rollouts: 0,
+      meanAbsDiff: null,
+      ratioMean: null,
+      ratioStd: null,
+      tokens: 0,
+      sumDiff: 0,
+      sumMean: 0,
+      sumStd: 0,
+      measured: 0,
+    });
     e.steps += 1;
     e.rollouts += Object.values(s.stalenessHistogram ?? {}).reduce((n, c) => n + c, 0);
     const m = s.logprobMismatch;
@@ -231,11 +249,15 @@ export function mismatchByStaleness(steps: ReadonlyArray<Pick<StepSummary, 'logp
     }
   }
   return Object.fromEntries(
-    Object.entries(out).map(([k, e]) => [k, {
-      steps: e.steps, rollouts: e.rollouts,
-      meanAbsDiff: e.tokens > 0 ? e.sumDiff / e.tokens : null,
-      ratioMean: e.measured ? e.sumMean / e.measured : null,
-      ratioStd: e.measured ? e.sumStd / e.measured : null,
-    }]),
+    Object.entries(out).map(([k, e]) => [
+      k,
+      {
+        steps: e.steps,
+        rollouts: e.rollouts,
+        meanAbsDiff: e.tokens > 0 ? e.sumDiff / e.tokens : null,
+        ratioMean: e.measured ? e.sumMean / e.measured : null,
+        ratioStd: e.measured ? e.sumStd / e.measured : null,
+      },
+    ]),
   );
 }

@@ -42,7 +42,12 @@ export interface TaskSamplingConfig {
  * tasks (per kind, a fixed draw from the held-out split, the same for every
  * run, so runs compare).
  */
-export function tasksFor<T extends { taskId: string; kind: string }>(tasks: readonly T[], purpose: TaskPurpose, config: TaskSamplingConfig, step: number): T[] {
+export function tasksFor<T extends { taskId: string; kind: string }>(
+  tasks: readonly T[],
+  purpose: TaskPurpose,
+  config: TaskSamplingConfig,
+  step: number,
+): T[] {
   const split = splitTasks(tasks, config.heldOut);
   if (purpose === 'train') return drawDistinct(split.train, config.tasksPerStep, config.seed, step);
   const [pool, perKind, seedOf] =
@@ -50,5 +55,12 @@ export function tasksFor<T extends { taskId: string; kind: string }>(tasks: read
       ? [split.train, config.probeTasksPerKind, (kind: string) => hashSeed('probe', config.seed, kind)]
       : [split.eval, config.evalTasksPerKind, (kind: string) => hashSeed('eval', kind)];
   const kinds = [...new Set(pool.map((t) => t.kind))];
-  return kinds.flatMap((kind) => drawDistinct(pool.filter((t) => t.kind === kind), perKind, seedOf(kind), step));
+  return kinds.flatMap((kind) =>
+    drawDistinct(
+      pool.filter((t) => t.kind === kind),
+      perKind,
+      seedOf(kind),
+      step,
+    ),
+  );
 }

@@ -104,7 +104,15 @@ export function buildProfiles(
   ) => {
     const key = cellKey(harnessId, kind, '');
     const cell = kindCells.get(key) ?? {
-      harnessId, kind, attempts: 0, successes: 0, totalTurns: 0, rescueAttempts: 0, rescueSuccesses: 0, rescueTurns: 0, rescueTokens: 0,
+      harnessId,
+      kind,
+      attempts: 0,
+      successes: 0,
+      totalTurns: 0,
+      rescueAttempts: 0,
+      rescueSuccesses: 0,
+      rescueTurns: 0,
+      rescueTokens: 0,
     };
     for (const attempt of attempts) {
       if (on.fixedSample) {
@@ -124,12 +132,21 @@ export function buildProfiles(
     const fixedSample = outcome.fixedSample ?? true;
     addToKind(outcome.baseHarnessId, outcome.kind, outcome.base, { fixedSample, baseFailed: false });
     const baseFailed = outcome.base.some((a) => !a.success);
-    for (const [harnessId, attempts] of Object.entries(outcome.siblings)) addToKind(harnessId, outcome.kind, attempts, { fixedSample, baseFailed });
+    for (const [harnessId, attempts] of Object.entries(outcome.siblings))
+      addToKind(harnessId, outcome.kind, attempts, { fixedSample, baseFailed });
     const failureTypes = [...new Set(outcome.base.filter((a) => !a.success).map((a) => a.failureType ?? 'unknown'))];
     for (const [harnessId, attempts] of Object.entries(outcome.siblings)) {
       for (const failureType of failureTypes) {
         const key = cellKey(harnessId, outcome.kind, failureType);
-        const cell = cells.get(key) ?? { harnessId, kind: outcome.kind, failureType, attempts: 0, successes: 0, totalTurns: 0, totalTokens: 0 };
+        const cell = cells.get(key) ?? {
+          harnessId,
+          kind: outcome.kind,
+          failureType,
+          attempts: 0,
+          successes: 0,
+          totalTurns: 0,
+          totalTokens: 0,
+        };
         for (const attempt of attempts) {
           cell.attempts += 1;
           cell.successes += attempt.success ? 1 : 0;
@@ -202,7 +219,8 @@ export function profileShift(previous: BehaviorProfiles, next: BehaviorProfiles)
   let total = 0;
   for (const cell of keys.values()) {
     total += Math.abs(
-      smoothedRescueRate(next, cell.harnessId, cell.kind, cell.failureType) - smoothedRescueRate(previous, cell.harnessId, cell.kind, cell.failureType),
+      smoothedRescueRate(next, cell.harnessId, cell.kind, cell.failureType) -
+        smoothedRescueRate(previous, cell.harnessId, cell.kind, cell.failureType),
     );
   }
   return total / keys.size;

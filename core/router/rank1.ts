@@ -21,7 +21,12 @@ export function kindSuccessRate(profiles: BehaviorProfiles, harnessId: string, k
 }
 
 /** Rank-1 routing of every kind: kind -> its Rank-1 harness. */
-export function rank1Routes(profiles: BehaviorProfiles, harnessIds: readonly string[], baseHarnessId: string, kinds: readonly string[]): Record<string, string> {
+export function rank1Routes(
+  profiles: BehaviorProfiles,
+  harnessIds: readonly string[],
+  baseHarnessId: string,
+  kinds: readonly string[],
+): Record<string, string> {
   return Object.fromEntries(kinds.map((kind) => [kind, rank1Harness(profiles, harnessIds, baseHarnessId, kind)]));
 }
 

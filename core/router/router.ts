@@ -79,7 +79,15 @@ export async function routeDeadGroup(request: RouteRequest): Promise<RoutingDeci
       // More siblings than rollouts: the G best by the validation rule, so every chosen sibling runs.
       return decided(ids.length <= request.groupSize ? [...ids] : validation.ranked.slice(0, request.groupSize));
     case 'vote': {
-      const context: VoteContext = { taskId: group.taskId, kind: group.kind, taskText: request.taskText, group, siblings: [...request.siblings], profiles, k };
+      const context: VoteContext = {
+        taskId: group.taskId,
+        kind: group.kind,
+        taskText: request.taskText,
+        group,
+        siblings: [...request.siblings],
+        profiles,
+        k,
+      };
       const votes = await collectVotes(request.voters, context, { signal: request.signal });
       const rankings = votes.flatMap((v) => (v.ok ? [v.ranking] : []));
       if (rankings.length === 0) {

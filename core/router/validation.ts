@@ -34,16 +34,18 @@ export function rankByValidation(profiles: BehaviorProfiles, siblings: readonly 
   const scores: Record<string, number> = {};
   for (const id of siblings) scores[id] = rescueScore(profiles, id, group);
   const ranked = [...siblings].sort(
-    (a, b) =>
-      scores[b] - scores[a] ||
-      meanTurns(profiles, a, group.kind) - meanTurns(profiles, b, group.kind) ||
-      a.localeCompare(b),
+    (a, b) => scores[b] - scores[a] || meanTurns(profiles, a, group.kind) - meanTurns(profiles, b, group.kind) || a.localeCompare(b),
   );
   return { ranked, scores };
 }
 
 /** The validation rule's top k. */
-export function routeByValidation(profiles: BehaviorProfiles, siblings: readonly string[], group: DeadGroup, k: number): { chosen: string[]; scores: Record<string, number> } {
+export function routeByValidation(
+  profiles: BehaviorProfiles,
+  siblings: readonly string[],
+  group: DeadGroup,
+  k: number,
+): { chosen: string[]; scores: Record<string, number> } {
   const { ranked, scores } = rankByValidation(profiles, siblings, group);
   return { chosen: ranked.slice(0, k), scores };
 }

@@ -20,7 +20,8 @@ export const VoterBallot = z.object({
     .min(1, 'list at least one harness id')
     .superRefine((ids, ctx) => {
       const repeated = [...new Set(ids.filter((id, i) => ids.indexOf(id) !== i))];
-      if (repeated.length > 0) ctx.addIssue({ code: 'custom', message: `each harness id may appear once; repeated: ${repeated.join(', ')}` });
+      if (repeated.length > 0)
+        ctx.addIssue({ code: 'custom', message: `each harness id may appear once; repeated: ${repeated.join(', ')}` });
     }),
 });
 export type VoterBallot = z.infer<typeof VoterBallot>;
@@ -38,8 +39,7 @@ export interface VoteContext {
 }
 
 export type VoteOutcome =
-  | { voter: string; ok: true; ranking: string[]; latencyMs: number }
-  | { voter: string; ok: false; reason: string; latencyMs: number };
+  { voter: string; ok: true; ranking: string[]; latencyMs: number } | { voter: string; ok: false; reason: string; latencyMs: number };
 
 type BallotResult = { ok: true; ranking: string[] } | { ok: false; reason: string };
 
@@ -76,9 +76,16 @@ function siblingEvidence(profiles: BehaviorProfiles, harnessId: string, kind: st
   const lines = failureTypes.map((failureType) => {
     const rate = smoothedRescueRate(profiles, harnessId, kind, failureType).toFixed(2);
     const cell: ProfileCell = profiles.cells.find((c) => c.harnessId === harnessId && c.kind === kind && c.failureType === failureType) ?? {
-      harnessId, kind, failureType, attempts: 0, successes: 0, totalTurns: 0, totalTokens: 0,
+      harnessId,
+      kind,
+      failureType,
+      attempts: 0,
+      successes: 0,
+      totalTurns: 0,
+      totalTokens: 0,
     };
-    const thin = cell.attempts === 0 ? ' (untested: the prior alone)' : isThinCell(profiles, cell) ? ' (thin evidence: mostly the prior)' : '';
+    const thin =
+      cell.attempts === 0 ? ' (untested: the prior alone)' : isThinCell(profiles, cell) ? ' (thin evidence: mostly the prior)' : '';
     return `after ${failureType}: rescue rate ${rate} over ${cell.attempts} ${cell.attempts === 1 ? 'attempt' : 'attempts'}${thin}`;
   });
   const turns = meanTurns(profiles, harnessId, kind);
@@ -107,7 +114,10 @@ export function voterMessages(context: VoteContext): Array<{ role: 'system' | 'u
     'each id at most once, using only the ids you are given. No other text.',
   ].join('\n');
   const siblings = context.siblings.map((s) =>
-    [`- ${s.id} (direction: ${s.direction}): ${s.description}`, ...siblingEvidence(context.profiles, s.id, context.kind, failureTypes).map((line) => `    ${line}`)].join('\n'),
+    [
+      `- ${s.id} (direction: ${s.direction}): ${s.description}`,
+      ...siblingEvidence(context.profiles, s.id, context.kind, failureTypes).map((line) => `    ${line}`),
+    ].join('\n'),
   );
   const user = [
     `Task ${context.taskId} (kind: ${context.kind}), as the agent sees it:`,
@@ -204,7 +214,8 @@ export function parseBallot(text: string, siblingIds: readonly string[]): Ballot
 /** The innermost cause's message: for a refused connection "connect ECONNREFUSED ...", not just "fetch failed". */
 function rootCauseMessage(err: Error): string {
   // Duck-typed: fetch's errors come from another realm than ours under test runners, so instanceof fails.
-  const describe = (e: { message?: unknown; code?: unknown }) => (typeof e.message === 'string' && e.message ? e.message : String(e.code ?? ''));
+  const describe = (e: { message?: unknown; code?: unknown }) =>
+    typeof e.message === 'string' && e.message ? e.message : String(e.code ?? '');
   let root: { message?: unknown; code?: unknown; cause?: unknown } = err;
   for (let depth = 0; depth < 8 && typeof root.cause === 'object' && root.cause !== null; depth++) root = root.cause;
   return root === err || !describe(root) ? err.message : `${err.message} (${describe(root)})`;
@@ -234,7 +245,10 @@ async function askVoter(voter: VoterConfig, apiKey: string, context: VoteContext
     );
     const content = response.choices[0]?.message?.content?.trim();
     if (!content) return { voter: label, ok: false, reason: 'empty answer', latencyMs: latencyMs() };
-    const ballot = parseBallot(content, context.siblings.map((s) => s.id));
+    const ballot = parseBallot(
+      content,
+      context.siblings.map((s) => s.id),
+    );
     return ballot.ok
       ? { voter: label, ok: true, ranking: ballot.ranking, latencyMs: latencyMs() }
       : { voter: label, ok: false, reason: ballot.reason, latencyMs: latencyMs() };

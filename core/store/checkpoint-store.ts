@@ -47,7 +47,14 @@ export class CheckpointStore {
   constructor(private readonly pool: Pool) {}
 
   /** Records a saved checkpoint once. */
-  async recordCheckpoint(c: { runId: string; step: number; modelId: string; name: string; path: string; policyVersion: string }): Promise<void> {
+  async recordCheckpoint(c: {
+    runId: string;
+    step: number;
+    modelId: string;
+    name: string;
+    path: string;
+    policyVersion: string;
+  }): Promise<void> {
     await this.pool.query(
       `INSERT INTO checkpoints (run_id, step, model_id, name, path, policy_version) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (run_id, model_id, name) DO NOTHING`,
@@ -66,7 +73,10 @@ export class CheckpointStore {
 
   /** Marks a checkpoint deleted: the trainer deleted it, or no longer has it. */
   async markCheckpointDeleted(runId: string, modelId: string, name: string): Promise<void> {
-    await this.pool.query('UPDATE checkpoints SET deleted_at = now() WHERE run_id = $1 AND model_id = $2 AND name = $3 AND deleted_at IS NULL', [runId, modelId, name]);
+    await this.pool.query(
+      'UPDATE checkpoints SET deleted_at = now() WHERE run_id = $1 AND model_id = $2 AND name = $3 AND deleted_at IS NULL',
+      [runId, modelId, name],
+    );
   }
 
   // ------------------------------------------------------------- restores
@@ -77,8 +87,14 @@ export class CheckpointStore {
    * attempt wrote, with the model it was loading, if any.
    */
   async startRestore(r: {
-    runId: string; kind: RestoreKind; atStep: number; fromRunId: string | null; fromStep: number | null;
-    checkpointPath: string | null; lostModelId: string | null; reason: string;
+    runId: string;
+    kind: RestoreKind;
+    atStep: number;
+    fromRunId: string | null;
+    fromStep: number | null;
+    checkpointPath: string | null;
+    lostModelId: string | null;
+    reason: string;
   }): Promise<RestoreRecord> {
     for (let attempt = 0; attempt < 20; attempt++) {
       const found = await this.findRestore(r.runId, r.lostModelId);
@@ -118,7 +134,14 @@ export class CheckpointStore {
    * decisions of steps after `fromStep`; evaluations after more than
    * fromStep + 1 steps). A fork (nothing to supersede) only moves the model.
    */
-  async completeRestore(r: { runId: string; restore: number; modelId: string; sessionId: string; policyVersion: string; samplerPath: string | null }): Promise<RestoreRecord> {
+  async completeRestore(r: {
+    runId: string;
+    restore: number;
+    modelId: string;
+    sessionId: string;
+    policyVersion: string;
+    samplerPath: string | null;
+  }): Promise<RestoreRecord> {
     await transaction(this.pool, async (client) => {
       const { rows } = await client.query(
         `UPDATE trainer_restores SET status = 'done', completed_at = now(), model_id = $3, session_id = $4, policy_version = $5, sampler_path = $6
@@ -126,7 +149,11 @@ export class CheckpointStore {
         [r.runId, r.restore, r.modelId, r.sessionId, r.policyVersion, r.samplerPath],
       );
       if (rows.length === 0) return;
-      await client.query('UPDATE runs SET trainer_model_id = $2, trainer_session_id = $3, updated_at = now() WHERE run_id = $1', [r.runId, r.modelId, r.sessionId]);
+      await client.query('UPDATE runs SET trainer_model_id = $2, trainer_session_id = $3, updated_at = now() WHERE run_id = $1', [
+        r.runId,
+        r.modelId,
+        r.sessionId,
+      ]);
       if (rows[0].kind === 'fork') return;
       const after = rows[0].from_step ?? -1;
       const args = [r.runId, r.restore, after];
@@ -138,7 +165,10 @@ export class CheckpointStore {
       for (const table of ['steps', 'trainer_steps', 'routing_decisions']) {
         await client.query(`UPDATE ${table} SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND step > $3`, args);
       }
-      await client.query('UPDATE evaluations SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND after_steps > $3 + 1', args);
+      await client.query(
+        'UPDATE evaluations SET superseded_by = $2 WHERE run_id = $1 AND superseded_by IS NULL AND after_steps > $3 + 1',
+        args,
+      );
     });
     return (await this.restore(r.runId, r.restore))!;
   }
@@ -168,16 +198,34 @@ export class CheckpointStore {
 
 function checkpointRecord(r: QueryResultRow): CheckpointRecord {
   return {
-    runId: r.run_id, step: r.step, modelId: r.model_id, name: r.name, path: r.path, policyVersion: r.policy_version,
-    createdAt: r.created_at, deletedAt: r.deleted_at,
+    runId: r.run_id,
+    step: r.step,
+    modelId: r.model_id,
+    name: r.name,
+    path: r.path,
+    policyVersion: r.policy_version,
+    createdAt: r.created_at,
+    deletedAt: r.deleted_at,
   };
 }
 
 function restoreRecord(r: QueryResultRow): RestoreRecord {
   return {
-    runId: r.run_id, restore: r.restore, kind: r.kind, atStep: r.at_step, fromRunId: r.from_run_id, fromStep: r.from_step,
-    checkpointPath: r.checkpoint_path, lostModelId: r.lost_model_id, modelId: r.model_id, sessionId: r.session_id,
-    policyVersion: r.policy_version, samplerPath: r.sampler_path, reason: r.reason, status: r.status,
-    createdAt: r.created_at, completedAt: r.completed_at,
+    runId: r.run_id,
+    restore: r.restore,
+    kind: r.kind,
+    atStep: r.at_step,
+    fromRunId: r.from_run_id,
+    fromStep: r.from_step,
+    checkpointPath: r.checkpoint_path,
+    lostModelId: r.lost_model_id,
+    modelId: r.model_id,
+    sessionId: r.session_id,
+    policyVersion: r.policy_version,
+    samplerPath: r.sampler_path,
+    reason: r.reason,
+    status: r.status,
+    createdAt: r.created_at,
+    completedAt: r.completed_at,
   };
 }

@@ -86,7 +86,6 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   }
 }
 
-
 /** How long a process waits for another one's migrations before giving up. */
 const MIGRATION_WAIT_MS = 120_000;
 

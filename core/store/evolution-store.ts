@@ -62,7 +62,13 @@ export interface StoredPool {
 
 /** jsonb keeps no key order: compare canonical JSON. */
 const candidateOf = (r: QueryResultRow): StoredCandidate => ({
-  candidateId: r.candidate_id, round: r.round, direction: r.direction, slot: r.slot, parent: r.parent, spec: r.spec, version: r.version,
+  candidateId: r.candidate_id,
+  round: r.round,
+  direction: r.direction,
+  slot: r.slot,
+  parent: r.parent,
+  spec: r.spec,
+  version: r.version,
 });
 
 const sameJson = (a: unknown, b: unknown) => contentHash(a) === contentHash(b);
@@ -74,7 +80,13 @@ export class EvolutionStore {
    * Registers an evolution under its name, or finds it registered: a second
    * start with the same config resumes it; another config under that name is refused.
    */
-  async registerEvolution(e: { evolutionId: string; env: string; config: unknown; baseSpec: unknown; devTasks: unknown }): Promise<StoredEvolution> {
+  async registerEvolution(e: {
+    evolutionId: string;
+    env: string;
+    config: unknown;
+    baseSpec: unknown;
+    devTasks: unknown;
+  }): Promise<StoredEvolution> {
     await this.pool.query(
       `INSERT INTO evolutions (evolution_id, env, config, base_spec, dev_tasks) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (evolution_id) DO NOTHING`,
@@ -95,20 +107,44 @@ export class EvolutionStore {
     if (rows.length === 0) return null;
     const r = rows[0];
     return {
-      evolutionId: r.evolution_id, env: r.env, config: r.config, baseSpec: r.base_spec, devTasks: r.dev_tasks,
-      poolHash: r.pool_hash, createdAt: r.created_at, finishedAt: r.finished_at,
+      evolutionId: r.evolution_id,
+      env: r.env,
+      config: r.config,
+      baseSpec: r.base_spec,
+      devTasks: r.dev_tasks,
+      poolHash: r.pool_hash,
+      createdAt: r.created_at,
+      finishedAt: r.finished_at,
     };
   }
 
   /** Stores rollouts not stored yet; returns how many it stored. */
-  async insertRollouts(evolutionId: string, phase: string, candidateId: string, taskId: string, rollouts: readonly EvolutionRollout[]): Promise<number> {
+  async insertRollouts(
+    evolutionId: string,
+    phase: string,
+    candidateId: string,
+    taskId: string,
+    rollouts: readonly EvolutionRollout[],
+  ): Promise<number> {
     let stored = 0;
     for (const r of rollouts) {
       const { rowCount } = await this.pool.query(
         `INSERT INTO evolution_rollouts (evolution_id, phase, candidate_id, task_id, sample, task_kind, success, failure_type, turns, tokens, messages)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (evolution_id, phase, candidate_id, task_id, sample) DO NOTHING`,
-        [evolutionId, phase, candidateId, taskId, r.sample, r.taskKind, r.success, r.failureType, r.turns, r.tokens, JSON.stringify(r.messages.map(storableMessage))],
+        [
+          evolutionId,
+          phase,
+          candidateId,
+          taskId,
+          r.sample,
+          r.taskKind,
+          r.success,
+          r.failureType,
+          r.turns,
+          r.tokens,
+          JSON.stringify(r.messages.map(storableMessage)),
+        ],
       );
       stored += rowCount ?? 0;
     }
@@ -116,24 +152,48 @@ export class EvolutionStore {
   }
 
   /** The stored rollouts of one (phase, harness, task) group, without messages. */
-  async groupRollouts(evolutionId: string, phase: string, candidateId: string, taskId: string): Promise<Array<Omit<EvolutionRollout, 'messages'>>> {
+  async groupRollouts(
+    evolutionId: string,
+    phase: string,
+    candidateId: string,
+    taskId: string,
+  ): Promise<Array<Omit<EvolutionRollout, 'messages'>>> {
     const { rows } = await this.pool.query(
       `SELECT sample, task_kind, success, failure_type, turns, tokens FROM evolution_rollouts
        WHERE evolution_id = $1 AND phase = $2 AND candidate_id = $3 AND task_id = $4 ORDER BY sample`,
       [evolutionId, phase, candidateId, taskId],
     );
-    return rows.map((r) => ({ sample: r.sample, taskKind: r.task_kind, success: r.success, failureType: r.failure_type, turns: r.turns, tokens: r.tokens }));
+    return rows.map((r) => ({
+      sample: r.sample,
+      taskKind: r.task_kind,
+      success: r.success,
+      failureType: r.failure_type,
+      turns: r.turns,
+      tokens: r.tokens,
+    }));
   }
 
   /** Failed rollouts of a harness on some tasks, in (task, sample) order, with their messages. */
-  async failedRollouts(evolutionId: string, phase: string, candidateId: string, taskIds: readonly string[]): Promise<Array<EvolutionRollout & { taskId: string }>> {
+  async failedRollouts(
+    evolutionId: string,
+    phase: string,
+    candidateId: string,
+    taskIds: readonly string[],
+  ): Promise<Array<EvolutionRollout & { taskId: string }>> {
     const { rows } = await this.pool.query(
       `SELECT task_id, sample, task_kind, success, failure_type, turns, tokens, messages FROM evolution_rollouts
        WHERE evolution_id = $1 AND phase = $2 AND candidate_id = $3 AND task_id = ANY($4) AND NOT success ORDER BY task_id, sample`,
       [evolutionId, phase, candidateId, taskIds],
     );
     return rows.map((r) => ({
-      taskId: r.task_id, sample: r.sample, taskKind: r.task_kind, success: r.success, failureType: r.failure_type, turns: r.turns, tokens: r.tokens, messages: r.messages,
+      taskId: r.task_id,
+      sample: r.sample,
+      taskKind: r.task_kind,
+      success: r.success,
+      failureType: r.failure_type,
+      turns: r.turns,
+      tokens: r.tokens,
+      messages: r.messages,
     }));
   }
 
@@ -145,8 +205,16 @@ export class EvolutionStore {
       [evolutionId, where.round ?? null, where.direction ?? null, where.slot ?? null],
     );
     return rows.map((r) => ({
-      round: r.round, direction: r.direction, slot: r.slot, attempt: r.attempt, proposer: r.proposer, messages: r.messages,
-      answer: r.answer, verdict: r.verdict, reason: r.reason, createdAt: r.created_at,
+      round: r.round,
+      direction: r.direction,
+      slot: r.slot,
+      attempt: r.attempt,
+      proposer: r.proposer,
+      messages: r.messages,
+      answer: r.answer,
+      verdict: r.verdict,
+      reason: r.reason,
+      createdAt: r.created_at,
     }));
   }
 
@@ -156,7 +224,18 @@ export class EvolutionStore {
       `INSERT INTO evolution_proposals (evolution_id, round, direction, slot, attempt, proposer, messages, answer, verdict, reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (evolution_id, round, direction, slot, attempt) DO NOTHING`,
-      [evolutionId, p.round, p.direction, p.slot, p.attempt, p.proposer, JSON.stringify(p.messages.map(storableMessage)), p.answer, p.verdict, p.reason],
+      [
+        evolutionId,
+        p.round,
+        p.direction,
+        p.slot,
+        p.attempt,
+        p.proposer,
+        JSON.stringify(p.messages.map(storableMessage)),
+        p.answer,
+        p.verdict,
+        p.reason,
+      ],
     );
     const stored = await this.proposals(evolutionId, { round: p.round, direction: p.direction, slot: p.slot });
     return stored.find((s) => s.attempt === p.attempt)!;
@@ -171,12 +250,17 @@ export class EvolutionStore {
   }
 
   async candidates(evolutionId: string): Promise<StoredCandidate[]> {
-    const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 ORDER BY round, direction, slot', [evolutionId]);
+    const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 ORDER BY round, direction, slot', [
+      evolutionId,
+    ]);
     return rows.map(candidateOf);
   }
 
   async getCandidate(evolutionId: string, candidateId: string): Promise<StoredCandidate | null> {
-    const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 AND candidate_id = $2', [evolutionId, candidateId]);
+    const { rows } = await this.pool.query('SELECT * FROM evolution_candidates WHERE evolution_id = $1 AND candidate_id = $2', [
+      evolutionId,
+      candidateId,
+    ]);
     return rows.map(candidateOf)[0] ?? null;
   }
 
@@ -189,13 +273,23 @@ export class EvolutionStore {
   }
 
   async selections(evolutionId: string): Promise<Array<{ round: number; direction: string; decision: unknown }>> {
-    const { rows } = await this.pool.query('SELECT round, direction, decision FROM evolution_selections WHERE evolution_id = $1 ORDER BY round, direction', [evolutionId]);
+    const { rows } = await this.pool.query(
+      'SELECT round, direction, decision FROM evolution_selections WHERE evolution_id = $1 ORDER BY round, direction',
+      [evolutionId],
+    );
     return rows.map((r) => ({ round: r.round, direction: r.direction, decision: r.decision }));
   }
 
   /** What an evolution has recorded: proposal attempts, candidates, selections, and rollouts per phase. */
-  async counts(evolutionId: string): Promise<{ proposals: number; candidates: number; selections: number; rollouts: Record<string, number>; groups: Record<string, number> }> {
-    const one = async (table: string) => Number((await this.pool.query(`SELECT count(*) AS n FROM ${table} WHERE evolution_id = $1`, [evolutionId])).rows[0].n);
+  async counts(evolutionId: string): Promise<{
+    proposals: number;
+    candidates: number;
+    selections: number;
+    rollouts: Record<string, number>;
+    groups: Record<string, number>;
+  }> {
+    const one = async (table: string) =>
+      Number((await this.pool.query(`SELECT count(*) AS n FROM ${table} WHERE evolution_id = $1`, [evolutionId])).rows[0].n);
     const { rows } = await this.pool.query(
       `SELECT phase, count(*) AS n, count(DISTINCT (candidate_id, task_id)) AS groups FROM evolution_rollouts WHERE evolution_id = $1 GROUP BY phase`,
       [evolutionId],
@@ -210,16 +304,22 @@ export class EvolutionStore {
   }
 
   /** Stores a frozen pool (kept as first stored) and marks its evolution finished with it. */
-  async savePool(p: { poolHash: string; env: string; evolutionId: string | null; manifest: unknown; specs: Record<string, unknown> }): Promise<void> {
+  async savePool(p: {
+    poolHash: string;
+    env: string;
+    evolutionId: string | null;
+    manifest: unknown;
+    specs: Record<string, unknown>;
+  }): Promise<void> {
     await this.pool.query(
       `INSERT INTO harness_pools (pool_hash, env, evolution_id, manifest, specs) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (pool_hash) DO NOTHING`,
       [p.poolHash, p.env, p.evolutionId, JSON.stringify(p.manifest), JSON.stringify(p.specs)],
     );
     if (p.evolutionId !== null) {
-      await this.pool.query(
-        'UPDATE evolutions SET pool_hash = $2, finished_at = COALESCE(finished_at, now()) WHERE evolution_id = $1',
-        [p.evolutionId, p.poolHash],
-      );
+      await this.pool.query('UPDATE evolutions SET pool_hash = $2, finished_at = COALESCE(finished_at, now()) WHERE evolution_id = $1', [
+        p.evolutionId,
+        p.poolHash,
+      ]);
     }
   }
 
@@ -227,12 +327,26 @@ export class EvolutionStore {
     const { rows } = await this.pool.query('SELECT * FROM harness_pools WHERE pool_hash = $1', [poolHash]);
     if (rows.length === 0) return null;
     const r = rows[0];
-    return { poolHash: r.pool_hash, env: r.env, evolutionId: r.evolution_id, manifest: r.manifest, specs: r.specs, createdAt: r.created_at };
+    return {
+      poolHash: r.pool_hash,
+      env: r.env,
+      evolutionId: r.evolution_id,
+      manifest: r.manifest,
+      specs: r.specs,
+      createdAt: r.created_at,
+    };
   }
 
   /** Frozen pools, newest first; `prefix` matches the start of the hash. */
   async listPools(prefix = ''): Promise<StoredPool[]> {
     const { rows } = await this.pool.query("SELECT * FROM harness_pools WHERE pool_hash LIKE $1 || '%' ORDER BY created_at DESC", [prefix]);
-    return rows.map((r) => ({ poolHash: r.pool_hash, env: r.env, evolutionId: r.evolution_id, manifest: r.manifest, specs: r.specs, createdAt: r.created_at }));
+    return rows.map((r) => ({
+      poolHash: r.pool_hash,
+      env: r.env,
+      evolutionId: r.evolution_id,
+      manifest: r.manifest,
+      specs: r.specs,
+      createdAt: r.created_at,
+    }));
   }
 }

@@ -42,8 +42,14 @@ export class ReplicaStore implements ReplicaReadiness {
       [
         JSON.stringify(
           targets.map((t) => ({
-            replica: t.replica, policy_version: t.policyVersion, run_id: t.runId, step: t.step, sampler_path: t.samplerPath,
-            probe_run_id: t.probeOf.runId, probe_step: t.probeOf.step, via: t.via,
+            replica: t.replica,
+            policy_version: t.policyVersion,
+            run_id: t.runId,
+            step: t.step,
+            sampler_path: t.samplerPath,
+            probe_run_id: t.probeOf.runId,
+            probe_step: t.probeOf.step,
+            via: t.via,
           })),
         ),
       ],
@@ -93,7 +99,9 @@ export class ReplicaStore implements ReplicaReadiness {
   }
 
   async readyReplicas(policyVersion: string): Promise<{ known: boolean; ready: ReadonlyMap<string, number> }> {
-    const { rows } = await this.pool.query('SELECT replica, state, ready_at FROM replica_versions WHERE policy_version = $1', [policyVersion]);
+    const { rows } = await this.pool.query('SELECT replica, state, ready_at FROM replica_versions WHERE policy_version = $1', [
+      policyVersion,
+    ]);
     const ready = rows.filter((r) => r.state === 'ready').map((r): [string, number] => [r.replica, (r.ready_at as Date).getTime()]);
     return { known: rows.length > 0, ready: new Map(ready) };
   }
@@ -126,21 +134,35 @@ export class ReplicaStore implements ReplicaReadiness {
 
   /** How to load a version (from any replica's row), or null when none was planned. */
   async target(policyVersion: string): Promise<ReplicaVersionTarget | null> {
-    const { rows } = await this.pool.query('SELECT * FROM replica_versions WHERE policy_version = $1 ORDER BY created_at LIMIT 1', [policyVersion]);
+    const { rows } = await this.pool.query('SELECT * FROM replica_versions WHERE policy_version = $1 ORDER BY created_at LIMIT 1', [
+      policyVersion,
+    ]);
     return rows[0] ? versionRecord(rows[0]) : null;
   }
 
   /** A version's row on a replica. */
   async get(replica: string, policyVersion: string): Promise<ReplicaVersionRecord | null> {
-    const { rows } = await this.pool.query('SELECT * FROM replica_versions WHERE replica = $1 AND policy_version = $2', [replica, policyVersion]);
+    const { rows } = await this.pool.query('SELECT * FROM replica_versions WHERE replica = $1 AND policy_version = $2', [
+      replica,
+      policyVersion,
+    ]);
     return rows[0] ? versionRecord(rows[0]) : null;
   }
 }
 
 function versionRecord(r: QueryResultRow): ReplicaVersionRecord {
   return {
-    replica: r.replica, runId: r.run_id, policyVersion: r.policy_version, step: r.step, samplerPath: r.sampler_path,
-    probeOf: { runId: r.probe_run_id, step: r.probe_step }, via: r.via, state: r.state, reason: r.reason,
-    probeMeanAbsDiff: r.probe_mean_abs_diff, readyAt: r.ready_at, updatedAt: r.updated_at,
+    replica: r.replica,
+    runId: r.run_id,
+    policyVersion: r.policy_version,
+    step: r.step,
+    samplerPath: r.sampler_path,
+    probeOf: { runId: r.probe_run_id, step: r.probe_step },
+    via: r.via,
+    state: r.state,
+    reason: r.reason,
+    probeMeanAbsDiff: r.probe_mean_abs_diff,
+    readyAt: r.ready_at,
+    updatedAt: r.updated_at,
   };
 }

@@ -29,7 +29,17 @@ export class RoutingStore {
     await this.pool.query(
       `INSERT INTO profiles (run_id, version, policy_version, cells) VALUES ($1, $2, $3, $4)
        ON CONFLICT (run_id, version) DO NOTHING`,
-      [runId, profiles.version, profiles.policyVersion, JSON.stringify({ priorStrength: profiles.priorStrength, baseHarnessId: profiles.baseHarnessId, cells: profiles.cells, kindCells: profiles.kindCells })],
+      [
+        runId,
+        profiles.version,
+        profiles.policyVersion,
+        JSON.stringify({
+          priorStrength: profiles.priorStrength,
+          baseHarnessId: profiles.baseHarnessId,
+          cells: profiles.cells,
+          kindCells: profiles.kindCells,
+        }),
+      ],
     );
   }
 
@@ -43,7 +53,9 @@ export class RoutingStore {
 
   /** Every profile version of a run, oldest first. */
   async profileVersions(runId: string): Promise<Array<{ version: number; policyVersion: string; createdAt: Date }>> {
-    const { rows } = await this.pool.query('SELECT version, policy_version, created_at FROM profiles WHERE run_id = $1 ORDER BY version', [runId]);
+    const { rows } = await this.pool.query('SELECT version, policy_version, created_at FROM profiles WHERE run_id = $1 ORDER BY version', [
+      runId,
+    ]);
     return rows.map((r) => ({ version: r.version, policyVersion: r.policy_version, createdAt: r.created_at }));
   }
 
@@ -53,8 +65,19 @@ export class RoutingStore {
       `INSERT INTO routing_decisions (run_id, step, task_id, task_kind, strategy, profile_version, failure_summary, failure_digest, failure_counts, votes, fallback, chosen, scores)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id, step, task_id) WHERE superseded_by IS NULL DO NOTHING`,
       [
-        runId, step, decision.taskId, decision.kind, decision.strategy, decision.profileVersion, decision.failureSummary,
-        decision.failureDigest, JSON.stringify(decision.failureCounts), JSON.stringify(decision.votes), decision.fallback, decision.chosen, JSON.stringify(decision.scores),
+        runId,
+        step,
+        decision.taskId,
+        decision.kind,
+        decision.strategy,
+        decision.profileVersion,
+        decision.failureSummary,
+        decision.failureDigest,
+        JSON.stringify(decision.failureCounts),
+        JSON.stringify(decision.votes),
+        decision.fallback,
+        decision.chosen,
+        JSON.stringify(decision.scores),
       ],
     );
     const stored = await this.routingDecision(runId, step, decision.taskId);
@@ -62,12 +85,18 @@ export class RoutingStore {
   }
 
   async routingDecision(runId: string, step: number, taskId: string): Promise<StoredRoutingDecision | null> {
-    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND task_id = $3 AND superseded_by IS NULL', [runId, step, taskId]);
+    const { rows } = await this.pool.query(
+      'SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND task_id = $3 AND superseded_by IS NULL',
+      [runId, step, taskId],
+    );
     return rows.length ? routingDecisionFromRow(rows[0]) : null;
   }
 
   async routingDecisions(runId: string): Promise<StoredRoutingDecision[]> {
-    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step, task_id', [runId]);
+    const { rows } = await this.pool.query(
+      'SELECT * FROM routing_decisions WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step, task_id',
+      [runId],
+    );
     return rows.map(routingDecisionFromRow);
   }
 
@@ -95,8 +124,13 @@ export class RoutingStore {
   }
 
   async evaluations(runId: string): Promise<EvaluationSummary[]> {
-    const { rows } = await this.pool.query('SELECT after_steps, summary FROM evaluations WHERE run_id = $1 AND superseded_by IS NULL ORDER BY after_steps', [runId]);
-    return rows.map((r) => parseRow(StoredEvaluationSummary, r.summary, `evaluations row (run ${runId}, after ${r.after_steps} steps): summary`));
+    const { rows } = await this.pool.query(
+      'SELECT after_steps, summary FROM evaluations WHERE run_id = $1 AND superseded_by IS NULL ORDER BY after_steps',
+      [runId],
+    );
+    return rows.map((r) =>
+      parseRow(StoredEvaluationSummary, r.summary, `evaluations row (run ${runId}, after ${r.after_steps} steps): summary`),
+    );
   }
 
   async latestProfileVersion(runId: string): Promise<number | null> {

@@ -31,7 +31,12 @@ const Metrics = z
 const SiblingStepStats = z.object({ groupsChosen: z.number(), groupsRescued: z.number(), rollouts: z.number(), successes: z.number() });
 
 const LogprobMismatch = z.object({
-  tokens: z.number(), meanAbsDiff: z.number(), ratioMean: z.number(), ratioStd: z.number(), ratioMin: z.number(), ratioMax: z.number(),
+  tokens: z.number(),
+  meanAbsDiff: z.number(),
+  ratioMean: z.number(),
+  ratioStd: z.number(),
+  ratioMin: z.number(),
+  ratioMax: z.number(),
 });
 
 /** A mismatch with a non-finite figure (null in JSON) reads as not measured. */
@@ -68,21 +73,38 @@ export const StoredStepSummary = z.object({
   publishProbeMeanAbsDiff: z.number().nullable().default(null),
   durationSeconds: z.number(),
   /** Absent from steps recorded before the phases were timed and failed groups were kept. */
-  phaseSeconds: z.object({ rollout: z.number(), train: z.number(), publish: z.number(), waitForTrainer: z.number().optional(), waitToPublish: z.number().optional() }).nullable().default(null),
+  phaseSeconds: z
+    .object({
+      rollout: z.number(),
+      train: z.number(),
+      publish: z.number(),
+      waitForTrainer: z.number().optional(),
+      waitToPublish: z.number().optional(),
+    })
+    .nullable()
+    .default(null),
   failedGroups: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reason: z.string() })).default([]),
   /** Absent from steps that were not pipelined, those recorded before pipelining included: left absent (read as on-policy, staleness 0; the tracker logs no staleness for them). */
   staleness: z.number().int().optional(),
   stalenessHistogram: z.record(z.string(), z.number()).optional(),
   /** Absent from steps recorded before spend was counted: left absent, as no spend is not zero spend (stepSpend counts their rollouts; the tracker logs none). */
-  spend: z.object({
-    rollouts: z.number(), promptTokens: z.number(), completionTokens: z.number(), trainerTokens: z.number(), gpuSeconds: z.number().optional(),
-  }).optional(),
+  spend: z
+    .object({
+      rollouts: z.number(),
+      promptTokens: z.number(),
+      completionTokens: z.number(),
+      trainerTokens: z.number(),
+      gpuSeconds: z.number().optional(),
+    })
+    .optional(),
   /** Present where the step filled its batch past its first tasks (sampling.refill). */
-  sampling: z.object({
-    refill: z.enum(['dynamic', 'matched']),
-    drawn: z.number().int(),
-    dropped: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reward: z.number() })),
-  }).optional(),
+  sampling: z
+    .object({
+      refill: z.enum(['dynamic', 'matched']),
+      drawn: z.number().int(),
+      dropped: z.array(z.object({ taskId: z.string(), role: z.enum(['base', 'rescue']), reward: z.number() })),
+    })
+    .optional(),
   liveDrawnFraction: z.number().optional(),
 });
 export type StoredStepSummary = z.infer<typeof StoredStepSummary>;
@@ -106,14 +128,26 @@ export const StoredEvaluationSummary = z.object({
 });
 
 const ProfileCell = z.object({
-  harnessId: z.string(), kind: z.string(), failureType: z.string(),
-  attempts: z.number(), successes: z.number(), totalTurns: z.number(), totalTokens: z.number(),
+  harnessId: z.string(),
+  kind: z.string(),
+  failureType: z.string(),
+  attempts: z.number(),
+  successes: z.number(),
+  totalTurns: z.number(),
+  totalTokens: z.number(),
 });
 
 const KindCell = z.object({
-  harnessId: z.string(), kind: z.string(), attempts: z.number(), successes: z.number(), totalTurns: z.number(),
+  harnessId: z.string(),
+  kind: z.string(),
+  attempts: z.number(),
+  successes: z.number(),
+  totalTurns: z.number(),
   /** Absent from per-kind cells stored before rescue evidence was kept per kind. */
-  rescueAttempts: z.number().default(0), rescueSuccesses: z.number().default(0), rescueTurns: z.number().default(0), rescueTokens: z.number().default(0),
+  rescueAttempts: z.number().default(0),
+  rescueSuccesses: z.number().default(0),
+  rescueTurns: z.number().default(0),
+  rescueTokens: z.number().default(0),
 });
 
 /** profiles.cells: a profile version's evidence. */

@@ -25,8 +25,16 @@ import { RoutingStore } from './routing-store';
 import { ViewerQueries } from './viewer-queries';
 
 export {
-  DEFAULT_DATABASE_URL, databaseUrlFromEnv, DB_POOL_SIZE_VARIABLE, DEFAULT_DB_POOL_SIZE, DbPoolSizeError, dbPoolSizeFromEnv,
-  redactedDatabaseUrl, ensureDatabase, migrate, serverVersion,
+  DEFAULT_DATABASE_URL,
+  databaseUrlFromEnv,
+  DB_POOL_SIZE_VARIABLE,
+  DEFAULT_DB_POOL_SIZE,
+  DbPoolSizeError,
+  dbPoolSizeFromEnv,
+  redactedDatabaseUrl,
+  ensureDatabase,
+  migrate,
+  serverVersion,
 } from './database';
 export { RunIdInUseError, type LiveTrainerSession, type StoredRun } from './runs-store';
 export type { CheckpointRecord, RestoreKind, RestoreRecord } from './checkpoint-store';
@@ -82,7 +90,11 @@ export class RunStore {
    * the caller logs; stderr when absent. `poolSize`: the most connections it
    * opens (dbPoolSizeFromEnv at process start).
    */
-  static connect(databaseUrl: string, onConnectionLost: (err: Error) => void = reportLostConnection, poolSize = DEFAULT_DB_POOL_SIZE): RunStore {
+  static connect(
+    databaseUrl: string,
+    onConnectionLost: (err: Error) => void = reportLostConnection,
+    poolSize = DEFAULT_DB_POOL_SIZE,
+  ): RunStore {
     const pool = new Pool({ connectionString: databaseUrl, max: poolSize });
     pool.on('error', onConnectionLost);
     return new RunStore(pool);
@@ -94,7 +106,11 @@ export class RunStore {
    * it cannot change a run whatever it is asked.
    */
   static connectReadOnly(databaseUrl: string, onConnectionLost: (err: Error) => void, poolSize = DEFAULT_DB_POOL_SIZE): RunStore {
-    const pool = new Pool({ connectionString: databaseUrl, max: poolSize, options: '-c default_transaction_read_only=on -c statement_timeout=30000' });
+    const pool = new Pool({
+      connectionString: databaseUrl,
+      max: poolSize,
+      options: '-c default_transaction_read_only=on -c statement_timeout=30000',
+    });
     pool.on('error', onConnectionLost);
     return new RunStore(pool);
   }
@@ -110,28 +126,66 @@ export class RunStore {
 
   // ----------------------------------------------------------------- runs (runs-store.ts)
 
-  registerRun(run: Parameters<RunsStore['registerRun']>[0]) { return this.#runs.registerRun(run); }
-  updateRunConfig(runId: string, fromStep: number, config: unknown) { return this.#runs.updateRunConfig(runId, fromStep, config); }
-  configChanges(runId: string) { return this.#runs.configChanges(runId); }
-  getRun(runId: string) { return this.#runs.getRun(runId); }
-  setParent(runId: string, parent: { runId: string; step: number }) { return this.#runs.setParent(runId, parent); }
-  markRunFinished(runId: string) { return this.#runs.markRunFinished(runId); }
-  liveTrainerSessions(activeWithinSeconds: number) { return this.#runs.liveTrainerSessions(activeWithinSeconds); }
-  claimTrainerModel(runId: string, modelId: string, sessionId: string) { return this.#runs.claimTrainerModel(runId, modelId, sessionId); }
-  deleteRun(runId: string) { return this.#runs.deleteRun(runId); }
+  registerRun(run: Parameters<RunsStore['registerRun']>[0]) {
+    return this.#runs.registerRun(run);
+  }
+  updateRunConfig(runId: string, fromStep: number, config: unknown) {
+    return this.#runs.updateRunConfig(runId, fromStep, config);
+  }
+  configChanges(runId: string) {
+    return this.#runs.configChanges(runId);
+  }
+  getRun(runId: string) {
+    return this.#runs.getRun(runId);
+  }
+  setParent(runId: string, parent: { runId: string; step: number }) {
+    return this.#runs.setParent(runId, parent);
+  }
+  markRunFinished(runId: string) {
+    return this.#runs.markRunFinished(runId);
+  }
+  liveTrainerSessions(activeWithinSeconds: number) {
+    return this.#runs.liveTrainerSessions(activeWithinSeconds);
+  }
+  claimTrainerModel(runId: string, modelId: string, sessionId: string) {
+    return this.#runs.claimTrainerModel(runId, modelId, sessionId);
+  }
+  deleteRun(runId: string) {
+    return this.#runs.deleteRun(runId);
+  }
 
   // ------------------------------------------------- checkpoints and restores (checkpoint-store.ts)
 
-  recordCheckpoint(c: Parameters<CheckpointStore['recordCheckpoint']>[0]) { return this.#checkpoints.recordCheckpoint(c); }
-  checkpoints(runId: string, options: { includeDeleted?: boolean } = {}) { return this.#checkpoints.checkpoints(runId, options); }
-  markCheckpointDeleted(runId: string, modelId: string, name: string) { return this.#checkpoints.markCheckpointDeleted(runId, modelId, name); }
-  startRestore(r: Parameters<CheckpointStore['startRestore']>[0]) { return this.#checkpoints.startRestore(r); }
-  findRestore(runId: string, lostModelId: string | null) { return this.#checkpoints.findRestore(runId, lostModelId); }
-  setRestoreModel(runId: string, restore: number, modelId: string, sessionId: string) { return this.#checkpoints.setRestoreModel(runId, restore, modelId, sessionId); }
-  completeRestore(r: Parameters<CheckpointStore['completeRestore']>[0]) { return this.#checkpoints.completeRestore(r); }
-  restore(runId: string, restore: number) { return this.#checkpoints.restore(runId, restore); }
-  restores(runId: string) { return this.#checkpoints.restores(runId); }
-  supersededBy(runId: string, restore: number) { return this.#checkpoints.supersededBy(runId, restore); }
+  recordCheckpoint(c: Parameters<CheckpointStore['recordCheckpoint']>[0]) {
+    return this.#checkpoints.recordCheckpoint(c);
+  }
+  checkpoints(runId: string, options: { includeDeleted?: boolean } = {}) {
+    return this.#checkpoints.checkpoints(runId, options);
+  }
+  markCheckpointDeleted(runId: string, modelId: string, name: string) {
+    return this.#checkpoints.markCheckpointDeleted(runId, modelId, name);
+  }
+  startRestore(r: Parameters<CheckpointStore['startRestore']>[0]) {
+    return this.#checkpoints.startRestore(r);
+  }
+  findRestore(runId: string, lostModelId: string | null) {
+    return this.#checkpoints.findRestore(runId, lostModelId);
+  }
+  setRestoreModel(runId: string, restore: number, modelId: string, sessionId: string) {
+    return this.#checkpoints.setRestoreModel(runId, restore, modelId, sessionId);
+  }
+  completeRestore(r: Parameters<CheckpointStore['completeRestore']>[0]) {
+    return this.#checkpoints.completeRestore(r);
+  }
+  restore(runId: string, restore: number) {
+    return this.#checkpoints.restore(runId, restore);
+  }
+  restores(runId: string) {
+    return this.#checkpoints.restores(runId);
+  }
+  supersededBy(runId: string, restore: number) {
+    return this.#checkpoints.supersededBy(runId, restore);
+  }
 
   // ------------------------------------------------------- trajectories (trajectory-store.ts)
 
@@ -144,33 +198,79 @@ export class RunStore {
   rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]) {
     return this.#trajectories.rolloutSummaries(runId, phase, step, taskId, harnessIds);
   }
-  tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]) { return this.#trajectories.tokenSamples(runId, phase, step, taskIds); }
-  countStepTrajectories(runId: string, phase: string, step: number) { return this.#trajectories.countStepTrajectories(runId, phase, step); }
-  countTrajectories(runId: string, phase = 'train') { return this.#trajectories.countTrajectories(runId, phase); }
+  tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]) {
+    return this.#trajectories.tokenSamples(runId, phase, step, taskIds);
+  }
+  countStepTrajectories(runId: string, phase: string, step: number) {
+    return this.#trajectories.countStepTrajectories(runId, phase, step);
+  }
+  countTrajectories(runId: string, phase = 'train') {
+    return this.#trajectories.countTrajectories(runId, phase);
+  }
 
   // ------------------------------------------------- steps and trainer ops (step-store.ts)
 
-  recordStep(runId: string, step: number, policyVersion: string, summary: unknown) { return this.#steps.recordStep(runId, step, policyVersion, summary); }
-  steps(runId: string) { return this.#steps.steps(runId); }
-  lastStep(runId: string) { return this.#steps.lastStep(runId); }
-  recordTrainerStep(record: TrainerStepRecord) { return this.#steps.recordTrainerStep(record); }
-  trainerOpSeq(args: Parameters<StepStore['trainerOpSeq']>[0]) { return this.#steps.trainerOpSeq(args); }
-  failTrainerOp(modelId: string, seqId: number, failure: string) { return this.#steps.failTrainerOp(modelId, seqId, failure); }
-  trainerOps(runId: string, step?: number) { return this.#steps.trainerOps(runId, step); }
-  trainerStep(runId: string, step: number) { return this.#steps.trainerStep(runId, step); }
-  trainedSteps(runId: string) { return this.#steps.trainedSteps(runId); }
+  recordStep(runId: string, step: number, policyVersion: string, summary: unknown) {
+    return this.#steps.recordStep(runId, step, policyVersion, summary);
+  }
+  steps(runId: string) {
+    return this.#steps.steps(runId);
+  }
+  lastStep(runId: string) {
+    return this.#steps.lastStep(runId);
+  }
+  recordTrainerStep(record: TrainerStepRecord) {
+    return this.#steps.recordTrainerStep(record);
+  }
+  trainerOpSeq(args: Parameters<StepStore['trainerOpSeq']>[0]) {
+    return this.#steps.trainerOpSeq(args);
+  }
+  failTrainerOp(modelId: string, seqId: number, failure: string) {
+    return this.#steps.failTrainerOp(modelId, seqId, failure);
+  }
+  trainerOps(runId: string, step?: number) {
+    return this.#steps.trainerOps(runId, step);
+  }
+  trainerStep(runId: string, step: number) {
+    return this.#steps.trainerStep(runId, step);
+  }
+  trainedSteps(runId: string) {
+    return this.#steps.trainedSteps(runId);
+  }
 
   // --------------------------------------- profiles, routing and evaluations (routing-store.ts)
 
-  copyProfiles(fromRunId: string, toRunId: string, upToVersion: number) { return this.#routing.copyProfiles(fromRunId, toRunId, upToVersion); }
-  saveProfiles(runId: string, profiles: BehaviorProfiles) { return this.#routing.saveProfiles(runId, profiles); }
-  profiles(runId: string, version: number) { return this.#routing.profiles(runId, version); }
-  profileVersions(runId: string) { return this.#routing.profileVersions(runId); }
-  latestProfileVersion(runId: string) { return this.#routing.latestProfileVersion(runId); }
-  recordRoutingDecision(runId: string, step: number, decision: RoutingDecision) { return this.#routing.recordRoutingDecision(runId, step, decision); }
-  routingDecision(runId: string, step: number, taskId: string) { return this.#routing.routingDecision(runId, step, taskId); }
-  routingDecisions(runId: string) { return this.#routing.routingDecisions(runId); }
-  settleRoutingDecisions(runId: string, step: number) { return this.#routing.settleRoutingDecisions(runId, step); }
-  recordEvaluation(runId: string, summary: EvaluationSummary) { return this.#routing.recordEvaluation(runId, summary); }
-  evaluations(runId: string) { return this.#routing.evaluations(runId); }
+  copyProfiles(fromRunId: string, toRunId: string, upToVersion: number) {
+    return this.#routing.copyProfiles(fromRunId, toRunId, upToVersion);
+  }
+  saveProfiles(runId: string, profiles: BehaviorProfiles) {
+    return this.#routing.saveProfiles(runId, profiles);
+  }
+  profiles(runId: string, version: number) {
+    return this.#routing.profiles(runId, version);
+  }
+  profileVersions(runId: string) {
+    return this.#routing.profileVersions(runId);
+  }
+  latestProfileVersion(runId: string) {
+    return this.#routing.latestProfileVersion(runId);
+  }
+  recordRoutingDecision(runId: string, step: number, decision: RoutingDecision) {
+    return this.#routing.recordRoutingDecision(runId, step, decision);
+  }
+  routingDecision(runId: string, step: number, taskId: string) {
+    return this.#routing.routingDecision(runId, step, taskId);
+  }
+  routingDecisions(runId: string) {
+    return this.#routing.routingDecisions(runId);
+  }
+  settleRoutingDecisions(runId: string, step: number) {
+    return this.#routing.settleRoutingDecisions(runId, step);
+  }
+  recordEvaluation(runId: string, summary: EvaluationSummary) {
+    return this.#routing.recordEvaluation(runId, summary);
+  }
+  evaluations(runId: string) {
+    return this.#routing.evaluations(runId);
+  }
 }

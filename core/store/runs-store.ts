@@ -35,7 +35,9 @@ export interface StoredRun {
 export class RunIdInUseError extends UserError {
   override name = 'RunIdInUseError';
   constructor(runId: string) {
-    super(`run id ${runId} was already used by another run, whose results are stored under it; start with another id, or continue that run with \`harness-s run recover ${runId}\``);
+    super(
+      `run id ${runId} was already used by another run, whose results are stored under it; start with another id, or continue that run with \`harness-s run recover ${runId}\``,
+    );
   }
 }
 
@@ -48,7 +50,15 @@ export class RunsStore {
    * over only when it says it continues it (`takeOver`: recovery); otherwise
    * the id is refused, since its stored results belong to another run.
    */
-  async registerRun(run: { runId: string; name: string; env: string; config: unknown; incarnation: string; takeOver: boolean; poolHash?: string | null }): Promise<void> {
+  async registerRun(run: {
+    runId: string;
+    name: string;
+    env: string;
+    config: unknown;
+    incarnation: string;
+    takeOver: boolean;
+    poolHash?: string | null;
+  }): Promise<void> {
     const { rows } = await this.pool.query(
       `INSERT INTO runs (run_id, name, env, config, incarnation, pool_hash) VALUES ($1, $2, $3, $4, $5, $7)
        ON CONFLICT (run_id) DO UPDATE SET config = EXCLUDED.config, incarnation = EXCLUDED.incarnation,
@@ -66,7 +76,10 @@ export class RunsStore {
    */
   async updateRunConfig(runId: string, fromStep: number, config: unknown): Promise<void> {
     await transaction(this.pool, async (client) => {
-      const { rowCount } = await client.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [runId, JSON.stringify(config)]);
+      const { rowCount } = await client.query('UPDATE runs SET config = $2, updated_at = now() WHERE run_id = $1', [
+        runId,
+        JSON.stringify(config),
+      ]);
       if (rowCount === 0) throw new Error(`run ${runId} is not registered in the run store`);
       await client.query(
         `INSERT INTO run_config_changes (run_id, from_step, config) VALUES ($1, $2, $3)
@@ -78,7 +91,9 @@ export class RunsStore {
 
   /** The config changes of a run: from which step each config applied. */
   async configChanges(runId: string): Promise<Array<{ fromStep: number; config: unknown }>> {
-    const { rows } = await this.pool.query('SELECT from_step, config FROM run_config_changes WHERE run_id = $1 ORDER BY from_step', [runId]);
+    const { rows } = await this.pool.query('SELECT from_step, config FROM run_config_changes WHERE run_id = $1 ORDER BY from_step', [
+      runId,
+    ]);
     return rows.map((r) => ({ fromStep: r.from_step, config: r.config }));
   }
 
@@ -87,19 +102,26 @@ export class RunsStore {
     if (rows.length === 0) return null;
     const r = rows[0];
     return {
-      runId: r.run_id, name: r.name, env: r.env, config: r.config,
-      trainerModelId: r.trainer_model_id, trainerSessionId: r.trainer_session_id, poolHash: r.pool_hash,
-      parent: r.parent_run_id === null ? null : { runId: r.parent_run_id, step: r.parent_step }, createdAt: r.created_at,
+      runId: r.run_id,
+      name: r.name,
+      env: r.env,
+      config: r.config,
+      trainerModelId: r.trainer_model_id,
+      trainerSessionId: r.trainer_session_id,
+      poolHash: r.pool_hash,
+      parent: r.parent_run_id === null ? null : { runId: r.parent_run_id, step: r.parent_step },
+      createdAt: r.created_at,
       finishedAt: r.finished_at ?? null,
     };
   }
 
   /** Records a fork's parent once (a retried prepareRun finds it set). */
   async setParent(runId: string, parent: { runId: string; step: number }): Promise<void> {
-    await this.pool.query(
-      'UPDATE runs SET parent_run_id = $2, parent_step = $3 WHERE run_id = $1 AND parent_run_id IS NULL',
-      [runId, parent.runId, parent.step],
-    );
+    await this.pool.query('UPDATE runs SET parent_run_id = $2, parent_step = $3 WHERE run_id = $1 AND parent_run_id IS NULL', [
+      runId,
+      parent.runId,
+      parent.step,
+    ]);
   }
 
   /** Deletes a run and every row stored under it (a bench's scratch run). */

@@ -59,7 +59,11 @@ export class SessionLeaseStore implements SessionLeases {
   }
 
   async release(lease: SessionLease): Promise<void> {
-    await this.pool.query('DELETE FROM session_leases WHERE server = $1 AND slot = $2 AND token = $3', [lease.server, lease.slot, lease.token]);
+    await this.pool.query('DELETE FROM session_leases WHERE server = $1 AND slot = $2 AND token = $3', [
+      lease.server,
+      lease.slot,
+      lease.token,
+    ]);
   }
 
   /** The leases of `server` still live, by slot: who holds its sessions now, and until when. */

@@ -63,7 +63,9 @@ export class StepStore {
   }
 
   async lastStep(runId: string): Promise<StepRecord | null> {
-    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step DESC LIMIT 1', [runId]);
+    const { rows } = await this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step DESC LIMIT 1', [
+      runId,
+    ]);
     return rows.length === 0 ? null : stepRecord(rows[0]);
   }
 
@@ -72,8 +74,15 @@ export class StepStore {
       `INSERT INTO trainer_steps (run_id, step, model_id, sampler_path, policy_version, datums, response_tokens, metrics, probe)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id, step) WHERE superseded_by IS NULL DO NOTHING`,
       [
-        record.runId, record.step, record.modelId, record.samplerPath, record.policyVersion, record.datums, record.responseTokens,
-        JSON.stringify(record.metrics), record.probe === null ? null : JSON.stringify(record.probe),
+        record.runId,
+        record.step,
+        record.modelId,
+        record.samplerPath,
+        record.policyVersion,
+        record.datums,
+        record.responseTokens,
+        JSON.stringify(record.metrics),
+        record.probe === null ? null : JSON.stringify(record.probe),
       ],
     );
   }
@@ -109,7 +118,10 @@ export class StepStore {
 
   /** Marks an op failed on the trainer (not applied): sent again, it gets a new seq_id. */
   async failTrainerOp(modelId: string, seqId: number, failure: string): Promise<void> {
-    await this.pool.query('UPDATE trainer_ops SET failed_at = now(), failure = $3 WHERE model_id = $1 AND seq_id = $2 AND failed_at IS NULL', [modelId, seqId, failure]);
+    await this.pool.query(
+      'UPDATE trainer_ops SET failed_at = now(), failure = $3 WHERE model_id = $1 AND seq_id = $2 AND failed_at IS NULL',
+      [modelId, seqId, failure],
+    );
   }
 
   /** A step's trainer ops in seq_id order, failed ones included (for reports and tests). */
@@ -119,7 +131,13 @@ export class StepStore {
       [runId, step ?? null],
     );
     return rows.map((r) => ({
-      modelId: r.model_id, seqId: r.seq_id, step: r.step, op: r.op, checkpointName: r.checkpoint_name, failed: r.failed_at !== null, failure: r.failure,
+      modelId: r.model_id,
+      seqId: r.seq_id,
+      step: r.step,
+      op: r.op,
+      checkpointName: r.checkpoint_name,
+      failed: r.failed_at !== null,
+      failure: r.failure,
     }));
   }
 
@@ -128,27 +146,46 @@ export class StepStore {
    * steps it redoes). Not the `steps` table: a step can be trained before its summary is stored.
    */
   async trainedSteps(runId: string): Promise<number[]> {
-    const { rows } = await this.pool.query<{ step: number }>('SELECT step FROM trainer_steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step', [runId]);
+    const { rows } = await this.pool.query<{ step: number }>(
+      'SELECT step FROM trainer_steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step',
+      [runId],
+    );
     return rows.map((r) => r.step);
   }
 
   async trainerStep(runId: string, step: number): Promise<TrainerStepRecord | null> {
-    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL', [runId, step]);
+    const { rows } = await this.pool.query('SELECT * FROM trainer_steps WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL', [
+      runId,
+      step,
+    ]);
     return rows.length === 0 ? null : trainerStepRecord(rows[0]);
   }
 }
 
 export function stepRecord(r: QueryResultRow): StepRecord {
   return {
-    runId: r.run_id, step: r.step, policyVersion: r.policy_version, completedAt: r.completed_at,
+    runId: r.run_id,
+    step: r.step,
+    policyVersion: r.policy_version,
+    completedAt: r.completed_at,
     summary: parseRow(StoredStepSummary, r.summary, `steps row (run ${r.run_id}, step ${r.step}): summary`),
   };
 }
 
 function trainerStepRecord(r: QueryResultRow): TrainerStepRecord {
-  const columns = parseRow(StoredTrainerStepColumns, { metrics: r.metrics, probe: r.probe ?? null }, `trainer_steps row (run ${r.run_id}, step ${r.step})`);
+  const columns = parseRow(
+    StoredTrainerStepColumns,
+    { metrics: r.metrics, probe: r.probe ?? null },
+    `trainer_steps row (run ${r.run_id}, step ${r.step})`,
+  );
   return {
-    runId: r.run_id, step: r.step, modelId: r.model_id, samplerPath: r.sampler_path, policyVersion: r.policy_version,
-    datums: r.datums, responseTokens: r.response_tokens, ...columns,
+    runId: r.run_id,
+    step: r.step,
+    modelId: r.model_id,
+    samplerPath: r.sampler_path,
+    policyVersion: r.policy_version,
+    datums: r.datums,
+    responseTokens: r.response_tokens,
+    ...columns,
   };
 }

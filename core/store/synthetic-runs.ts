@@ -33,7 +33,10 @@ async function seedRun(db: Client, runId: string, steps: number, log: (line: str
     `INSERT INTO runs (run_id, name, env, config) VALUES ($1, $1, $3, jsonb_build_object('name', $1::text, 'steps', $2::int, 'env', jsonb_build_object('kind', $3::text)))`,
     [runId, steps, SIM_KIND],
   );
-  await db.query(`INSERT INTO steps (run_id, step, policy_version, summary) SELECT $1::text, s, 'p' || (s + 1), ${stepSummarySql()} FROM generate_series(0, $2 - 1) s, (SELECT $2::int AS n) c`, [runId, steps]);
+  await db.query(
+    `INSERT INTO steps (run_id, step, policy_version, summary) SELECT $1::text, s, 'p' || (s + 1), ${stepSummarySql()} FROM generate_series(0, $2 - 1) s, (SELECT $2::int AS n) c`,
+    [runId, steps],
+  );
   const batch = 50; // steps per INSERT: a few hundred MB of work at most per statement
   for (let from = 0; from < steps; from += batch) {
     const to = Math.min(steps, from + batch) - 1;
@@ -78,7 +81,11 @@ async function seedRun(db: Client, runId: string, steps: number, log: (line: str
 }
 
 /** Seeds each of `runs` ([run id, steps]) at the database, skipping one already there with its rollouts. */
-export async function seedSyntheticRuns(databaseUrl: string, runs: ReadonlyArray<readonly [string, number]>, log: (line: string) => void): Promise<void> {
+export async function seedSyntheticRuns(
+  databaseUrl: string,
+  runs: ReadonlyArray<readonly [string, number]>,
+  log: (line: string) => void,
+): Promise<void> {
   const db = new Client({ connectionString: databaseUrl });
   await db.connect();
   try {

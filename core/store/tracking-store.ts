@@ -48,10 +48,18 @@ export class TrackingStore {
     const r = rows[0];
     const where = `tracking_exports row (run ${runId}, tracker ${tracker})`;
     return {
-      runId: r.run_id, tracker: r.tracker, externalRunId: r.external_run_id, experimentId: r.experiment_id, paramsLogged: r.params_logged,
+      runId: r.run_id,
+      tracker: r.tracker,
+      externalRunId: r.external_run_id,
+      experimentId: r.experiment_id,
+      paramsLogged: r.params_logged,
       loggedSteps: parseRow(Logged, r.logged_steps, `${where}: logged_steps`),
       loggedEvaluations: parseRow(Logged, r.logged_evaluations, `${where}: logged_evaluations`),
-      reportLogged: r.report_logged, endedAs: r.ended_as, lastError: r.last_error, lastErrorAt: r.last_error_at, updatedAt: r.updated_at,
+      reportLogged: r.report_logged,
+      endedAs: r.ended_as,
+      lastError: r.last_error,
+      lastErrorAt: r.last_error_at,
+      updatedAt: r.updated_at,
     };
   }
 
@@ -65,12 +73,18 @@ export class TrackingStore {
   }
 
   async markParamsLogged(runId: string, tracker: string): Promise<void> {
-    await this.pool.query('UPDATE tracking_exports SET params_logged = true, updated_at = now() WHERE run_id = $1 AND tracker = $2', [runId, tracker]);
+    await this.pool.query('UPDATE tracking_exports SET params_logged = true, updated_at = now() WHERE run_id = $1 AND tracker = $2', [
+      runId,
+      tracker,
+    ]);
   }
 
   /** Adds steps (step -> completed_at ms) to what was logged. */
   async markStepsLogged(runId: string, tracker: string, steps: Record<string, number>): Promise<void> {
-    await this.pool.query('UPDATE tracking_exports SET logged_steps = logged_steps || $3::jsonb, updated_at = now() WHERE run_id = $1 AND tracker = $2', [runId, tracker, JSON.stringify(steps)]);
+    await this.pool.query(
+      'UPDATE tracking_exports SET logged_steps = logged_steps || $3::jsonb, updated_at = now() WHERE run_id = $1 AND tracker = $2',
+      [runId, tracker, JSON.stringify(steps)],
+    );
   }
 
   async markEvaluationsLogged(runId: string, tracker: string, evaluations: Record<string, number>): Promise<void> {
@@ -81,11 +95,18 @@ export class TrackingStore {
   }
 
   async markReportLogged(runId: string, tracker: string): Promise<void> {
-    await this.pool.query('UPDATE tracking_exports SET report_logged = true, updated_at = now() WHERE run_id = $1 AND tracker = $2', [runId, tracker]);
+    await this.pool.query('UPDATE tracking_exports SET report_logged = true, updated_at = now() WHERE run_id = $1 AND tracker = $2', [
+      runId,
+      tracker,
+    ]);
   }
 
   async markEnded(runId: string, tracker: string, end: RunEnd): Promise<void> {
-    await this.pool.query('UPDATE tracking_exports SET ended_as = $3, updated_at = now() WHERE run_id = $1 AND tracker = $2', [runId, tracker, end]);
+    await this.pool.query('UPDATE tracking_exports SET ended_as = $3, updated_at = now() WHERE run_id = $1 AND tracker = $2', [
+      runId,
+      tracker,
+      end,
+    ]);
   }
 
   /** The last failure to reach the tracker, or null once a call went through. */
@@ -99,7 +120,9 @@ export class TrackingStore {
 
   /** When each live evaluation of the run was recorded (after_steps -> created_at): the timestamp of its metric points. */
   async evaluationTimes(runId: string): Promise<Map<number, Date>> {
-    const { rows } = await this.pool.query('SELECT after_steps, created_at FROM evaluations WHERE run_id = $1 AND superseded_by IS NULL', [runId]);
+    const { rows } = await this.pool.query('SELECT after_steps, created_at FROM evaluations WHERE run_id = $1 AND superseded_by IS NULL', [
+      runId,
+    ]);
     return new Map(rows.map((r) => [r.after_steps as number, r.created_at as Date]));
   }
 

@@ -43,7 +43,11 @@ export class TrainingBatchStore {
     return rows.map((r) => ({
       taskId: r.task_id,
       role: r.role,
-      rollouts: parseRow(StoredBatchRollouts, r.rollouts, `training_batch_groups row (run ${runId}, batch ${batchKey}, group ${r.group_index}): rollouts`),
+      rollouts: parseRow(
+        StoredBatchRollouts,
+        r.rollouts,
+        `training_batch_groups row (run ${runId}, batch ${batchKey}, group ${r.group_index}): rollouts`,
+      ),
     }));
   }
 }

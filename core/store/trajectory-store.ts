@@ -19,15 +19,37 @@ export class TrajectoryStore {
   constructor(private readonly pool: Pool) {}
 
   /** Stores trajectories not stored yet; returns those it stored (one stored before, by an earlier attempt, is kept as it was). */
-  async insertTrajectories(runId: string, phase: string, step: number, role: string, trajectories: readonly Trajectory[]): Promise<Trajectory[]> {
+  async insertTrajectories(
+    runId: string,
+    phase: string,
+    step: number,
+    role: string,
+    trajectories: readonly Trajectory[],
+  ): Promise<Trajectory[]> {
     if (trajectories.length === 0) return [];
     const columns = 20;
     const values: unknown[] = [];
     const tuples = trajectories.map((t, i) => {
       values.push(
-        runId, phase, step, t.taskId, t.harnessId, t.sample, role, t.taskKind, t.policyVersion,
-        t.reward, t.success, t.failureType, t.turns, t.tokens, t.latencyMs,
-        JSON.stringify(t.messages.map(storableMessage)), JSON.stringify(t.samples), t.promptTokens, t.completionTokens,
+        runId,
+        phase,
+        step,
+        t.taskId,
+        t.harnessId,
+        t.sample,
+        role,
+        t.taskKind,
+        t.policyVersion,
+        t.reward,
+        t.success,
+        t.failureType,
+        t.turns,
+        t.tokens,
+        t.latencyMs,
+        JSON.stringify(t.messages.map(storableMessage)),
+        JSON.stringify(t.samples),
+        t.promptTokens,
+        t.completionTokens,
         t.interventions === undefined ? null : JSON.stringify(t.interventions),
       );
       return `(${Array.from({ length: columns }, (_, j) => `$${i * columns + j + 1}`).join(', ')})`;
@@ -58,7 +80,13 @@ export class TrajectoryStore {
   }
 
   /** Summaries of the stored rollouts of one task at one step, for the given harnesses. */
-  async rolloutSummaries(runId: string, phase: string, step: number, taskId: string, harnessIds: readonly string[]): Promise<RolloutSummary[]> {
+  async rolloutSummaries(
+    runId: string,
+    phase: string,
+    step: number,
+    taskId: string,
+    harnessIds: readonly string[],
+  ): Promise<RolloutSummary[]> {
     const { rows } = await this.pool.query(
       `SELECT harness_id, sample, reward, success, failure_type, turns, tokens, prompt_tokens, completion_tokens FROM trajectories
        WHERE run_id = $1 AND phase = $2 AND step = $3 AND task_id = $4 AND harness_id = ANY($5) AND superseded_by IS NULL
@@ -89,12 +117,19 @@ export class TrajectoryStore {
 
   /** The rollouts stored at one step of a phase so far, superseded ones included (a bench waiting for a step to be under way). */
   async countStepTrajectories(runId: string, phase: string, step: number): Promise<number> {
-    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND step = $3', [runId, phase, step]);
+    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND step = $3', [
+      runId,
+      phase,
+      step,
+    ]);
     return rows[0].n;
   }
 
   async countTrajectories(runId: string, phase = 'train'): Promise<number> {
-    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND superseded_by IS NULL', [runId, phase]);
+    const { rows } = await this.pool.query(
+      'SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = $2 AND superseded_by IS NULL',
+      [runId, phase],
+    );
     return rows[0].n;
   }
 }

@@ -70,17 +70,38 @@ export interface RolloutFilter {
 }
 
 const StoredMessages = z.array(z.object({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: z.string() }).passthrough());
-const StoredSamples = z.array(z.object({
-  promptIds: z.array(z.number()), responseIds: z.array(z.number()), responseMask: z.array(z.number()), responseLogprobs: z.array(z.number()),
-}));
-const StoredInterventions = z.array(z.object({ message: z.number().int(), kind: z.enum(['context', 'scaffold', 'repair', 'refusal', 'observation']), detail: z.string() })).nullable();
+const StoredSamples = z.array(
+  z.object({
+    promptIds: z.array(z.number()),
+    responseIds: z.array(z.number()),
+    responseMask: z.array(z.number()),
+    responseLogprobs: z.array(z.number()),
+  }),
+);
+const StoredInterventions = z
+  .array(
+    z.object({ message: z.number().int(), kind: z.enum(['context', 'scaffold', 'repair', 'refusal', 'observation']), detail: z.string() }),
+  )
+  .nullable();
 
-const ROLLOUT_COLUMNS = 'phase, step, task_id, task_kind, harness_id, sample, role, policy_version, reward, success, failure_type, turns, tokens';
+const ROLLOUT_COLUMNS =
+  'phase, step, task_id, task_kind, harness_id, sample, role, policy_version, reward, success, failure_type, turns, tokens';
 
 function rolloutRow(r: QueryResultRow): RolloutRow {
   return {
-    phase: r.phase, step: r.step, taskId: r.task_id, taskKind: r.task_kind, harnessId: r.harness_id, sample: r.sample, role: r.role,
-    policyVersion: r.policy_version, reward: r.reward, success: r.success, failureType: r.failure_type, turns: r.turns, tokens: r.tokens,
+    phase: r.phase,
+    step: r.step,
+    taskId: r.task_id,
+    taskKind: r.task_kind,
+    harnessId: r.harness_id,
+    sample: r.sample,
+    role: r.role,
+    policyVersion: r.policy_version,
+    reward: r.reward,
+    success: r.success,
+    failureType: r.failure_type,
+    turns: r.turns,
+    tokens: r.tokens,
   };
 }
 
@@ -98,7 +119,10 @@ export class ViewerQueries {
       await this.pool.query('SELECT 1 FROM runs LIMIT 1');
     } catch (err) {
       const e = err as Error & { code?: string };
-      if (e.code === '42P01') throw new UserError(`the database at ${where} holds no run store yet: start a worker or \`harness-s dev\` (they apply the migrations), or set DATABASE_URL to the run store's database`);
+      if (e.code === '42P01')
+        throw new UserError(
+          `the database at ${where} holds no run store yet: start a worker or \`harness-s dev\` (they apply the migrations), or set DATABASE_URL to the run store's database`,
+        );
       throw new UserError(`cannot read the run store at ${where}: ${e.message}. Set DATABASE_URL to the run store's database`);
     }
   }
@@ -113,7 +137,10 @@ export class ViewerQueries {
   }
 
   async run(runId: string): Promise<RunRow | null> {
-    const { rows } = await this.pool.query('SELECT run_id, name, env, config, created_at, parent_run_id, parent_step FROM runs WHERE run_id = $1', [runId]);
+    const { rows } = await this.pool.query(
+      'SELECT run_id, name, env, config, created_at, parent_run_id, parent_step FROM runs WHERE run_id = $1',
+      [runId],
+    );
     return rows.length === 0 ? null : runRow(rows[0]);
   }
 
@@ -130,7 +157,11 @@ export class ViewerQueries {
   /** A page of a run's steps in order, and how many it has. */
   async steps(runId: string, offset: number, limit: number): Promise<{ steps: StepRecord[]; total: number }> {
     const [page, count] = await Promise.all([
-      this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step LIMIT $2 OFFSET $3', [runId, limit, offset]),
+      this.pool.query('SELECT * FROM steps WHERE run_id = $1 AND superseded_by IS NULL ORDER BY step LIMIT $2 OFFSET $3', [
+        runId,
+        limit,
+        offset,
+      ]),
       this.pool.query('SELECT count(*)::int AS n FROM steps WHERE run_id = $1 AND superseded_by IS NULL', [runId]),
     ]);
     return { steps: page.rows.map(stepRecord), total: count.rows[0].n };
@@ -152,7 +183,10 @@ export class ViewerQueries {
   }
 
   async routingDecisions(runId: string, step: number): Promise<StoredRoutingDecision[]> {
-    const { rows } = await this.pool.query('SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL ORDER BY task_id', [runId, step]);
+    const { rows } = await this.pool.query(
+      'SELECT * FROM routing_decisions WHERE run_id = $1 AND step = $2 AND superseded_by IS NULL ORDER BY task_id',
+      [runId, step],
+    );
     return rows.map(routingDecisionFromRow);
   }
 
@@ -170,7 +204,10 @@ export class ViewerQueries {
       messages: parseRow(StoredMessages, r.messages, `${where}: messages`) as ChatMessage[],
       samples: parseRow(StoredSamples, r.samples, `${where}: samples`),
       interventions: parseRow(StoredInterventions, r.interventions, `${where}: interventions`),
-      promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, createdAt: r.created_at,
+      promptTokens: r.prompt_tokens,
+      completionTokens: r.completion_tokens,
+      latencyMs: r.latency_ms,
+      createdAt: r.created_at,
     };
   }
 
@@ -179,7 +216,12 @@ export class ViewerQueries {
    * harness, sample) order, after `after` (keyset pagination: a deep page
    * costs what the first does); `next` is the last row's key when there are more.
    */
-  async searchRollouts(runId: string, filter: RolloutFilter, after: RolloutKey | null, limit: number): Promise<{ rollouts: RolloutRow[]; next: RolloutKey | null }> {
+  async searchRollouts(
+    runId: string,
+    filter: RolloutFilter,
+    after: RolloutKey | null,
+    limit: number,
+  ): Promise<{ rollouts: RolloutRow[]; next: RolloutKey | null }> {
     const where = ['run_id = $1', 'superseded_by IS NULL'];
     const values: unknown[] = [runId];
     const add = (clause: (n: string) => string, value: unknown) => {
@@ -232,7 +274,10 @@ export class ViewerQueries {
    * its first rescue), and under the base harness at the end (its last base
    * rollout, training or evaluation).
    */
-  async sideBySide(runId: string, taskId: string): Promise<{ first: RolloutKey | null; rescue: RolloutKey | null; last: RolloutKey | null }> {
+  async sideBySide(
+    runId: string,
+    taskId: string,
+  ): Promise<{ first: RolloutKey | null; rescue: RolloutKey | null; last: RolloutKey | null }> {
     const one = async (sql: string, values: unknown[]) => {
       const { rows } = await this.pool.query(sql, values);
       return rows.length === 0 ? null : keyOf(rolloutRow(rows[0]));
@@ -248,11 +293,14 @@ export class ViewerQueries {
       [runId, taskId],
     );
     const baseHarness = first?.harnessId ?? null;
-    const last = baseHarness === null ? null : await one(
-      `SELECT ${ROLLOUT_COLUMNS} FROM trajectories WHERE run_id = $1 AND task_id = $2 AND harness_id = $3 AND phase IN ('train', 'eval') AND superseded_by IS NULL
+    const last =
+      baseHarness === null
+        ? null
+        : await one(
+            `SELECT ${ROLLOUT_COLUMNS} FROM trajectories WHERE run_id = $1 AND task_id = $2 AND harness_id = $3 AND phase IN ('train', 'eval') AND superseded_by IS NULL
        ORDER BY step DESC, (phase = 'eval') DESC, sample LIMIT 1`,
-      [runId, taskId, baseHarness],
-    );
+            [runId, taskId, baseHarness],
+          );
     return { first, rescue, last };
   }
 }
@@ -263,7 +311,11 @@ export function keyOf(r: RolloutRow): RolloutKey {
 
 function runRow(r: QueryResultRow): RunRow {
   return {
-    runId: r.run_id, name: r.name, env: r.env, config: r.config, createdAt: r.created_at,
+    runId: r.run_id,
+    name: r.name,
+    env: r.env,
+    config: r.config,
+    createdAt: r.created_at,
     parent: r.parent_run_id === null ? null : { runId: r.parent_run_id, step: r.parent_step },
   };
 }

@@ -67,9 +67,14 @@ export async function exportRun(args: ExportRunArgs): Promise<ExportOutcome> {
     ...evaluations.flatMap((e) => evaluationMetricPoints(e.summary, e.at)),
   ];
   if (points.length > 0) await tracker.logMetrics(tracked, points);
-  if (steps.length > 0) await store.tracking.markStepsLogged(runId, name, Object.fromEntries(steps.map((s) => [String(s.step), s.completedAt.getTime()])));
+  if (steps.length > 0)
+    await store.tracking.markStepsLogged(runId, name, Object.fromEntries(steps.map((s) => [String(s.step), s.completedAt.getTime()])));
   if (evaluations.length > 0) {
-    await store.tracking.markEvaluationsLogged(runId, name, Object.fromEntries(evaluations.map((e) => [String(e.summary.afterSteps), e.at.getTime()])));
+    await store.tracking.markEvaluationsLogged(
+      runId,
+      name,
+      Object.fromEntries(evaluations.map((e) => [String(e.summary.afterSteps), e.at.getTime()])),
+    );
   }
 
   let { reportLogged, endedAs } = done;

@@ -80,7 +80,10 @@ export function stepMetricPoints(summary: StoredStepSummary, completedAt: Date):
 /** An evaluation's success rates (base harness and Rank-1 routing, overall and per task kind) at step `afterSteps`. */
 export function evaluationMetricPoints(summary: EvaluationSummary, recordedAt: Date): MetricPoint[] {
   const byKind = (arm: 'base' | 'rank1') =>
-    Object.entries(summary[arm].byKind).map(([kind, result]): [string, number] => [`eval/${arm}_success/${metricKey(kind)}`, result.successRate]);
+    Object.entries(summary[arm].byKind).map(([kind, result]): [string, number] => [
+      `eval/${arm}_success/${metricKey(kind)}`,
+      result.successRate,
+    ]);
   const figures: Array<[string, number]> = [
     ['eval/base_success', summary.base.successRate],
     ['eval/rank1_success', summary.rank1.successRate],
@@ -93,5 +96,7 @@ export function evaluationMetricPoints(summary: EvaluationSummary, recordedAt: D
 
 /** Finite figures only: a tracker refuses NaN in JSON, and a figure not measured is left out, not logged as 0. */
 function points(figures: ReadonlyArray<[string, number | null | undefined]>, step: number, at: Date): MetricPoint[] {
-  return figures.flatMap(([key, value]) => (typeof value === 'number' && Number.isFinite(value) ? [{ key, value, step, timestamp: at.getTime() }] : []));
+  return figures.flatMap(([key, value]) =>
+    typeof value === 'number' && Number.isFinite(value) ? [{ key, value, step, timestamp: at.getTime() }] : [],
+  );
 }

@@ -50,13 +50,21 @@ export interface ResolveSamplerWeights {
 export async function resolveSamplerWeights(args: ResolveSamplerWeights): Promise<string> {
   const parsed = parseTinkerPath(args.samplerPath);
   if (!parsed || !SAFE.test(parsed.modelId) || !SAFE.test(parsed.name)) {
-    throw new SamplerWeightsError(`'${args.samplerPath}' is not a tinker:// sampler weights path (tinker://<model>/<name> or tinker://<model>/sampler_weights/<name>)`, false);
+    throw new SamplerWeightsError(
+      `'${args.samplerPath}' is not a tinker:// sampler weights path (tinker://<model>/<name> or tinker://<model>/sampler_weights/<name>)`,
+      false,
+    );
   }
   const target = path.join(path.resolve(args.adapterDir), parsed.modelId, parsed.name);
   if (await exists(path.join(target, MARKER))) return target;
 
-  const local = args.checkpointsDir ? path.join(path.resolve(args.checkpointsDir), parsed.modelId, 'sampler_weights', `${parsed.name}.tar.gz`) : null;
-  const source: Readable = local && (await exists(local)) ? createReadStream(local) : Readable.from(await args.trainer.downloadCheckpointArchive(args.samplerPath));
+  const local = args.checkpointsDir
+    ? path.join(path.resolve(args.checkpointsDir), parsed.modelId, 'sampler_weights', `${parsed.name}.tar.gz`)
+    : null;
+  const source: Readable =
+    local && (await exists(local))
+      ? createReadStream(local)
+      : Readable.from(await args.trainer.downloadCheckpointArchive(args.samplerPath));
 
   await fs.mkdir(path.dirname(target), { recursive: true });
   const staging = `${target}.${randomBytes(4).toString('hex')}.partial`;
@@ -65,12 +73,16 @@ export async function resolveSamplerWeights(args: ResolveSamplerWeights): Promis
     // Members stay inside the staging folder: tar strips absolute paths (SkyRL's archives have a '/' entry) and refuses '..'.
     await pipeline(source, extract({ cwd: staging }));
     const adapterRoot = await findAdapterRoot(staging);
-    if (!adapterRoot) throw new SamplerWeightsError(`the archive of ${args.samplerPath} has no adapter_config.json; it is not a LoRA adapter`, false);
+    if (!adapterRoot)
+      throw new SamplerWeightsError(`the archive of ${args.samplerPath} has no adapter_config.json; it is not a LoRA adapter`, false);
     await fs.writeFile(path.join(adapterRoot, MARKER), `${args.samplerPath}\n`);
     await moveIntoPlace(adapterRoot, target);
   } catch (err) {
     if (err instanceof SamplerWeightsError) throw err;
-    throw new SamplerWeightsError(`cannot unpack the sampler weights of ${args.samplerPath}${local ? ` (${local})` : ''}: ${(err as Error).message}`, true);
+    throw new SamplerWeightsError(
+      `cannot unpack the sampler weights of ${args.samplerPath}${local ? ` (${local})` : ''}: ${(err as Error).message}`,
+      true,
+    );
   } finally {
     await fs.rm(staging, { recursive: true, force: true });
   }
@@ -108,6 +120,7 @@ async function findAdapterRoot(dir: string): Promise<string | null> {
   if (await exists(path.join(dir, 'adapter_config.json'))) return dir;
   const entries = await fs.readdir(dir, { withFileTypes: true });
   const folders = entries.filter((e) => e.isDirectory());
-  if (folders.length === 1 && (await exists(path.join(dir, folders[0].name, 'adapter_config.json')))) return path.join(dir, folders[0].name);
+  if (folders.length === 1 && (await exists(path.join(dir, folders[0].name, 'adapter_config.json'))))
+    return path.join(dir, folders[0].name);
   return null;
 }

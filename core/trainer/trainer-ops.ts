@@ -56,7 +56,13 @@ export async function runLedgerOp<T>(
   send: (seqId: number, checkpointName: string | null) => Promise<T>,
   checkpointName?: string,
 ): Promise<T> {
-  const { seqId, checkpointName: name } = await deps.store.trainerOpSeq({ runId: deps.runId, step: deps.step, op, modelId: deps.modelId, checkpointName });
+  const { seqId, checkpointName: name } = await deps.store.trainerOpSeq({
+    runId: deps.runId,
+    step: deps.step,
+    op,
+    modelId: deps.modelId,
+    checkpointName,
+  });
   try {
     return await send(seqId, name);
   } catch (err) {

@@ -51,8 +51,15 @@ export interface RestoreDeps {
   sessions: TinkerSessionKeeper;
   store: Pick<
     RunStore,
-    | 'getRun' | 'findRestore' | 'startRestore' | 'setRestoreModel' | 'completeRestore' | 'checkpoints' | 'markCheckpointDeleted'
-    | 'trainerOpSeq' | 'failTrainerOp'
+    | 'getRun'
+    | 'findRestore'
+    | 'startRestore'
+    | 'setRestoreModel'
+    | 'completeRestore'
+    | 'checkpoints'
+    | 'markCheckpointDeleted'
+    | 'trainerOpSeq'
+    | 'failTrainerOp'
   >;
   logger: Logger;
   onProgress?(what: string): void;
@@ -83,18 +90,29 @@ export async function restoreTrainerModel(deps: RestoreDeps, input: RestoreInput
     if (!source && !input.allowBase) return { needsDecision: input.reason };
     const kind: RestoreKind = input.fork ? 'fork' : source ? 'checkpoint' : 'base';
     row = await store.startRestore({
-      runId, kind, atStep: input.atStep, fromRunId: source?.runId ?? null, fromStep: source?.step ?? null,
-      checkpointPath: source?.path ?? null, lostModelId,
-      reason: source || input.fork ? input.reason : `${input.reason}; the run had no checkpoint yet, so its model starts over from the base`,
+      runId,
+      kind,
+      atStep: input.atStep,
+      fromRunId: source?.runId ?? null,
+      fromStep: source?.step ?? null,
+      checkpointPath: source?.path ?? null,
+      lostModelId,
+      reason:
+        source || input.fork ? input.reason : `${input.reason}; the run had no checkpoint yet, so its model starts over from the base`,
     });
   }
 
   const { restore } = row;
   if (row.modelId) {
     // An earlier attempt created this model and may have sent it the load: free it and load anew.
-    await trainer.unloadModel(row.modelId).catch((err: unknown) =>
-      logger.warn({ runId, restore, modelId: row!.modelId, err: (err as Error).message }, 'could not free the model of an interrupted restore'),
-    );
+    await trainer
+      .unloadModel(row.modelId)
+      .catch((err: unknown) =>
+        logger.warn(
+          { runId, restore, modelId: row!.modelId, err: (err as Error).message },
+          'could not free the model of an interrupted restore',
+        ),
+      );
   }
   progress('create_model');
   const { modelId, sessionId } = await createTrainerModel(deps, runId, config);
@@ -106,7 +124,9 @@ export async function restoreTrainerModel(deps: RestoreDeps, input: RestoreInput
     const fromStep = row.fromStep;
     const ledger = { store, runId, step: fromStep, modelId };
     progress(`load_weights ${row.checkpointPath}`);
-    await runLedgerOp(ledger, STEP_OPS.loadState, (seqId) => trainer.loadWeights({ modelId, seqId, path: row!.checkpointPath!, optimizer: true })).catch((err: unknown) => {
+    await runLedgerOp(ledger, STEP_OPS.loadState, (seqId) =>
+      trainer.loadWeights({ modelId, seqId, path: row!.checkpointPath!, optimizer: true }),
+    ).catch((err: unknown) => {
       // A load sent again (its future vanished) is refused as no longer the model's first request, while the
       // first may have been applied or not: the activity's retry frees this model and loads into a new one.
       if (err instanceof TrainerError && /LoadWeights is not permitted/i.test(err.message)) throw new TrainerError(err.message, 'server');
@@ -123,7 +143,16 @@ export async function restoreTrainerModel(deps: RestoreDeps, input: RestoreInput
   }
   const done = await store.completeRestore({ runId, restore, modelId, sessionId, policyVersion, samplerPath });
   logger.info(
-    { runId, restore, kind: done.kind, fromStep: done.fromStep, atStep: done.atStep, lostModelId: done.lostModelId, modelId, policyVersion },
+    {
+      runId,
+      restore,
+      kind: done.kind,
+      fromStep: done.fromStep,
+      atStep: done.atStep,
+      lostModelId: done.lostModelId,
+      modelId,
+      policyVersion,
+    },
     done.kind === 'fork' ? 'fork loaded from its parent checkpoint' : 'trainer model restored',
   );
   return { restored: done, completedNow: true };
@@ -145,7 +174,10 @@ async function loadableCheckpoint(deps: RestoreDeps, input: RestoreInput): Promi
       return candidate;
     } catch (err) {
       if (!(err instanceof TrainerError && err.category === 'user')) throw err;
-      logger.warn({ runId: input.runId, path: candidate.path, err: err.message }, 'the trainer no longer has this checkpoint; trying the one before it');
+      logger.warn(
+        { runId: input.runId, path: candidate.path, err: err.message },
+        'the trainer no longer has this checkpoint; trying the one before it',
+      );
       await store.markCheckpointDeleted(sourceRun, candidate.modelId, candidate.name);
     }
   }

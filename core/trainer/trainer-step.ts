@@ -45,8 +45,16 @@ export interface TrainerStepDeps {
   sessions: TinkerSessionKeeper;
   store: Pick<
     RunStore,
-    | 'getRun' | 'claimTrainerModel' | 'tokenSamples' | 'trainerOpSeq' | 'failTrainerOp' | 'recordTrainerStep' | 'trainerStep'
-    | 'recordCheckpoint' | 'checkpoints' | 'markCheckpointDeleted'
+    | 'getRun'
+    | 'claimTrainerModel'
+    | 'tokenSamples'
+    | 'trainerOpSeq'
+    | 'failTrainerOp'
+    | 'recordTrainerStep'
+    | 'trainerStep'
+    | 'recordCheckpoint'
+    | 'checkpoints'
+    | 'markCheckpointDeleted'
   >;
   logger: Logger;
   /** Progress, for heartbeats. */
@@ -83,7 +91,12 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   const modelId = await trainerModel(deps, input);
   const progress = (what: string) => deps.onProgress?.(what);
 
-  const tokenSamples = await store.tokenSamples(runId, 'train', step, input.groups.map((g) => g.taskId));
+  const tokenSamples = await store.tokenSamples(
+    runId,
+    'train',
+    step,
+    input.groups.map((g) => g.taskId),
+  );
   const batch = input.groups.flatMap((g) =>
     g.rollouts.map((r) => {
       const samples = tokenSamples.get(`${g.taskId}/${r.harnessId}/${r.sample}`);
@@ -103,22 +116,38 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
   for (let c = 0; c < chunks; c++) {
     progress(`forward_backward ${c + 1}/${chunks}`);
     const result = await runLedgerOp(ledger, STEP_OPS.forwardBackward(c), (seqId) =>
-      trainer.forwardBackward({ modelId, seqId, lossFn: 'importance_sampling', data: datums.slice(c * DATUMS_PER_REQUEST, (c + 1) * DATUMS_PER_REQUEST) }),
+      trainer.forwardBackward({
+        modelId,
+        seqId,
+        lossFn: 'importance_sampling',
+        data: datums.slice(c * DATUMS_PER_REQUEST, (c + 1) * DATUMS_PER_REQUEST),
+      }),
     );
     for (const [name, value] of Object.entries(result.metrics)) metrics[name] = (metrics[name] ?? 0) + value;
     trainerLogprobs.push(...result.loss_fn_outputs.map((output) => output.logprobs?.data ?? []));
   }
   const mismatch = logprobMismatch(
-    trained.map(({ sample }, i) => ({ trainer: trainerLogprobs[i] ?? [], sampler: datums[i].loss_fn_inputs.logprobs.data, mask: datumTargetMask(sample) })),
+    trained.map(({ sample }, i) => ({
+      trainer: trainerLogprobs[i] ?? [],
+      sampler: datums[i].loss_fn_inputs.logprobs.data,
+      mask: datumTargetMask(sample),
+    })),
   );
   if (chunks > 0) {
     progress('optim_step');
     const { adam } = config.trainer;
     const adamParams = {
-      learning_rate: adam.learningRate, beta1: adam.beta1, beta2: adam.beta2, eps: adam.eps,
-      weight_decay: adam.weightDecay, grad_clip_norm: adam.gradClipNorm,
+      learning_rate: adam.learningRate,
+      beta1: adam.beta1,
+      beta2: adam.beta2,
+      eps: adam.eps,
+      weight_decay: adam.weightDecay,
+      grad_clip_norm: adam.gradClipNorm,
     };
-    Object.assign(metrics, await runLedgerOp(ledger, STEP_OPS.optimStep, (seqId) => trainer.optimStep({ modelId, seqId, adam: adamParams })));
+    Object.assign(
+      metrics,
+      await runLedgerOp(ledger, STEP_OPS.optimStep, (seqId) => trainer.optimStep({ modelId, seqId, adam: adamParams })),
+    );
   }
   progress('save_weights_for_sampler');
   const samplerPath = await runLedgerOp(
@@ -147,8 +176,16 @@ export async function runTrainerStep(deps: TrainerStepDeps, input: TrainerStepIn
     });
   }
   const record: TrainerStepRecord = {
-    runId, step, modelId, samplerPath, policyVersion,
-    datums: datums.length, responseTokens, metrics: finiteMetrics(metrics, (dropped) => logger.warn({ runId, step, dropped }, 'trainer metrics that are not finite numbers are left out')),
+    runId,
+    step,
+    modelId,
+    samplerPath,
+    policyVersion,
+    datums: datums.length,
+    responseTokens,
+    metrics: finiteMetrics(metrics, (dropped) =>
+      logger.warn({ runId, step, dropped }, 'trainer metrics that are not finite numbers are left out'),
+    ),
     probe,
   };
   await store.recordTrainerStep(record);
@@ -171,7 +208,9 @@ async function trainerModel(deps: TrainerStepDeps, input: TrainerStepInput): Pro
   const claimed = await store.claimTrainerModel(runId, modelId, sessionId);
   if (claimed.modelId !== modelId) {
     // Another attempt of this step created the run's model first: free ours.
-    await trainer.unloadModel(modelId).catch((err: unknown) => logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload a duplicate trainer model'));
+    await trainer
+      .unloadModel(modelId)
+      .catch((err: unknown) => logger.warn({ runId, modelId, err: (err as Error).message }, 'could not unload a duplicate trainer model'));
     if (claimed.sessionId) sessions.keepAlive(claimed.sessionId);
   }
   logger.info({ runId, modelId: claimed.modelId, sessionId: claimed.sessionId }, 'trainer model ready');
@@ -242,13 +281,24 @@ async function probeTrainer(trainer: TinkerClient, ledger: OpLedgerDeps, sample:
   if (positions.length === 0 || tokens.length < 2) return null;
   const result = await runLedgerOp(ledger, STEP_OPS.probeForward, (seqId) =>
     trainer.forwardBackward({
-      modelId: ledger.modelId, seqId, lossFn: 'cross_entropy', forwardOnly: true,
-      data: [{ model_input: { chunks: [{ type: 'encoded_text', tokens: tokens.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64', shape: [tokens.length - 1] } } }],
+      modelId: ledger.modelId,
+      seqId,
+      lossFn: 'cross_entropy',
+      forwardOnly: true,
+      data: [
+        {
+          model_input: { chunks: [{ type: 'encoded_text', tokens: tokens.slice(0, -1) }] },
+          loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64', shape: [tokens.length - 1] } },
+        },
+      ],
     }),
   );
   const logprobs = result.loss_fn_outputs[0]?.logprobs?.data;
   if (!logprobs || logprobs.length !== tokens.length - 1) {
-    throw new TrainerError(`trainer: the probe forward pass returned ${logprobs?.length ?? 0} log-probs for ${tokens.length - 1} targets`, 'server');
+    throw new TrainerError(
+      `trainer: the probe forward pass returned ${logprobs?.length ?? 0} log-probs for ${tokens.length - 1} targets`,
+      'server',
+    );
   }
   return { tokens, positions, logprobs: positions.map((i) => logprobs[i - 1]) };
 }

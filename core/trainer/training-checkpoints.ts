@@ -84,7 +84,10 @@ async function pruneCheckpoints(deps: SaveCheckpointDeps): Promise<void> {
       await store.markCheckpointDeleted(ledger.runId, old.modelId, old.name);
       logger.info({ runId: ledger.runId, step: old.step, path: old.path }, 'old training checkpoint deleted');
     } catch (err) {
-      logger.warn({ runId: ledger.runId, path: old.path, err: (err as Error).message }, 'could not delete an old training checkpoint; a later save tries again');
+      logger.warn(
+        { runId: ledger.runId, path: old.path, err: (err as Error).message },
+        'could not delete an old training checkpoint; a later save tries again',
+      );
     }
   }
 }

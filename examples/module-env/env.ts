@@ -25,7 +25,9 @@ const Options = z.strictObject({
 });
 type Options = z.infer<typeof Options>;
 
-const TaskFile = z.object({ tasks: z.array(z.object({ id: z.string().min(1), kind: z.string().min(1), phrase: z.string().min(1) })).min(1) });
+const TaskFile = z.object({
+  tasks: z.array(z.object({ id: z.string().min(1), kind: z.string().min(1), phrase: z.string().min(1) })).min(1),
+});
 type Task = z.infer<typeof TaskFile>['tasks'][number];
 
 /** The share of the letters of `reply` that are capitals; 0 when it has none. */

@@ -15,8 +15,18 @@ import path from 'node:path';
 import { acquireLock, findPython } from '../engines/install';
 import { runLogged } from '../logged-command';
 import {
-  APPWORLD_PYTHON, APPWORLD_VERSION, appworldHome, appWorldInstall, COMPLETE_MARKER, FIXTURE_BUILDER, FIXTURE_TASKS_FILE, fixtureDir,
-  installAt, loadFixtureTasks, venvDir, type AppWorldInstall,
+  APPWORLD_PYTHON,
+  APPWORLD_VERSION,
+  appworldHome,
+  appWorldInstall,
+  COMPLETE_MARKER,
+  FIXTURE_BUILDER,
+  FIXTURE_TASKS_FILE,
+  fixtureDir,
+  installAt,
+  loadFixtureTasks,
+  venvDir,
+  type AppWorldInstall,
 } from '../../core/envs/appworld/install-location';
 
 export * from '../../core/envs/appworld/install-location';
@@ -48,7 +58,8 @@ export async function setupAppWorld(log: (line: string) => void = () => undefine
     await fs.rm(lock, { force: true });
   }
   const installed = appWorldInstall(home);
-  if (!installed) throw new AppWorldSetupError(`AppWorld setup finished, but ${venvDir(home)} or ${fixtureDir(home)} has no ${COMPLETE_MARKER}`);
+  if (!installed)
+    throw new AppWorldSetupError(`AppWorld setup finished, but ${venvDir(home)} or ${fixtureDir(home)} has no ${COMPLETE_MARKER}`);
   return installed;
 }
 
@@ -71,13 +82,19 @@ async function installVenv(home: string, log: (line: string) => void): Promise<v
   log(`appworld ${APPWORLD_VERSION}: creating a Python ${APPWORLD_PYTHON} venv in ${dir} (log: ${logFile})`);
   await runLogged(python, ['-m', 'venv', dir], { logFile, error: setupError });
   log(`appworld ${APPWORLD_VERSION}: pip install appworld==${APPWORLD_VERSION}`);
-  await runLogged(venvPython, ['-m', 'pip', '--disable-pip-version-check', 'install', `appworld==${APPWORLD_VERSION}`], { logFile, error: setupError });
+  await runLogged(venvPython, ['-m', 'pip', '--disable-pip-version-check', 'install', `appworld==${APPWORLD_VERSION}`], {
+    logFile,
+    error: setupError,
+  });
   log(`appworld ${APPWORLD_VERSION}: venv and pip took ${seconds(started)}`);
   started = Date.now();
   log(`appworld ${APPWORLD_VERSION}: appworld install (unpacks the apps; APPWORLD_CACHE=${cache})`);
   await fs.mkdir(cache, { recursive: true });
   await runLogged(appworld, ['install'], { logFile, env: { ...process.env, APPWORLD_CACHE: cache }, error: setupError });
-  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ appworld: APPWORLD_VERSION, python: APPWORLD_PYTHON, at: new Date().toISOString() })}\n`);
+  await fs.writeFile(
+    path.join(dir, COMPLETE_MARKER),
+    `${JSON.stringify({ appworld: APPWORLD_VERSION, python: APPWORLD_PYTHON, at: new Date().toISOString() })}\n`,
+  );
   log(`appworld ${APPWORLD_VERSION}: appworld install took ${seconds(started)}; installed`);
 }
 

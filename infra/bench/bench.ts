@@ -12,7 +12,15 @@ import path from 'node:path';
 import { mkdirSync, rmSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { type BenchResult, type BenchRow, type OverheadFigures, type RunHistory, historyFigures, overheadFigures, rowFigures } from '../../core/bench/figures';
+import {
+  type BenchResult,
+  type BenchRow,
+  type OverheadFigures,
+  type RunHistory,
+  historyFigures,
+  overheadFigures,
+  rowFigures,
+} from '../../core/bench/figures';
 import { runRolloutsInProcess, timeStoreWrites, withScratchRun, writeScaledWorld, type ScratchRun } from '../../core/bench/in-process';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../../core/config';
 import { createEnvironment } from '../../core/envs/registry';
@@ -20,9 +28,7 @@ import { loadSimWorld } from '../../core/envs/sim/world';
 import type { RunStore } from '../../core/store/run-store';
 import type { SimCluster } from '../../sim-cluster/server';
 import { readLatency, resetLatency, startBenchCluster } from './sim-latency';
-import {
-  benchRunId, releaseRun, runHistory, startBenchRun, stepsWallSeconds, waitForStepClosed, waitUntilHeld,
-} from './temporal-runs';
+import { benchRunId, releaseRun, runHistory, startBenchRun, stepsWallSeconds, waitForStepClosed, waitUntilHeld } from './temporal-runs';
 
 /** Activity slots of a rollout worker (workers/worker.ts): groups at once, in-process as on Temporal. */
 export const ROLLOUT_SLOTS = 64;
@@ -72,7 +78,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   try {
     const zero = await startBenchCluster({ world: scaledWorld, dataDir: options.dataDir, logger: options.logger });
     clusters.push(zero);
-    log(`[SIMULATED] zero-latency sim cluster at ${zero.url} (world with ${scaledWorld.kinds.map((k) => k.tasks).join('/')} tasks per kind)`);
+    log(
+      `[SIMULATED] zero-latency sim cluster at ${zero.url} (world with ${scaledWorld.kinds.map((k) => k.tasks).join('/')} tasks per kind)`,
+    );
     const overheadBySize: OverheadFigures[] = [];
     for (const [i, size] of options.sizes.entries()) {
       const { figures, history } = await measureOverhead(options, size, zero.url, worldFile, i === 0);
@@ -82,7 +90,10 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const rows: BenchRow[] = [];
     for (const profile of options.profiles) {
       const cluster = await startBenchCluster({
-        world: loadSimWorld(), dataDir: options.dataDir, logger: options.logger, latency: { profile, speedup: options.speedup },
+        world: loadSimWorld(),
+        dataDir: options.dataDir,
+        logger: options.logger,
+        latency: { profile, speedup: options.speedup },
       });
       clusters.push(cluster);
       log(`[SIMULATED] sim cluster with latency profile '${profile}' (speedup ${options.speedup}x) at ${cluster.url}`);
@@ -138,7 +149,13 @@ async function measureOverhead(options: BenchOptions, size: OverheadSize, simUrl
   const raw = overheadConfig(options, size, simUrl, world);
   const config = parseRunConfig(raw, 'bench overhead config');
   const env = createEnvironment(config.env);
-  const m = { inProcessMs: [] as number[], inProcessWithStoreMs: [] as number[], storeWritesAloneMs: [] as number[], phaseSeconds: [] as StepPhases[], runIds: [] as string[] };
+  const m = {
+    inProcessMs: [] as number[],
+    inProcessWithStoreMs: [] as number[],
+    storeWritesAloneMs: [] as number[],
+    phaseSeconds: [] as StepPhases[],
+    runIds: [] as string[],
+  };
   try {
     // Round 0 warms up (the first run on a fresh stack is slow everywhere) and is not counted.
     for (let r = warmUp ? 0 : 1; r <= options.repeats; r++) {
@@ -155,13 +172,25 @@ async function measureOverhead(options: BenchOptions, size: OverheadSize, simUrl
       m.runIds.push(runId);
       m.inProcessMs.push(bare.ms);
       m.inProcessWithStoreMs.push((await withScratchRun(store, 'rollouts', inProcess)).ms);
-      m.storeWritesAloneMs.push(await withScratchRun(store, 'writes', (scratch) => timeStoreWrites(scratch, bare.trajectories, config.rollout.concurrency, ROLLOUT_SLOTS)));
+      m.storeWritesAloneMs.push(
+        await withScratchRun(store, 'writes', (scratch) =>
+          timeStoreWrites(scratch, bare.trajectories, config.rollout.concurrency, ROLLOUT_SLOTS),
+        ),
+      );
     }
   } finally {
     await env.close?.();
   }
-  const figures = overheadFigures({ tasks: size.tasks, groupSize: size.groupSize, concurrency: config.rollout.concurrency, groupsAtOnce: ROLLOUT_SLOTS, ...m });
-  log(`(a) ${rollouts} rollouts: in-process ${figures.inProcessMsPerRollout.toFixed(2)} ms, Temporal ${figures.temporalMsPerRollout.toFixed(2)} ms per rollout`);
+  const figures = overheadFigures({
+    tasks: size.tasks,
+    groupSize: size.groupSize,
+    concurrency: config.rollout.concurrency,
+    groupsAtOnce: ROLLOUT_SLOTS,
+    ...m,
+  });
+  log(
+    `(a) ${rollouts} rollouts: in-process ${figures.inProcessMsPerRollout.toFixed(2)} ms, Temporal ${figures.temporalMsPerRollout.toFixed(2)} ms per rollout`,
+  );
   return { figures, history: await runHistory(client, `overhead ${rollouts}`, m.runIds[0], 1) };
 }
 
@@ -197,7 +226,12 @@ function rowConfig(options: BenchOptions, profile: string, k: number, simUrl: st
  * until its profiling is done, the latency accounting reset, released; the
  * accounting read as its last step ends.
  */
-async function measureRow(options: BenchOptions, profile: string, k: number, simUrl: string): Promise<{ row: BenchRow; history: RunHistory }> {
+async function measureRow(
+  options: BenchOptions,
+  profile: string,
+  k: number,
+  simUrl: string,
+): Promise<{ row: BenchRow; history: RunHistory }> {
   const { client, store, log, steps } = options;
   const raw = rowConfig(options, profile, k, simUrl);
   const config: RunConfig = parseRunConfig(raw, 'bench row config');
@@ -214,16 +248,36 @@ async function measureRow(options: BenchOptions, profile: string, k: number, sim
   const latency = await readLatency(simUrl);
   await result;
   const summaries = (await store.steps(runId)).map((s) => s.summary);
-  const row = rowFigures({ profile, maxStaleness: k, runId, steps: summaries, wallWindowSeconds: await stepsWallSeconds(client, runId, steps), latency });
-  log(`(b) ${profile}, k=${k}: ${row.stepSeconds.toFixed(1)} ${row.simulated ? 'SIMULATED' : 'wall'} s per step, ${row.rolloutsPerSecond.toFixed(2)} rollouts/s`);
+  const row = rowFigures({
+    profile,
+    maxStaleness: k,
+    runId,
+    steps: summaries,
+    wallWindowSeconds: await stepsWallSeconds(client, runId, steps),
+    latency,
+  });
+  log(
+    `(b) ${profile}, k=${k}: ${row.stepSeconds.toFixed(1)} ${row.simulated ? 'SIMULATED' : 'wall'} s per step, ${row.rolloutsPerSecond.toFixed(2)} rollouts/s`,
+  );
   return { row, history: await runHistory(client, `${ROW_LABEL}${profile} k=${k}`, runId, steps) };
 }
 
 /** The standard bench, or `--quick`'s subset; profiles, steps and speedup as given. */
-export function benchPlan(options: { quick?: boolean; profiles?: string[]; steps?: number; speedup?: number; allProfiles: string[] }): BenchPlan {
+export function benchPlan(options: {
+  quick?: boolean;
+  profiles?: string[];
+  steps?: number;
+  speedup?: number;
+  allProfiles: string[];
+}): BenchPlan {
   const quick = options.quick === true;
   return {
-    sizes: quick ? [{ tasks: 64, groupSize: 8 }] : [{ tasks: 64, groupSize: 8 }, { tasks: 512, groupSize: 8 }],
+    sizes: quick
+      ? [{ tasks: 64, groupSize: 8 }]
+      : [
+          { tasks: 64, groupSize: 8 },
+          { tasks: 512, groupSize: 8 },
+        ],
     repeats: quick ? 2 : 3,
     profiles: options.profiles ?? (quick ? ['balanced'] : options.allProfiles),
     staleness: quick ? [0, 1] : [0, 1, 2],
@@ -231,4 +285,3 @@ export function benchPlan(options: { quick?: boolean; profiles?: string[]; steps
     speedup: options.speedup ?? 30,
   };
 }
-

@@ -51,9 +51,19 @@ async function main(): Promise<void> {
   const trainer = await startSimCluster({ world, dataDir: mkdtempSync(path.join(dataDir, 'trainer-')), logger, serve: 'trainer', latency });
   const replicas: SimCluster[] = [];
   const startReplica = async (port = 0) =>
-    startSimCluster({ world, dataDir: mkdtempSync(path.join(dataDir, 'replica-')), logger, port, serve: 'inference', latency: { ...latency, servers: 1 } });
+    startSimCluster({
+      world,
+      dataDir: mkdtempSync(path.join(dataDir, 'replica-')),
+      logger,
+      port,
+      serve: 'inference',
+      latency: { ...latency, servers: 1 },
+    });
   const config = (name: string, servers: string[]): RunConfigInput => ({
-    name, env: { kind: 'sim' }, steps: options.steps, seed: 1,
+    name,
+    env: { kind: 'sim' },
+    steps: options.steps,
+    seed: 1,
     policy: { baseUrl: servers[0], inferenceServers: servers, maxInFlightPerServer: 256 },
     trainer: { baseUrl: trainer.url, pollSeconds: 0.05, adam: { learningRate: 0.2 } },
     rollout: { tasksPerStep: 16, groupSize: 8, maxTurns: 5, concurrency: 8 },
@@ -68,7 +78,11 @@ async function main(): Promise<void> {
       const servers = replicas.slice(0, count).map((r) => `${r.url}/v1`);
       const runId = `bench-replicas-${count}-${Date.now()}`;
       log(`${count} replica(s): run ${runId}`);
-      await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: config(`replicas-${count}`, servers) }] });
+      await stack.client.workflow.execute(harnessSRun, {
+        workflowId: runId,
+        taskQueue: TASK_QUEUES.control,
+        args: [{ config: config(`replicas-${count}`, servers) }],
+      });
       const steps = (await stack.store.steps(runId)).map((s) => s.summary);
       rows.push({
         count,
@@ -79,7 +93,9 @@ async function main(): Promise<void> {
     const restart = await restartMidStep(stack, replicas, startReplica, config);
 
     const rate = (r: (typeof rows)[number]) => r.rollouts.reduce((a, b) => a + b, 0) / r.rolloutSeconds.reduce((a, b) => a + b, 0);
-    process.stdout.write(`[SIMULATED] rollout throughput under latency profile '${options.profile}' (speedup ${options.speedup}), ${options.steps} steps of 16 tasks x G=8:\n`);
+    process.stdout.write(
+      `[SIMULATED] rollout throughput under latency profile '${options.profile}' (speedup ${options.speedup}), ${options.steps} steps of 16 tasks x G=8:\n`,
+    );
     for (const r of rows) {
       process.stdout.write(
         `  ${String(r.count).padStart(2)} replica(s): rollout phase ${r.rolloutSeconds.map((s) => s.toFixed(0)).join(', ')} s per step, ` +
@@ -105,7 +121,11 @@ async function restartMidStep(
   while (replicas.length < 3) replicas.push(await startReplica());
   const servers = replicas.slice(0, 3).map((r) => `${r.url}/v1`);
   const runId = `bench-replica-restart-${Date.now()}`;
-  const handle = await stack.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: { ...config('replica-restart', servers), steps: 3 } }] });
+  const handle = await stack.client.workflow.start(harnessSRun, {
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: { ...config('replica-restart', servers), steps: 3 } }],
+  });
   for (;;) {
     const s = await handle.query(statusQuery);
     const stored = await stack.store.countStepTrajectories(runId, 'train', 1);

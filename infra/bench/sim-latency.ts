@@ -18,7 +18,10 @@ export function latencyProfileNames(): string[] {
 
 /** A sim cluster on a free port with its own state folder under `dataDir`; with `latency`, the latency model on. */
 export function startBenchCluster(options: {
-  world: SimWorld; dataDir: string; logger: Logger; latency?: { profile: string; speedup: number };
+  world: SimWorld;
+  dataDir: string;
+  logger: Logger;
+  latency?: { profile: string; speedup: number };
 }): Promise<SimCluster> {
   return startSimCluster({
     world: options.world,

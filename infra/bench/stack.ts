@@ -43,7 +43,7 @@ async function freePort(plus: number): Promise<number> {
     const port = await listen(0);
     if (port !== null && port + plus < 65536 && (await listen(port + plus)) !== null) return port;
   }
-  throw new Error('no free port pair for the bench\'s Temporal dev server');
+  throw new Error("no free port pair for the bench's Temporal dev server");
 }
 
 export async function startBenchStack(options: { logger: Logger; log: (line: string) => void }): Promise<BenchStack> {
@@ -60,7 +60,10 @@ export async function startBenchStack(options: { logger: Logger; log: (line: str
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-bench-temporal-'));
   const temporal = await startDevServer({
-    address: `127.0.0.1:${await freePort(1000)}`, dbFile: path.join(dir, 'temporal.sqlite'), logFile: path.join(dir, 'temporal.log'), log,
+    address: `127.0.0.1:${await freePort(1000)}`,
+    dbFile: path.join(dir, 'temporal.sqlite'),
+    logFile: path.join(dir, 'temporal.log'),
+    log,
   });
   const namespace = namespaceFromEnv();
   const store = RunStore.connect(databaseUrl, undefined, dbPoolSizeFromEnv());

@@ -98,7 +98,9 @@ function historyFigures(workflowId: string, histories: temporal.api.history.v1.I
       const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
       if (scheduled) labels.set(String(event.eventId), scheduled);
       const of = event.activityTaskCompletedEventAttributes?.scheduledEventId ?? event.activityTaskFailedEventAttributes?.scheduledEventId;
-      const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name ?? event.childWorkflowExecutionCompletedEventAttributes?.workflowType?.name;
+      const child =
+        event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name ??
+        event.childWorkflowExecutionCompletedEventAttributes?.workflowType?.name;
       const what = `${type}${scheduled ? ` ${scheduled}` : ''}${of !== undefined && of !== null ? ` ${labels.get(String(of)) ?? ''}` : ''}${child ? ` ${child}` : ''}`;
       for (const p of payloadsIn(event)) {
         const size = payloadsBytes(p);
@@ -118,7 +120,10 @@ async function fetchHistory(client: Client, workflowId: string, runId: string): 
   let nextPageToken: Uint8Array | undefined;
   do {
     const page = await client.workflowService.getWorkflowExecutionHistory({
-      namespace: client.options.namespace, execution: { workflowId, runId }, maximumPageSize: HISTORY_PAGE_EVENTS, nextPageToken,
+      namespace: client.options.namespace,
+      execution: { workflowId, runId },
+      maximumPageSize: HISTORY_PAGE_EVENTS,
+      nextPageToken,
     });
     events.push(...(page.history?.events ?? []));
     nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
@@ -155,14 +160,21 @@ async function replaysFromServer(client: Client, workflowId: string): Promise<st
 }
 
 export async function benchStepScale(options: {
-  tasks: number; groupSize: number; refill: (typeof SAMPLING_REFILLS)[number]; maxDraws?: number; log: (line: string) => void;
+  tasks: number;
+  groupSize: number;
+  refill: (typeof SAMPLING_REFILLS)[number];
+  maxDraws?: number;
+  log: (line: string) => void;
 }): Promise<StepScaleResult> {
   const { log, tasks, groupSize } = options;
   const logger = pino({ level: 'warn' }, pino.destination(2));
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-step-scale-'));
   const stack = await startBenchStack({ logger, log });
   try {
-    const sampling = options.refill === 'none' ? {} : { sampling: { refill: options.refill, ...(options.maxDraws !== undefined ? { maxDraws: options.maxDraws } : {}) } };
+    const sampling =
+      options.refill === 'none'
+        ? {}
+        : { sampling: { refill: options.refill, ...(options.maxDraws !== undefined ? { maxDraws: options.maxDraws } : {}) } };
     const draws = maxDraws(options.refill === 'none' ? undefined : { refill: options.refill, maxDraws: options.maxDraws }, tasks);
     const worldFile = path.join(dataDir, 'world-step-scale.json');
     const world = writeScaledWorld(loadSimWorld(), draws, 0.2, worldFile);
@@ -186,7 +198,9 @@ export async function benchStepScale(options: {
       const config = parseRunConfig(raw, 'step-scale config');
       const runId = benchRunId(`step-${tasks * groupSize}`);
       const started = Date.now();
-      log(`run ${runId}: 1 step of ${tasks} tasks x G=${groupSize}${options.refill === 'none' ? '' : `, refill ${options.refill} up to ${draws} tasks`}; profiling first`);
+      log(
+        `run ${runId}: 1 step of ${tasks} tasks x G=${groupSize}${options.refill === 'none' ? '' : `, refill ${options.refill} up to ${draws} tasks`}; profiling first`,
+      );
       const handle = await startBenchRun(stack.client, runId, raw, config, true);
       const result = handle.result();
       result.catch(() => undefined);
@@ -207,7 +221,8 @@ export async function benchStepScale(options: {
         ids.push(id);
       }
       const histories: HistoryFigures[] = [];
-      for (const id of ids) histories.push({ ...historyFigures(id, await historiesOf(stack.client, id)), replays: await replaysFromServer(stack.client, id) });
+      for (const id of ids)
+        histories.push({ ...historyFigures(id, await historiesOf(stack.client, id)), replays: await replaysFromServer(stack.client, id) });
       const top = histories.reduce((a, b) => (b.largestPayloadBytes > a.largestPayloadBytes ? b : a));
 
       const [{ summary }] = await stack.store.steps(runId);
@@ -217,12 +232,23 @@ export async function benchStepScale(options: {
       const trajectoriesStored = await stack.store.countTrajectories(runId);
       const batch = await stack.store.trainingBatches.groups(runId, stepId, drawn + 1);
       const trainer = await stack.store.trainerStep(runId, 0);
-      if (trajectoriesStored !== rolloutsPlanned) throw new Error(`run ${runId}: ${trajectoriesStored} trajectories stored, ${rolloutsPlanned} planned`);
+      if (trajectoriesStored !== rolloutsPlanned)
+        throw new Error(`run ${runId}: ${trajectoriesStored} trajectories stored, ${rolloutsPlanned} planned`);
       return {
-        simulated: true, runId, tasks, groupSize, refill: options.refill, drawn, stepSeconds, phaseSeconds: summary.phaseSeconds, runSeconds,
-        slices: ids.length - 3, histories,
+        simulated: true,
+        runId,
+        tasks,
+        groupSize,
+        refill: options.refill,
+        drawn,
+        stepSeconds,
+        phaseSeconds: summary.phaseSeconds,
+        runSeconds,
+        slices: ids.length - 3,
+        histories,
         largestPayload: { workflowId: top.workflowId, bytes: top.largestPayloadBytes, what: top.largestPayload },
-        trajectoriesStored, rolloutsPlanned,
+        trajectoriesStored,
+        rolloutsPlanned,
         batch: { groups: batch.length, rollouts: batch.reduce((n, g) => n + g.rollouts.length, 0) },
         trainer: { datums: trainer?.datums ?? 0, responseTokens: trainer?.responseTokens ?? 0 },
         machine: { cpus: os.cpus().length, node: process.versions.node },
@@ -245,9 +271,11 @@ export function stepScaleText(r: StepScaleResult): string {
     '',
     '| workflow | events | history | largest payload | carried by | replays from the server |',
     '|---|---|---|---|---|---|',
-    ...r.histories.map((h) =>
-      `| ${h.workflowId} | ${h.events}${h.events > EVENTS_WARNING ? ' (over the 10k warning)' : ''} | ${kb(h.bytes)} | ` +
-      `${kb(h.largestPayloadBytes)}${h.largestPayloadBytes > PAYLOAD_WARNING_BYTES ? ' (over the 512 KB warning)' : ''} | ${h.largestPayload} | ${h.replays ?? ''} |`),
+    ...r.histories.map(
+      (h) =>
+        `| ${h.workflowId} | ${h.events}${h.events > EVENTS_WARNING ? ' (over the 10k warning)' : ''} | ${kb(h.bytes)} | ` +
+        `${kb(h.largestPayloadBytes)}${h.largestPayloadBytes > PAYLOAD_WARNING_BYTES ? ' (over the 512 KB warning)' : ''} | ${h.largestPayload} | ${h.replays ?? ''} |`,
+    ),
     '',
     `largest payload in any history: ${kb(r.largestPayload.bytes)} (${r.largestPayload.what}, ${r.largestPayload.workflowId})`,
     `trajectories stored ${r.trajectoriesStored}, rollouts planned ${r.rolloutsPlanned}`,
@@ -273,7 +301,13 @@ if (require.main === module) {
     .option('--max-draws <n>', 'sampling.maxDraws (with a refill)', positive('--max-draws'))
     .option('--json', 'print the figures as JSON')
     .parse();
-  const opts = program.opts<{ tasks: number; groupSize: number; refill: (typeof SAMPLING_REFILLS)[number]; maxDraws?: number; json?: boolean }>();
+  const opts = program.opts<{
+    tasks: number;
+    groupSize: number;
+    refill: (typeof SAMPLING_REFILLS)[number];
+    maxDraws?: number;
+    json?: boolean;
+  }>();
   benchStepScale({ ...opts, log: (line) => process.stderr.write(`${line}\n`) }).then(
     (result) => process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : stepScaleText(result)),
     (err: Error) => {

@@ -6,7 +6,13 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { RunConfig } from '../../core/config';
 import {
-  pauseSignal, resumeSignal, SEARCH_ATTRIBUTES, statusQuery, TASK_QUEUES, type RunInput, type RunSummary,
+  pauseSignal,
+  resumeSignal,
+  SEARCH_ATTRIBUTES,
+  statusQuery,
+  TASK_QUEUES,
+  type RunInput,
+  type RunSummary,
 } from '../../workflows/definitions';
 import type { RunHistory } from '../../core/bench/figures';
 import { isSimulatedEnv } from '../../core/envs/sim/config';
@@ -39,7 +45,9 @@ export async function startBenchRun(client: Client, runId: string, raw: unknown,
   };
   if (!held) return client.workflow.start<HarnessSRun>('harnessSRun', options);
   await client.workflow.signalWithStart<HarnessSRun, [{ reason?: string }?]>('harnessSRun', {
-    ...options, signal: pauseSignal, signalArgs: [{ reason: 'bench: held before step 0 until the measurement starts' }],
+    ...options,
+    signal: pauseSignal,
+    signalArgs: [{ reason: 'bench: held before step 0 until the measurement starts' }],
   });
   return client.workflow.getHandle<HarnessSRun>(runId);
 }

@@ -62,19 +62,45 @@ function pagesOf(runId: string, steps: number): Array<[string, string]> {
   ];
 }
 
-export async function benchViewerPages(options: { databaseUrl: string; rows: number; repeats: number; log: (line: string) => void }): Promise<PageTiming[]> {
+export async function benchViewerPages(options: {
+  databaseUrl: string;
+  rows: number;
+  repeats: number;
+  log: (line: string) => void;
+}): Promise<PageTiming[]> {
   const bigSteps = Math.max(1, Math.round(options.rows / ROLLOUTS_PER_STEP));
   await migrate(options.databaseUrl);
-  await seedSyntheticRuns(options.databaseUrl, [[SMALL_RUN, 3], [BIG_RUN, bigSteps]], options.log);
+  await seedSyntheticRuns(
+    options.databaseUrl,
+    [
+      [SMALL_RUN, 3],
+      [BIG_RUN, bigSteps],
+    ],
+    options.log,
+  );
   // No Temporal here: the status column reads 'unknown' after one failed connect, as when Temporal is down.
-  const viewer = await serveRunStore({ databaseUrl: options.databaseUrl, temporalAddress: '127.0.0.1:1', namespace: 'default', host: '127.0.0.1', port: 0 });
+  const viewer = await serveRunStore({
+    databaseUrl: options.databaseUrl,
+    temporalAddress: '127.0.0.1:1',
+    namespace: 'default',
+    host: '127.0.0.1',
+    port: 0,
+  });
   const timings: PageTiming[] = [];
   try {
     const runs = await timePage(`${viewer.url}/runs`, options.repeats);
     timings.push({ page: 'runs', run: '-', address: '/runs', ...runs });
-    for (const [runId, steps] of [[SMALL_RUN, 3], [BIG_RUN, bigSteps]] as const) {
+    for (const [runId, steps] of [
+      [SMALL_RUN, 3],
+      [BIG_RUN, bigSteps],
+    ] as const) {
       for (const [page, address] of pagesOf(runId, steps)) {
-        timings.push({ page, run: `${runId} (${steps * ROLLOUTS_PER_STEP} rollouts)`, address, ...(await timePage(`${viewer.url}${address}`, options.repeats)) });
+        timings.push({
+          page,
+          run: `${runId} (${steps * ROLLOUTS_PER_STEP} rollouts)`,
+          address,
+          ...(await timePage(`${viewer.url}${address}`, options.repeats)),
+        });
       }
     }
   } finally {
@@ -99,14 +125,21 @@ if (require.main === module) {
     .option('--json', 'print the timings as JSON')
     .parse();
   const opts = program.opts<{ rows: number; repeats: number; database: string; json?: boolean }>();
-  benchViewerPages({ databaseUrl: opts.database, rows: opts.rows, repeats: opts.repeats, log: (line) => process.stderr.write(`${line}\n`) }).then(
+  benchViewerPages({
+    databaseUrl: opts.database,
+    rows: opts.rows,
+    repeats: opts.repeats,
+    log: (line) => process.stderr.write(`${line}\n`),
+  }).then(
     (timings) => {
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(timings, null, 2)}\n`);
         return;
       }
       for (const t of timings) {
-        process.stdout.write(`${t.medianMs.toFixed(1).padStart(8)} ms median ${t.maxMs.toFixed(1).padStart(8)} ms max ${String(t.bytes).padStart(8)} B  ${t.run.padEnd(40)} ${t.page}\n`);
+        process.stdout.write(
+          `${t.medianMs.toFixed(1).padStart(8)} ms median ${t.maxMs.toFixed(1).padStart(8)} ms max ${String(t.bytes).padStart(8)} B  ${t.run.padEnd(40)} ${t.page}\n`,
+        );
       }
     },
     (err: Error) => {

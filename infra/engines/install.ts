@@ -10,7 +10,18 @@ import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { runLogged } from '../logged-command';
-import { COMPLETE_MARKER, enginesHome, MODEL_BUILDER, modelDir, modelKey, type VenvSpec, VENVS, venvDir, venvPython, VLLM } from './catalog';
+import {
+  COMPLETE_MARKER,
+  enginesHome,
+  MODEL_BUILDER,
+  modelDir,
+  modelKey,
+  type VenvSpec,
+  VENVS,
+  venvDir,
+  venvPython,
+  VLLM,
+} from './catalog';
 
 const run = promisify(execFile);
 
@@ -27,13 +38,16 @@ export interface InstalledEngines {
 /** The installed stack, or null with what is missing. */
 export function installedEngines(home = enginesHome()): { installed: InstalledEngines | null; missing: string[] } {
   const missing: string[] = [];
-  for (const spec of VENVS) if (!existsSync(path.join(venvDir(spec, home), COMPLETE_MARKER))) missing.push(`${spec.title} (${venvDir(spec, home)})`);
+  for (const spec of VENVS)
+    if (!existsSync(path.join(venvDir(spec, home), COMPLETE_MARKER))) missing.push(`${spec.title} (${venvDir(spec, home)})`);
   if (!existsSync(path.join(modelDir(home), COMPLETE_MARKER))) missing.push(`the tiny Qwen3 (${modelDir(home)})`);
   if (missing.length > 0) return { installed: null, missing };
   return {
     installed: {
       home,
-      venvs: Object.fromEntries(VENVS.map((spec) => [spec.name, { dir: venvDir(spec, home), python: venvPython(spec, home), version: spec.version }])) as InstalledEngines['venvs'],
+      venvs: Object.fromEntries(
+        VENVS.map((spec) => [spec.name, { dir: venvDir(spec, home), python: venvPython(spec, home), version: spec.version }]),
+      ) as InstalledEngines['venvs'],
       model: { dir: modelDir(home), key: modelKey() },
     },
     missing: [],
@@ -47,7 +61,10 @@ export async function findPython(version: string): Promise<string> {
   try {
     const { stdout } = await run('pyenv', ['root']);
     const versions = path.join(stdout.trim(), 'versions');
-    for (const dir of (await fs.readdir(versions)).filter((d) => d.startsWith(`${version}.`)).sort().reverse()) {
+    for (const dir of (await fs.readdir(versions))
+      .filter((d) => d.startsWith(`${version}.`))
+      .sort()
+      .reverse()) {
       candidates.push(path.join(versions, dir, 'bin', `python${version}`));
     }
   } catch {
@@ -86,7 +103,10 @@ async function installVenv(spec: VenvSpec, home: string, log: (line: string) => 
     log(`${spec.title}: pip ${args.join(' ')}`);
     await runLogged(venvPython(spec, home), ['-m', 'pip', '--disable-pip-version-check', ...args], { logFile, error: setupError });
   }
-  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: spec.key, pip: spec.pip, at: new Date().toISOString() })}\n`);
+  await fs.writeFile(
+    path.join(dir, COMPLETE_MARKER),
+    `${JSON.stringify({ key: spec.key, pip: spec.pip, at: new Date().toISOString() })}\n`,
+  );
   log(`${spec.title}: installed`);
 }
 
@@ -99,7 +119,11 @@ async function buildModel(home: string, log: (line: string) => void): Promise<vo
   await fs.rm(dir, { recursive: true, force: true });
   const logFile = path.join(home, 'logs', `${modelKey()}.build.log`);
   log(`tiny Qwen3: building it locally in ${dir} (log: ${logFile})`);
-  await runLogged(venvPython(VLLM, home), [MODEL_BUILDER, dir], { logFile, env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' }, error: setupError });
+  await runLogged(venvPython(VLLM, home), [MODEL_BUILDER, dir], {
+    logFile,
+    env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
+    error: setupError,
+  });
   await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: modelKey(), at: new Date().toISOString() })}\n`);
 }
 

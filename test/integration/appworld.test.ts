@@ -133,7 +133,9 @@ describe("AppWorld's environment server, spoken to by the project's client", () 
 
   test("the server's own errors (an unknown task, another task's id) are HTTP errors the client names", async () => {
     await withServer('fixqa_1', async (client, lease) => {
-      await expect(client.initialize('nosuch_1', { experimentName: lease.experiment })).rejects.toThrow(/POST \/initialize answered HTTP 500/);
+      await expect(client.initialize('nosuch_1', { experimentName: lease.experiment })).rejects.toThrow(
+        /POST \/initialize answered HTTP 500/,
+      );
       await client.initialize('fixqa_1', { experimentName: lease.experiment, loadGroundTruth: false });
       await expect(client.execute('fixnote_1', 'print(1)')).rejects.toThrow(AppWorldServerError);
     });
@@ -152,11 +154,26 @@ describe('the AppWorld env with a scripted agent over HTTP', () => {
   const episode = (taskId: string, harnessId: string, script: (messages: ScriptedMessage[]) => ScriptedReply, maxTurns = 10) => {
     reply = script;
     const policy = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 60 });
-    return runEpisode({ env, harness: harnessById(env, harnessId), policy, model: 'scripted-model', taskId, sample: 0, maxTurns, temperature: 0, seed: 1 });
+    return runEpisode({
+      env,
+      harness: harnessById(env, harnessId),
+      policy,
+      model: 'scripted-model',
+      taskId,
+      sample: 0,
+      maxTurns,
+      temperature: 0,
+      seed: 1,
+    });
   };
 
   test('tasks come from the fixture dataset, kinds are difficulty levels', () => {
-    expect(env.listTasks().map((t) => t.taskId).sort()).toEqual(tasks.map((t) => t.id).sort());
+    expect(
+      env
+        .listTasks()
+        .map((t) => t.taskId)
+        .sort(),
+    ).toEqual(tasks.map((t) => t.id).sort());
     expect(new Set(env.listTasks().map((t) => t.kind))).toEqual(new Set(tasks.map((t) => `difficulty_${t.difficulty}`)));
     expect(env.describeTask('fixqa_1')).toContain(byId('fixqa_1').instruction);
   });
@@ -182,7 +199,9 @@ describe('the AppWorld env with a scripted agent over HTTP', () => {
     const outOfTurns = await episode(write.id, 'base', (messages) => fence(withoutComplete[agentTurns(messages)]), withoutComplete.length);
     // The world is graded as left: the note is there, but a task never completed has no answer ("<<NOT_GIVEN>>"), which fails its answer check.
     expect(outOfTurns).toMatchObject({ turns: withoutComplete.length, success: false, failureType: 'turn_limit' });
-    expect(outOfTurns.messages.at(-1)!.content).toMatch(/^Out of turns\.\nNot completed: fail \(3\/4 checks pass; failed: assert the task was completed without an answer/);
+    expect(outOfTurns.messages.at(-1)!.content).toMatch(
+      /^Out of turns\.\nNot completed: fail \(3\/4 checks pass; failed: assert the task was completed without an answer/,
+    );
   });
 
   test('under the base harness code without a fence is a format error; the action-realization sibling wraps it', async () => {
@@ -193,7 +212,13 @@ describe('the AppWorld env with a scripted agent over HTTP', () => {
 
   test('the trajectory-regulation sibling refuses complete_task until the data was looked at', async () => {
     const qa = byId('fixqa_2');
-    const t = await episode(qa.id, 'tr-verify-before-complete', (messages) => fence(agentTurns(messages) === 0 ? `apis.supervisor.complete_task(answer=${JSON.stringify(qa.answer)})` : qa.solution[agentTurns(messages) - 1]));
+    const t = await episode(qa.id, 'tr-verify-before-complete', (messages) =>
+      fence(
+        agentTurns(messages) === 0
+          ? `apis.supervisor.complete_task(answer=${JSON.stringify(qa.answer)})`
+          : qa.solution[agentTurns(messages) - 1],
+      ),
+    );
     expect(t.messages[3].content).toMatch(/Before completing, look at the data/);
     expect(t.success).toBe(true);
   });
@@ -211,8 +236,25 @@ describe('harness-s eval --env appworld', () => {
     reply = (messages) => (taskOf(messages).id === 'fixtodo_1' ? fence('apis.supervisor.complete_task()') : solve(messages));
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'appworld', '--harness', 'base', '--base-url', `${server.url}/v1`, '--model', 'scripted-model',
-        '--concurrency', '2', '--max-turns', '10', '--json'],
+      [
+        '--import',
+        'tsx',
+        'cli/main.ts',
+        'eval',
+        '--env',
+        'appworld',
+        '--harness',
+        'base',
+        '--base-url',
+        `${server.url}/v1`,
+        '--model',
+        'scripted-model',
+        '--concurrency',
+        '2',
+        '--max-turns',
+        '10',
+        '--json',
+      ],
       { cwd: ROOT, env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL }, maxBuffer: 8 * 1024 * 1024 },
     );
     const result = JSON.parse(stdout);
@@ -233,7 +275,13 @@ describe('harness-s eval --env appworld', () => {
 describe('the shipped AppWorld pool', () => {
   test("base first, then one sibling per direction; a reply's first code block is the code", () => {
     const pool = loadHarnessPool(specFiles(APPWORLD_POOL_DIR));
-    expect(pool.map((p) => p.spec.direction)).toEqual(['base', 'action_realization', 'environment_contract', 'procedural_skill', 'trajectory_regulation']);
+    expect(pool.map((p) => p.spec.direction)).toEqual([
+      'base',
+      'action_realization',
+      'environment_contract',
+      'procedural_skill',
+      'trajectory_regulation',
+    ]);
     expect(codeOf('text\n```python\nprint(1)\n```\nmore')).toBe('print(1)\n');
   });
 });

@@ -17,7 +17,13 @@ const STEPS = 2;
 
 beforeAll(async () => {
   stack = await startTestStack();
-  const plan = { ...benchPlan({ quick: true, allProfiles: ['balanced'] }), sizes: [{ tasks: 8, groupSize: 4 }], repeats: 1, steps: STEPS, speedup: 50 };
+  const plan = {
+    ...benchPlan({ quick: true, allProfiles: ['balanced'] }),
+    sizes: [{ tasks: 8, groupSize: 4 }],
+    repeats: 1,
+    steps: STEPS,
+    speedup: 50,
+  };
   result = await runBench({
     ...plan,
     client: stack.client,
@@ -43,18 +49,28 @@ test('--json has the overhead of the size asked for, split, with finite figures'
   const { overhead } = json;
   expect(json.overheadBySize).toEqual([overhead]);
   expect(overhead).toMatchObject({ rollouts: 32, tasks: 8, groupSize: 4, repeats: 1 });
-  for (const key of ['inProcessMsPerRollout', 'temporalMsPerRollout', 'storeWritesAloneMsPerRollout', 'trainerSeconds', 'trainerMsPerRollout']) {
+  for (const key of [
+    'inProcessMsPerRollout',
+    'temporalMsPerRollout',
+    'storeWritesAloneMsPerRollout',
+    'trainerSeconds',
+    'trainerMsPerRollout',
+  ]) {
     expect([key, positive(overhead[key])]).toEqual([key, true]);
   }
   // Differences of measurements: finite, and the split adds up.
-  for (const key of ['overheadMsPerRollout', 'storeWritesMsPerRollout', 'schedulingMsPerRollout']) expect([key, finite(overhead[key])]).toEqual([key, true]);
+  for (const key of ['overheadMsPerRollout', 'storeWritesMsPerRollout', 'schedulingMsPerRollout'])
+    expect([key, finite(overhead[key])]).toEqual([key, true]);
   expect(overhead.overheadMsPerRollout).toBeCloseTo(overhead.temporalMsPerRollout - overhead.inProcessMsPerRollout, 3);
   expect(overhead.schedulingMsPerRollout + overhead.storeWritesMsPerRollout).toBeCloseTo(overhead.overheadMsPerRollout, 3);
 });
 
 test('a sync and a pipelined row, SIMULATED, with positive step times and rates and idle shares in [0, 1]', () => {
   const { rows } = JSON.parse(benchJson(result));
-  expect(rows.map((r: { profile: string; maxStaleness: number }) => [r.profile, r.maxStaleness])).toEqual([['balanced', 0], ['balanced', 1]]);
+  expect(rows.map((r: { profile: string; maxStaleness: number }) => [r.profile, r.maxStaleness])).toEqual([
+    ['balanced', 0],
+    ['balanced', 1],
+  ]);
   expect(rows.some((r: { maxStaleness: number }) => r.maxStaleness >= 1)).toBe(true);
   for (const row of rows) {
     expect(row).toMatchObject({ simulated: true, speedup: 50, steps: STEPS });
@@ -76,7 +92,8 @@ test('history counts every run of the bench and each of its steps', () => {
     expect(run.stepEvents).toHaveLength(run.label.startsWith('row') ? STEPS : 1);
     expect(run.stepEvents.every(positive)).toBe(true);
   }
-  for (const key of ['meanEventsPerRun', 'meanEventsPerStep', 'meanRunEventsPerStep']) expect([key, positive(history[key])]).toEqual([key, true]);
+  for (const key of ['meanEventsPerRun', 'meanEventsPerStep', 'meanRunEventsPerStep'])
+    expect([key, positive(history[key])]).toEqual([key, true]);
 });
 
 test('the table labels the latency-model figures SIMULATED', () => {

@@ -50,7 +50,10 @@ function listenOnce(port: number): Promise<number> {
 }
 
 function isFree(port: number): Promise<boolean> {
-  return listenOnce(port).then(() => true, () => false);
+  return listenOnce(port).then(
+    () => true,
+    () => false,
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -105,7 +108,9 @@ export interface PrivatePostgres {
 function postgresBinDir(): string {
   if (process.env.PG_BIN_DIR) return process.env.PG_BIN_DIR;
   const root = '/usr/lib/postgresql';
-  const versions = readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(root)
+    .filter((v) => /^\d+$/.test(v))
+    .sort((a, b) => Number(b) - Number(a));
   if (versions.length === 0) throw new Error(`no PostgreSQL server under ${root}; install postgresql or set PG_BIN_DIR`);
   return path.join(root, versions[0], 'bin');
 }
@@ -241,10 +246,13 @@ export async function waitUntilMidStep(store: RunStore, runId: string, step: num
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await store.queryForTests(
-      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`, [runId, step]);
+      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`,
+      [runId, step],
+    );
     const recorded = (await store.steps(runId)).length;
     if (rows[0].n > 0 && recorded === step) return;
-    if (recorded > step || Date.now() > deadline) throw new Error(`never caught run ${runId} in the middle of step ${step} (${recorded} steps recorded)`);
+    if (recorded > step || Date.now() > deadline)
+      throw new Error(`never caught run ${runId} in the middle of step ${step} (${recorded} steps recorded)`);
     await sleep(10);
   }
 }
@@ -269,7 +277,9 @@ export async function runFigures(stack: ChaosStack, runId: string, stepsComplete
   const trainer = await stack.store.trainerStep(runId, 0);
   if (!trainer) throw new Error(`run ${runId} stored no trainer step 0`);
   const response = await fetch(`${stack.sim.url}/api/v1/get_info`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: trainer.modelId }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model_id: trainer.modelId }),
   });
   const info = (await response.json()) as { optim_steps: number };
   return {
@@ -285,7 +295,9 @@ export async function runFigures(stack: ChaosStack, runId: string, stepsComplete
 /** When the first train trajectory stored after `since` was written (the database's clock), or null. */
 export async function firstTrajectoryAfter(store: RunStore, runId: string, since: number): Promise<number | null> {
   const { rows } = await store.queryForTests(
-    `SELECT min(created_at) AS t FROM trajectories WHERE run_id = $1 AND phase = 'train' AND created_at > $2`, [runId, new Date(since)]);
+    `SELECT min(created_at) AS t FROM trajectories WHERE run_id = $1 AND phase = 'train' AND created_at > $2`,
+    [runId, new Date(since)],
+  );
   return rows[0].t ? new Date(rows[0].t).getTime() : null;
 }
 
@@ -321,10 +333,13 @@ export interface ActivityRecord {
 export async function stepActivities(client: Client, runId: string, steps: number): Promise<ActivityRecord[]> {
   const records: ActivityRecord[] = [];
   for (let step = 0; step < steps; step++) {
-    const history = await client.workflow.getHandle(`${runId}/step-${step}`).fetchHistory().catch((err: unknown) => {
-      if (isGrpcServiceError(err) && err.code === GRPC_NOT_FOUND) return null;
-      throw err;
-    });
+    const history = await client.workflow
+      .getHandle(`${runId}/step-${step}`)
+      .fetchHistory()
+      .catch((err: unknown) => {
+        if (isGrpcServiceError(err) && err.code === GRPC_NOT_FOUND) return null;
+        throw err;
+      });
     if (!history) break;
     const scheduled = new Map<string, { activityType: string; taskQueue: string }>();
     const started = new Map<string, ActivityRecord>();
@@ -335,7 +350,12 @@ export async function stepActivities(client: Client, runId: string, steps: numbe
         scheduled.set(id, { activityType: attrs.activityType?.name ?? '', taskQueue: attrs.taskQueue?.name ?? '' });
       } else if (event.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) {
         const attrs = event.activityTaskStartedEventAttributes!;
-        const record = { ...scheduled.get(String(attrs.scheduledEventId))!, identity: attrs.identity ?? '', attempt: attrs.attempt ?? 1, completedAt: null };
+        const record = {
+          ...scheduled.get(String(attrs.scheduledEventId))!,
+          identity: attrs.identity ?? '',
+          attempt: attrs.attempt ?? 1,
+          completedAt: null,
+        };
         started.set(String(attrs.scheduledEventId), record);
         records.push(record);
       } else if (event.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) {
@@ -363,11 +383,15 @@ export function firstCompletionAfter(activities: ActivityRecord[], since: number
  * process that dies of the fault is the defect under test, not a slow run.
  */
 export function resultWhileWorkersLive<T>(result: Promise<T>, workers: Record<string, ChildProcess>): Promise<T> {
-  const died = Object.entries(workers).map(([name, worker]) => new Promise<never>((_, reject) => {
-    const fail = () => reject(new Error(`worker process ${name} exited (${worker.signalCode ?? `code ${worker.exitCode}`}) before the run finished`));
-    if (worker.exitCode !== null || worker.signalCode !== null) fail();
-    else worker.once('exit', fail);
-  }));
+  const died = Object.entries(workers).map(
+    ([name, worker]) =>
+      new Promise<never>((_, reject) => {
+        const fail = () =>
+          reject(new Error(`worker process ${name} exited (${worker.signalCode ?? `code ${worker.exitCode}`}) before the run finished`));
+        if (worker.exitCode !== null || worker.signalCode !== null) fail();
+        else worker.once('exit', fail);
+      }),
+  );
   return Promise.race([result, ...died]);
 }
 

@@ -37,7 +37,8 @@ afterAll(async () => {
 
 const harnessS = (...args: string[]) =>
   promisify(execFile)(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], {
-    cwd: ROOT, env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    cwd: ROOT,
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
   });
 
 async function waitUntil<T>(what: string, probe: () => Promise<T | null | false | undefined>, timeoutMs = 60_000): Promise<T> {
@@ -55,10 +56,22 @@ async function outage(which: 'policy' | 'trainer') {
   const proxy = await startFaultProxy(stack.sim.url);
   const port = Number(new URL(proxy.url).port);
   const runId = uniqueRunId(`chaos-${which}`);
-  const endpoints = which === 'policy' ? { policy: { baseUrl: `${proxy.url}/v1` } } : { trainer: { baseUrl: proxy.url, pollSeconds: 0.02 } };
+  const endpoints =
+    which === 'policy' ? { policy: { baseUrl: `${proxy.url}/v1` } } : { trainer: { baseUrl: proxy.url, pollSeconds: 0.02 } };
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 2 }, eval: { enabled: false }, retry: RETRY, ...endpoints }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps: STEPS,
+          rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 2 },
+          eval: { enabled: false },
+          retry: RETRY,
+          ...endpoints,
+        }),
+      },
+    ],
   });
   await waitUntil('step 0 to be recorded', async () => (await stack.store.steps(runId)).length >= 1);
   await proxy.close();
@@ -91,12 +104,23 @@ async function outage(which: 'policy' | 'trainer') {
   const expected = steps.reduce((n, s) => n + s.baseRollouts + s.rescueRollouts, 0);
   const stored = await stack.store.countTrajectories(runId);
   const trainer = await stack.store.trainerStep(runId, 0);
-  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: trainer!.modelId }),
-  })).json()) as { optim_steps: number };
+  const info = (await (
+    await fetch(`${stack.sim.url}/api/v1/get_info`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: trainer!.modelId }),
+    })
+  ).json()) as { optim_steps: number };
   const figures = {
-    chaos: `${which} endpoint down`, outcome: summary.stepsCompleted === STEPS ? 'completed' : 'incomplete', pauseReason: paused.pauseReason,
-    secondsToPause, secondsToRecover, trajectoriesStored: stored, trajectoriesExpected: expected, optimizerSteps: info.optim_steps, trainingSteps: steps.length,
+    chaos: `${which} endpoint down`,
+    outcome: summary.stepsCompleted === STEPS ? 'completed' : 'incomplete',
+    pauseReason: paused.pauseReason,
+    secondsToPause,
+    secondsToRecover,
+    trajectoriesStored: stored,
+    trajectoriesExpected: expected,
+    optimizerSteps: info.optim_steps,
+    trainingSteps: steps.length,
   };
   process.stderr.write(`[chaos] ${JSON.stringify(figures)}\n`);
   return { figures, paused, steps };

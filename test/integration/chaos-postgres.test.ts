@@ -11,9 +11,20 @@ import type { ChildProcess } from 'node:child_process';
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import {
-  firstCompletionAfter, resultWhileWorkersLive, firstTrajectoryAfter, printFigures, runFigures, startChaosStack, startPrivatePostgres,
-  startRestartableDevServer, stepActivities, stepRecordedAt, waitUntilMidStep,
-  type ChaosStack, type PrivatePostgres, type RestartableDevServer,
+  firstCompletionAfter,
+  resultWhileWorkersLive,
+  firstTrajectoryAfter,
+  printFigures,
+  runFigures,
+  startChaosStack,
+  startPrivatePostgres,
+  startRestartableDevServer,
+  stepActivities,
+  stepRecordedAt,
+  waitUntilMidStep,
+  type ChaosStack,
+  type PrivatePostgres,
+  type RestartableDevServer,
 } from './chaos-helpers';
 import { uniqueRunId } from './stack';
 import { startWorkerProcess, stopWorkerProcesses } from './worker-process';

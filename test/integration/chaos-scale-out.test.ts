@@ -11,8 +11,17 @@ import type { ChildProcess } from 'node:child_process';
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import {
-  firstCompletionAfter, resultWhileWorkersLive, printFigures, runFigures, startChaosStack, startRestartableDevServer, stepActivities, stepRecordedAt,
-  type ActivityRecord, type ChaosStack, type RestartableDevServer,
+  firstCompletionAfter,
+  resultWhileWorkersLive,
+  printFigures,
+  runFigures,
+  startChaosStack,
+  startRestartableDevServer,
+  stepActivities,
+  stepRecordedAt,
+  type ActivityRecord,
+  type ChaosStack,
+  type RestartableDevServer,
 } from './chaos-helpers';
 import { TEST_DATABASE_URL } from './env';
 import { uniqueRunId } from './stack';
@@ -62,10 +71,14 @@ async function waitUntilBothServedAndMidStep(runId: string, identities: string[]
     const served = rolloutsByIdentity(activities);
     const recorded = (await stack.store.steps(runId)).length;
     const { rows } = await stack.store.queryForTests(
-      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`, [runId, recorded]);
+      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2`,
+      [runId, recorded],
+    );
     if (identities.every((id) => (served[id] ?? 0) > 0) && recorded < STEPS && rows[0].n > 0 && rows[0].n < B * G) return recorded;
     if (recorded >= STEPS || Date.now() > deadline) {
-      throw new Error(`never saw both rollout workers serve before a step in flight (served ${JSON.stringify(served)}, ${recorded} steps recorded)`);
+      throw new Error(
+        `never saw both rollout workers serve before a step in flight (served ${JSON.stringify(served)}, ${recorded} steps recorded)`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

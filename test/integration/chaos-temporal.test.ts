@@ -8,8 +8,17 @@ import type { ChildProcess } from 'node:child_process';
 import { harnessSRun } from '../../workflows';
 import { TASK_QUEUES } from '../../workflows/definitions';
 import {
-  firstCompletionAfter, resultWhileWorkersLive, printFigures, runFigures, startChaosStack, startRestartableDevServer, stepActivities, stepRecordedAt,
-  waitUntilMidStep, type ChaosStack, type RestartableDevServer,
+  firstCompletionAfter,
+  resultWhileWorkersLive,
+  printFigures,
+  runFigures,
+  startChaosStack,
+  startRestartableDevServer,
+  stepActivities,
+  stepRecordedAt,
+  waitUntilMidStep,
+  type ChaosStack,
+  type RestartableDevServer,
 } from './chaos-helpers';
 import { TEST_DATABASE_URL } from './env';
 import { uniqueRunId } from './stack';

@@ -42,7 +42,10 @@ test('a config with bad fields is refused before any workflow starts, naming eac
   const file = path.join(dir, 'bad.json');
   writeFileSync(file, JSON.stringify({ config: { steps: -1, rollout: { groupSize: 6 }, rescue: { k: 4 } } }));
   const before = (await stack.client.workflow.count("WorkflowType = 'harnessSRun'")).count;
-  const failure = await harnessS('run', 'start', '--config', file).then(() => null, (err) => err as { code: number; stderr: string });
+  const failure = await harnessS('run', 'start', '--config', file).then(
+    () => null,
+    (err) => err as { code: number; stderr: string },
+  );
   expect(failure?.code).toBe(2);
   expect(failure?.stderr).toMatch(/steps: /);
   expect(failure?.stderr).toMatch(/rescue\.k: must divide rollout\.groupSize/);
@@ -65,12 +68,29 @@ test('a run started with `temporal workflow start --input` from the example file
   expect(cli).not.toBeNull();
   const id = uniqueRunId('temporal-cli');
   await run(cli!.path, [
-    'workflow', 'start', '--address', TEST_TEMPORAL_ADDRESS, '--type', 'harnessSRun', '--task-queue', 'harness-s-control',
-    '--workflow-id', id, '--input', readFileSync(smallExample(), 'utf8'),
+    'workflow',
+    'start',
+    '--address',
+    TEST_TEMPORAL_ADDRESS,
+    '--type',
+    'harnessSRun',
+    '--task-queue',
+    'harness-s-control',
+    '--workflow-id',
+    id,
+    '--input',
+    readFileSync(smallExample(), 'utf8'),
   ]);
   await stack.client.workflow.getHandle(id).result();
   const { stdout } = await run(cli!.path, [
-    'workflow', 'list', '--address', TEST_TEMPORAL_ADDRESS, '--query', `WorkflowId = '${id}' AND HarnessEnv = 'sim' AND HarnessStep = 1`, '--output', 'json',
+    'workflow',
+    'list',
+    '--address',
+    TEST_TEMPORAL_ADDRESS,
+    '--query',
+    `WorkflowId = '${id}' AND HarnessEnv = 'sim' AND HarnessStep = 1`,
+    '--output',
+    'json',
   ]);
   const listed = JSON.parse(stdout) as Array<{ execution: { workflowId: string }; status: string }>;
   expect(listed.map((w) => w.execution.workflowId)).toEqual([id]);
@@ -97,7 +117,9 @@ test('`profiles show` prints the sibling x kind matrix with thin cells marked; -
   const cells = view.matrix.harnesses.flatMap((h: string) => view.matrix.kinds.map((k: string) => view.matrix.cells[h][k]));
   expect(cells.every((c: { thin: boolean; attempts: number }) => c.thin && c.attempts <= 2)).toBe(true);
   const decisions = await stack.store.routingDecisions(id);
-  const picked = Object.values(view.picks['1'] ?? {}).flatMap((byHarness) => Object.values(byHarness as Record<string, { chosen: number }>));
+  const picked = Object.values(view.picks['1'] ?? {}).flatMap((byHarness) =>
+    Object.values(byHarness as Record<string, { chosen: number }>),
+  );
   expect(picked.reduce((n, p) => n + p.chosen, 0)).toBe(decisions.length * 2);
 
   const { stdout } = await harnessS('profiles', 'show', id);
@@ -106,19 +128,59 @@ test('`profiles show` prints the sibling x kind matrix with thin cells marked; -
 });
 
 test('`profiles show` of an unknown run says so and exits 2', async () => {
-  const failure = await harnessS('profiles', 'show', 'no-such-run').then(() => null, (err) => err as { code: number; stderr: string });
+  const failure = await harnessS('profiles', 'show', 'no-such-run').then(
+    () => null,
+    (err) => err as { code: number; stderr: string },
+  );
   expect(failure?.code).toBe(2);
   expect(failure?.stderr).toMatch(/no run no-such-run in the run store/);
 });
 
 test('a numeric option that is not a whole number of at least 1 is refused, naming the option', async () => {
   for (const [args, option] of [
-    [['eval', '--env', 'dbbench', '--data', 'data/dbbench/dev.jsonl', '--harness', 'base', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--concurrency', '0'], '--concurrency'],
-    [['eval', '--env', 'dbbench', '--data', 'data/dbbench/dev.jsonl', '--harness', 'base', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--limit', 'abc'], '--limit'],
+    [
+      [
+        'eval',
+        '--env',
+        'dbbench',
+        '--data',
+        'data/dbbench/dev.jsonl',
+        '--harness',
+        'base',
+        '--base-url',
+        'http://127.0.0.1:9/v1',
+        '--model',
+        'm',
+        '--concurrency',
+        '0',
+      ],
+      '--concurrency',
+    ],
+    [
+      [
+        'eval',
+        '--env',
+        'dbbench',
+        '--data',
+        'data/dbbench/dev.jsonl',
+        '--harness',
+        'base',
+        '--base-url',
+        'http://127.0.0.1:9/v1',
+        '--model',
+        'm',
+        '--limit',
+        'abc',
+      ],
+      '--limit',
+    ],
     [['run', 'list', '--limit', '2.5'], '--limit'],
     [['demo', '--steps', '-3'], '--steps'],
   ] as const) {
-    const failure = await harnessS(...args).then(() => null, (err) => err as { code: number; stderr: string });
+    const failure = await harnessS(...args).then(
+      () => null,
+      (err) => err as { code: number; stderr: string },
+    );
     expect(failure?.code).toBe(1);
     expect(failure?.stderr).toContain(`${option} must be a whole number of at least 1`);
   }
@@ -128,8 +190,27 @@ test('a mistyped workflow input sent straight to Temporal fails the run at once,
   const cli = findTemporalCli()!;
   const start = async (input: unknown) => {
     const id = uniqueRunId('typo');
-    await run(cli.path, ['workflow', 'start', '--address', TEST_TEMPORAL_ADDRESS, '--type', 'harnessSRun', '--task-queue', 'harness-s-control', '--workflow-id', id, '--input', JSON.stringify(input)]);
-    const failure = await stack.client.workflow.getHandle(id).result().then(() => null, (err: Error) => err);
+    await run(cli.path, [
+      'workflow',
+      'start',
+      '--address',
+      TEST_TEMPORAL_ADDRESS,
+      '--type',
+      'harnessSRun',
+      '--task-queue',
+      'harness-s-control',
+      '--workflow-id',
+      id,
+      '--input',
+      JSON.stringify(input),
+    ]);
+    const failure = await stack.client.workflow
+      .getHandle(id)
+      .result()
+      .then(
+        () => null,
+        (err: Error) => err,
+      );
     return (failure?.cause as Error | undefined)?.message ?? '';
   };
   expect(await start({ cfg: {} })).toBe('workflow input is invalid: cfg: unknown; known here: config, resume, recover, fork');
@@ -141,11 +222,17 @@ test('a mistyped workflow input sent straight to Temporal fails the run at once,
 test('`config check` refuses typos and files the config names that do not exist', async () => {
   const file = path.join(dir, 'typo.json');
   writeFileSync(file, JSON.stringify({ config: { stepz: 40, rollout: { groupsize: 4 } } }));
-  const typo = await harnessS('config', 'check', file).then(() => null, (err) => err as { code: number; stderr: string });
+  const typo = await harnessS('config', 'check', file).then(
+    () => null,
+    (err) => err as { code: number; stderr: string },
+  );
   expect(typo?.code).toBe(2);
   expect(typo?.stderr).toMatch(/stepz: unknown; did you mean steps\?/);
   writeFileSync(file, JSON.stringify({ config: { env: { kind: 'charset', tasks: 'no/such/tasks.json' } } }));
-  const missing = await harnessS('config', 'check', file).then(() => null, (err) => err as { code: number; stderr: string });
+  const missing = await harnessS('config', 'check', file).then(
+    () => null,
+    (err) => err as { code: number; stderr: string },
+  );
   expect(missing?.stderr).toMatch(/env\.tasks: no\/such\/tasks\.json does not exist/);
   expect((await harnessS('config', 'check', 'examples/sim-quickstart.json')).stdout).toMatch(/valid \(sim, 20 steps/);
 });
@@ -155,6 +242,10 @@ test('`npx harness-s` works in the checkout, and the command installed with `npm
   const prefix = mkdtempSync(path.join(os.tmpdir(), 'harness-s-global-'));
   await run('npm', ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', ROOT], { env });
   const elsewhere = mkdtempSync(path.join(os.tmpdir(), 'harness-s-cwd-'));
-  const { stdout } = await run(path.join(prefix, 'bin', 'harness-s'), ['config', 'check', path.join(ROOT, 'examples', 'sim-quickstart.json')], { cwd: elsewhere, env });
+  const { stdout } = await run(
+    path.join(prefix, 'bin', 'harness-s'),
+    ['config', 'check', path.join(ROOT, 'examples', 'sim-quickstart.json')],
+    { cwd: elsewhere, env },
+  );
   expect(stdout).toMatch(/valid \(sim, 20 steps/);
 }, 120_000);

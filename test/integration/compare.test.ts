@@ -69,7 +69,17 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
   const output = JSON.parse(stdout);
   expect(Object.keys(output.arms)).toEqual(['policy-only', 'harness-s']);
   for (const figures of Object.values(output.arms)) {
-    expect(Object.keys(figures as object).sort()).toEqual(['baseSuccessEnd', 'baseSuccessEndStdErr', 'extraRollouts', 'liveGroupFraction', 'rank1SuccessEnd', 'rescueRate', 'spend', 'steps', 'trainingSeconds']);
+    expect(Object.keys(figures as object).sort()).toEqual([
+      'baseSuccessEnd',
+      'baseSuccessEndStdErr',
+      'extraRollouts',
+      'liveGroupFraction',
+      'rank1SuccessEnd',
+      'rescueRate',
+      'spend',
+      'steps',
+      'trainingSeconds',
+    ]);
     // No latency model in this stack: no simulated GPU-seconds.
     expect(Object.keys((figures as { spend: object }).spend).sort()).toEqual(['policyTokens', 'rollouts', 'trainerTokens']);
   }
@@ -77,7 +87,13 @@ test('`harness-s compare --json` prints each arm with its figures and the paired
   expect(output.arms['policy-only'].baseSuccessEndStdErr).toEqual(expect.any(Number));
   // One seed: the difference, but no interval to go by.
   const diff = output.diffs['harness-s - policy-only'].baseSuccessEnd;
-  expect(diff).toEqual({ n: 1, mean: output.arms['harness-s'].baseSuccessEnd - output.arms['policy-only'].baseSuccessEnd, lo: diff.mean, hi: diff.mean, excludesZero: false });
+  expect(diff).toEqual({
+    n: 1,
+    mean: output.arms['harness-s'].baseSuccessEnd - output.arms['policy-only'].baseSuccessEnd,
+    lo: diff.mean,
+    hi: diff.mean,
+    excludesZero: false,
+  });
   expect(output.ciMethod).toBe('paired t over seeds, 95%');
 });
 
@@ -128,7 +144,9 @@ test('at an equal rollout budget each arm stops at its budget, its spend is what
     expect(rollouts.length).toBeGreaterThanOrEqual(budget.rollouts);
     expect(rollouts.filter((r) => r.step < steps.length - 1).length).toBeLessThan(budget.rollouts);
     // The tasks each step drew.
-    streams[arm] = new Map(steps.map((step) => [step, [...new Set(rollouts.filter((r) => r.step === step && r.role === 'base').map((r) => r.task_id))].sort()]));
+    streams[arm] = new Map(
+      steps.map((step) => [step, [...new Set(rollouts.filter((r) => r.step === step && r.role === 'base').map((r) => r.task_id))].sort()]),
+    );
     if (arm === 'policy-only') for (const [step, tasks] of streams[arm]) firstTasks.set(step, tasks);
   }
   // Every arm's step starts with the same 4 tasks; an arm that drew more drew them from the same stream.
@@ -144,7 +162,9 @@ test('at an equal rollout budget each arm stops at its budget, its spend is what
     const matched = streams['policy-only-matched'].get(step);
     if (!matched) continue;
     // The fresh tasks of both refills are the stream's next ones: the shorter list of extras is a subset of the longer.
-    const [fewer, more] = [ds, matched].map((t) => t.filter((id) => !firstTasks.get(step)?.includes(id))).sort((a, b) => a.length - b.length);
+    const [fewer, more] = [ds, matched]
+      .map((t) => t.filter((id) => !firstTasks.get(step)?.includes(id)))
+      .sort((a, b) => a.length - b.length);
     expect(more).toEqual(expect.arrayContaining(fewer));
   }
   // Dynamic sampling trains on groups with signal only; policy-only keeps its dead groups.
@@ -164,7 +184,11 @@ test('a worker given the latency profile prices a sim step in SIMULATED GPU-seco
   // A worker with the profile records the same step (as step 1) priced.
   const profile = loadLatencyProfiles().balanced;
   const activities = createActivities({
-    store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger), simLatency: profile,
+    store: stack.store,
+    logger: silentLogger,
+    environmentFor: (c) => createEnvironment(c.env),
+    trainerSessions: new TrainerSessions(silentLogger),
+    simLatency: profile,
   });
   await activities.recordStep({ runId, summary: { ...(step0 as StepSummary), step: 1 } });
   const step1 = (await stack.store.steps(runId)).map((s) => s.summary)[1];

@@ -86,12 +86,18 @@ describe('scoring reads only a plain base table, within its time limit', () => {
   test('a view over SLEEP under the table name ends within the limit as a wrong answer, leaving nothing behind', async () => {
     const { episode, outcome, lastStepMs } = await play([
       sql(`DROP TABLE ${TABLE}`),
-      sql(`CREATE VIEW ${TABLE} AS SELECT SLEEP(100000) AS School, 'a' AS Location, 'b' AS \`Date moved\`, 'c' AS \`Currently at this location\``),
+      sql(
+        `CREATE VIEW ${TABLE} AS SELECT SLEEP(100000) AS School, 'a' AS Location, 'b' AS \`Date moved\`, 'c' AS \`Currently at this location\``,
+      ),
       FINAL_ANSWER,
     ]);
     expect(outcome).toMatchObject({ done: true, reward: 0, success: false, failureType: 'wrong_answer' });
     expect(lastStepMs).toBeLessThan(EPISODE_END_BOUND_MS);
-    expect(episode.result()).toMatchObject({ correct: false, failureType: 'wrong_answer', answer: expect.stringMatching(/not hashed: .*VIEW, not a base table/) });
+    expect(episode.result()).toMatchObject({
+      correct: false,
+      failureType: 'wrong_answer',
+      answer: expect.stringMatching(/not hashed: .*VIEW, not a base table/),
+    });
     await expectNothingLeft(episode.sandboxName);
   }, 30_000);
 
@@ -127,7 +133,11 @@ describe('scoring reads only a plain base table, within its time limit', () => {
   }, 30_000);
 
   test('a base table too big to hash within the scoring limit is a wrong answer, its hash stopped at the limit', async () => {
-    const slowHost = new SandboxHost({ adminUrl: DBBENCH_TEST_URL, prefix: PREFIX, limits: { ...LIMITS, scoringTimeMs: 50, maxDatabaseBytes: 256 * 1024 * 1024 } });
+    const slowHost = new SandboxHost({
+      adminUrl: DBBENCH_TEST_URL,
+      prefix: PREFIX,
+      limits: { ...LIMITS, scoringTimeMs: 50, maxDatabaseBytes: 256 * 1024 * 1024 },
+    });
     const slowEnv = new DbBenchEnvironment({ tasks, host: slowHost });
     try {
       const grow = sql(`INSERT INTO ${TABLE} SELECT * FROM ${TABLE}`);
@@ -189,7 +199,9 @@ function folderBytes(folder: string): number {
 
 /** The size of InnoDB's server-wide temporary tablespace (ibtmp1), as the server reports it. */
 async function ibtmp1Bytes(): Promise<number> {
-  const [rows] = await host.admin.query<RowDataPacket[]>("SELECT FILE_SIZE AS bytes FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = 'innodb_temporary'");
+  const [rows] = await host.admin.query<RowDataPacket[]>(
+    "SELECT FILE_SIZE AS bytes FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = 'innodb_temporary'",
+  );
   return Number(rows[0].bytes);
 }
 
@@ -222,7 +234,11 @@ describe('engines and temporary tables: nothing outside the caps, nothing left o
     const folder = await databaseFolder(episode.sandboxName);
     let largest = 0;
     let outcome = await episode.step(sql(gold));
-    const attack = [sql('CREATE TABLE c (a LONGTEXT NOT NULL) ENGINE = CSV'), ...Array(12).fill(sql("INSERT INTO c SELECT REPEAT('x', 1000000) FROM seq_1_to_4")), FINAL_ANSWER];
+    const attack = [
+      sql('CREATE TABLE c (a LONGTEXT NOT NULL) ENGINE = CSV'),
+      ...Array(12).fill(sql("INSERT INTO c SELECT REPEAT('x', 1000000) FROM seq_1_to_4")),
+      FINAL_ANSWER,
+    ];
     for (const reply of attack) {
       if (outcome.done) break;
       outcome = await episode.step(reply);
@@ -246,19 +262,44 @@ describe('engines and temporary tables: nothing outside the caps, nothing left o
     // DATA DIRECTORY needs no FILE privilege: the server writes the table's files wherever its OS user may.
     const outside = `d${Date.now()}`;
     const attacks: Array<{ replies: string[]; reason: RegExp }> = [
-      { replies: [sql('CREATE TABLE m (a VARCHAR(100)) ENGINE = MEMORY')], reason: /table 'm' is stored by MEMORY, which the sandbox does not allow/ },
-      { replies: [sql('CREATE TABLE u (a INT) ENGINE = MRG_MyISAM')], reason: /table 'u' is stored by MRG_MyISAM, which the sandbox does not allow/ },
-      { replies: [sql('CREATE TABLE a (a INT NOT NULL)'), sql('ALTER TABLE a ENGINE = CSV')], reason: /table 'a' is stored by CSV, which the sandbox does not allow/ },
-      { replies: [sql("CREATE TABLE s (a VARCHAR(10) NOT NULL) ENGINE = CSV SELECT 'x' AS a")], reason: /table 's' is stored by CSV, which the sandbox does not allow/ },
       {
-        replies: [sql("SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY SELECT REPEAT('x', 1000) AS a FROM seq_1_to_1000")],
+        replies: [sql('CREATE TABLE m (a VARCHAR(100)) ENGINE = MEMORY')],
         reason: /table 'm' is stored by MEMORY, which the sandbox does not allow/,
       },
-      { replies: [sql(`CREATE TABLE ${outside} (a INT) ENGINE = MyISAM DATA DIRECTORY = '/tmp'`)], reason: new RegExp(`table '${outside}' keeps its files outside the database's folder \\(DATA DIRECTORY\\)`) },
+      {
+        replies: [sql('CREATE TABLE u (a INT) ENGINE = MRG_MyISAM')],
+        reason: /table 'u' is stored by MRG_MyISAM, which the sandbox does not allow/,
+      },
+      {
+        replies: [sql('CREATE TABLE a (a INT NOT NULL)'), sql('ALTER TABLE a ENGINE = CSV')],
+        reason: /table 'a' is stored by CSV, which the sandbox does not allow/,
+      },
+      {
+        replies: [sql("CREATE TABLE s (a VARCHAR(10) NOT NULL) ENGINE = CSV SELECT 'x' AS a")],
+        reason: /table 's' is stored by CSV, which the sandbox does not allow/,
+      },
+      {
+        replies: [
+          sql(
+            "SET STATEMENT max_heap_table_size = 4294967296 FOR CREATE TABLE m (a VARCHAR(1000)) ENGINE = MEMORY SELECT REPEAT('x', 1000) AS a FROM seq_1_to_1000",
+          ),
+        ],
+        reason: /table 'm' is stored by MEMORY, which the sandbox does not allow/,
+      },
+      {
+        replies: [sql(`CREATE TABLE ${outside} (a INT) ENGINE = MyISAM DATA DIRECTORY = '/tmp'`)],
+        reason: new RegExp(`table '${outside}' keeps its files outside the database's folder \\(DATA DIRECTORY\\)`),
+      },
     ];
     for (const { replies, reason } of attacks) {
       const { episode, outcome } = await play([...replies, FINAL_ANSWER]);
-      const seen = { replies, done: outcome.done, failureType: outcome.failureType, ending: episode.result()?.ending, statements: episode.result()?.statements };
+      const seen = {
+        replies,
+        done: outcome.done,
+        failureType: outcome.failureType,
+        ending: episode.result()?.ending,
+        statements: episode.result()?.statements,
+      };
       expect(seen).toEqual({ replies, done: true, failureType: 'wrong_answer', ending: 'refused', statements: replies.length });
       expect(episode.result()?.answer).toMatch(/^\(not scored: /);
       expect(episode.result()?.answer).toMatch(reason);
@@ -275,7 +316,8 @@ describe('engines and temporary tables: nothing outside the caps, nothing left o
     let observation: string;
     try {
       // About 50 MB, were it allowed (1 s of it took ibtmp1 from 12 to 140 MiB): far past the tolerance.
-      observation = (await episode.step(sql("CREATE TEMPORARY TABLE t ENGINE = InnoDB SELECT REPEAT('x', 10000) AS a FROM seq_1_to_5000"))).observation;
+      observation = (await episode.step(sql("CREATE TEMPORARY TABLE t ENGINE = InnoDB SELECT REPEAT('x', 10000) AS a FROM seq_1_to_5000")))
+        .observation;
     } finally {
       await episode.close();
     }
@@ -359,13 +401,29 @@ describe("a killed worker's leftovers", () => {
 test("a task table whose column name holds `?` is built with its own values: placeholders never reach into names (a row's text is not run as the admin's SQL)", async () => {
   const base = tasks.find((t) => t.taskId === DML_TASK)!;
   const hostile = "x'), ('injected";
-  const table = { ...base.entry.table, table_name: 'qm', table_info: { columns: [{ name: 'a?', type: 'text' }, { name: 'b', type: 'text' }], rows: [['one', hostile], ['two?', 'three']] } };
+  const table = {
+    ...base.entry.table,
+    table_name: 'qm',
+    table_info: {
+      columns: [
+        { name: 'a?', type: 'text' },
+        { name: 'b', type: 'text' },
+      ],
+      rows: [
+        ['one', hostile],
+        ['two?', 'three'],
+      ],
+    },
+  };
   const task: DbBenchTask = { ...base, taskId: 'dbbench-question-mark', entry: { ...base.entry, table } };
   const qmEnv = new DbBenchEnvironment({ tasks: [task], host });
   const episode = await qmEnv.startEpisode(task.taskId, { maxTurns: 4 });
   try {
     const [rows] = await host.admin.query<RowDataPacket[]>(`SELECT \`a?\` AS a, b FROM \`${episode.sandboxName}\`.qm ORDER BY a`);
-    expect(rows.map((r) => [r.a, r.b])).toEqual([['one', hostile], ['two?', 'three']]);
+    expect(rows.map((r) => [r.a, r.b])).toEqual([
+      ['one', hostile],
+      ['two?', 'three'],
+    ]);
   } finally {
     await episode.close();
   }

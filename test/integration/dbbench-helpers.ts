@@ -19,7 +19,9 @@ export async function userExists(admin: AdminQueryable, name: string): Promise<b
 
 /** A leftover as a dead worker leaves it: database and user, named as created at `createdAt`. */
 export async function makeLeftover(admin: AdminQueryable, prefix: string, createdAt: number): Promise<string> {
-  const name = `${prefix}${createdAt}_${Math.floor(Math.random() * 0xffffffff).toString(16).padStart(8, '0')}`;
+  const name = `${prefix}${createdAt}_${Math.floor(Math.random() * 0xffffffff)
+    .toString(16)
+    .padStart(8, '0')}`;
   await admin.query(`CREATE DATABASE \`${name}\``);
   await admin.query(`CREATE USER ?@'%' IDENTIFIED BY 'x'`, [name]);
   return name;

@@ -118,7 +118,8 @@ describe('the sandbox refuses escapes', () => {
 
   test('lifting the limit inside the statement does not help: the watchdog ends it', async () => {
     const flavor = await host.serverFlavor();
-    const sql = flavor === 'mariadb' ? 'SET STATEMENT max_statement_time = 0 FOR SELECT SLEEP(100)' : `UPDATE ${table} SET Title = SLEEP(100)`;
+    const sql =
+      flavor === 'mariadb' ? 'SET STATEMENT max_statement_time = 0 FOR SELECT SLEEP(100)' : `UPDATE ${table} SET Title = SLEEP(100)`;
     const result = await mine.execute(sql);
     expect(result.error?.limit).toBe('time');
     expect(result.elapsedMs).toBeLessThan(STATEMENT_TIME_MS + 2500);

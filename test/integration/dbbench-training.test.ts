@@ -37,7 +37,8 @@ const taskByPrompt = (messages: Array<{ role: string; content: string }>): DbBen
   return task;
 };
 /** The policy's own turns so far (AgentBench's opening "Ok." is not one). */
-const assistantTurns = (messages: Array<{ role: string; content: string }>) => messages.filter((m) => m.role === 'assistant' && m.content !== 'Ok.').length;
+const assistantTurns = (messages: Array<{ role: string; content: string }>) =>
+  messages.filter((m) => m.role === 'assistant' && m.content !== 'Ok.').length;
 
 let server: ScriptedPolicyServer;
 let reply: (messages: Array<{ role: string; content: string }>) => string;
@@ -50,12 +51,25 @@ afterAll(async () => {
 });
 
 describe('the AgentBench protocol through the runtime, with a scripted policy over HTTP', () => {
-  const env = new DbBenchEnvironment({ tasks, harnesses: specHarnesses(dbBenchRegistration, loadHarnessPool(specFiles(DBBENCH_POOL_DIR))) });
+  const env = new DbBenchEnvironment({
+    tasks,
+    harnesses: specHarnesses(dbBenchRegistration, loadHarnessPool(specFiles(DBBENCH_POOL_DIR))),
+  });
   const base = harnessById(env, 'base');
   const run = async (taskId: string, script: (turn: number, task: DbBenchTask) => string, maxTurns = 15) => {
     reply = (messages) => script(assistantTurns(messages), taskByPrompt(messages));
     const client = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 10 });
-    return runEpisode({ env, harness: base, policy: client, model: 'scripted-model', taskId, sample: 0, maxTurns, temperature: 0, seed: 1 });
+    return runEpisode({
+      env,
+      harness: base,
+      policy: client,
+      model: 'scripted-model',
+      taskId,
+      sample: 0,
+      maxTurns,
+      temperature: 0,
+      seed: 1,
+    });
   };
   const select = tasks.find((t) => t.kind === 'SELECT')!;
   const insert = tasks.find((t) => t.type === 'INSERT')!;
@@ -80,7 +94,10 @@ describe('the AgentBench protocol through the runtime, with a scripted policy ov
 
   test('multi-line SQL in the block is executed and its rows come back as the observation', async () => {
     const t = await run(select.taskId, (turn, task) =>
-      turn === 0 ? `Action: Operation\n\`\`\`sql\nSELECT\n  COUNT(*)\nFROM \`${task.entry.table.table_name}\`\n\`\`\`` : goldAgentReplies(task)[0]);
+      turn === 0
+        ? `Action: Operation\n\`\`\`sql\nSELECT\n  COUNT(*)\nFROM \`${task.entry.table.table_name}\`\n\`\`\``
+        : goldAgentReplies(task)[0],
+    );
     expect(t.success).toBe(true);
     const firstReply = t.messages.findIndex((m) => m.role === 'assistant' && m.content !== 'Ok.');
     const observation = t.messages[firstReply + 1].content;
@@ -160,7 +177,9 @@ describe('a short DBBench training run through Temporal', () => {
     expect(summary.stepsCompleted).toBe(1);
 
     const { rows } = await store.queryForTests(
-      `SELECT task_id, role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`, [runId]);
+      `SELECT task_id, role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`,
+      [runId],
+    );
     const rescued = rows.filter((r) => r.role === 'rescue');
     expect(rescued.length).toBeGreaterThan(0);
     expect(rescued.every((r) => r.harness_id !== 'base' && r.success)).toBe(true);
@@ -207,8 +226,27 @@ describe('harness-s eval', () => {
     reply = (messages) => goldAgentReplies(taskByPrompt(messages))[assistantTurns(messages)];
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'dbbench', '--data', DATA, '--harness', 'base',
-        '--base-url', `${server.url}/v1`, '--model', 'scripted-model', '--limit', '6', '--concurrency', '3', '--json'],
+      [
+        '--import',
+        'tsx',
+        'cli/main.ts',
+        'eval',
+        '--env',
+        'dbbench',
+        '--data',
+        DATA,
+        '--harness',
+        'base',
+        '--base-url',
+        `${server.url}/v1`,
+        '--model',
+        'scripted-model',
+        '--limit',
+        '6',
+        '--concurrency',
+        '3',
+        '--json',
+      ],
       { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
     );
     const result = JSON.parse(stdout);

@@ -25,14 +25,18 @@ afterAll(async () => {
 test('evaluations run every N steps and at the end, on held-out tasks, with equal rollouts per task for the base harness and Rank-1', async () => {
   const runId = uniqueRunId('eval');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 3, eval: { every: 2, tasksPerKind: 2, rollouts: 3 } }) }],
   });
   const summary: RunSummary = await handle.result();
 
   const evaluations = await stack.store.evaluations(runId);
   expect(evaluations.map((e) => e.afterSteps)).toEqual([2, 3]);
-  expect(evaluations.map((e) => e.policyVersion)).toEqual([(await stack.store.trainerStep(runId, 1))!.policyVersion, (await stack.store.trainerStep(runId, 2))!.policyVersion]);
+  expect(evaluations.map((e) => e.policyVersion)).toEqual([
+    (await stack.store.trainerStep(runId, 1))!.policyVersion,
+    (await stack.store.trainerStep(runId, 2))!.policyVersion,
+  ]);
   const profiles = await stack.store.profiles(runId, 1);
   const pool = ['base', 'ar-format', 'ec-docs-injected', 'ec-schema', 'ps-recipe', 'tr-budget'];
   for (const e of evaluations) {
@@ -70,7 +74,8 @@ test('evaluations run every N steps and at the end, on held-out tasks, with equa
 test('with evaluation off, a run has no evaluation and its summary says so', async () => {
   const runId = uniqueRunId('eval-off');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 1, eval: { enabled: false } }) }],
   });
   const summary: RunSummary = await handle.result();
@@ -80,13 +85,22 @@ test('with evaluation off, a run has no evaluation and its summary says so', asy
 
 test('a run begun before evaluation existed keeps training on every task, also once it continues as new, and does not evaluate', async () => {
   const runId = uniqueRunId('eval-legacy');
-  const { eval: _added, ...older } = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
+  const { eval: _added, ...older } = parseRunConfig(
+    stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }),
+  );
   await stack.store.registerRun({ runId, name: older.name, env: 'sim', config: older, incarnation: 'test', takeOver: false });
-  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger) });
+  const activities = createActivities({
+    store: stack.store,
+    logger: silentLogger,
+    environmentFor: (c) => createEnvironment(c.env),
+    trainerSessions: new TrainerSessions(silentLogger),
+  });
   const env = new MockActivityEnvironment();
   const all = createEnvironment({ kind: 'sim' }).listTasks();
   for (const step of [0, 1, 2]) {
-    expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })).toEqual(drawDistinct(all, 40, older.seed, step));
+    expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step })).toEqual(
+      drawDistinct(all, 40, older.seed, step),
+    );
   }
   const newer = parseRunConfig(stack.config({ rollout: { tasksPerStep: 40, groupSize: 4, maxTurns: 5, concurrency: 4 } }));
   const heldOut = new Set(splitTasks(all, newer.eval.heldOut).eval.map((t) => t.taskId));
@@ -97,5 +111,7 @@ test('a run begun before evaluation existed keeps training on every task, also o
   const prepared = await env.run(activities.prepareRun, { runId, config: older, incarnation: 'test', continuing: true });
   expect((prepared as { config: RunConfig }).config.eval).toMatchObject({ enabled: false, heldOut: 0 });
   expect(((await stack.store.getRun(runId))!.config as { eval: { heldOut: number } }).eval.heldOut).toBe(0);
-  expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step: 1 })).toEqual(drawDistinct(all, 40, older.seed, 1));
+  expect(await env.run(activities.sampleTasks, { runId, purpose: 'train' as const, step: 1 })).toEqual(
+    drawDistinct(all, 40, older.seed, 1),
+  );
 });

@@ -35,7 +35,12 @@ beforeAll(async () => {
     'patient-llm': [
       fenced({ patch: { turnHints: [{ when: 'sometimes', text: 'Check the schema.' }] } }),
       fenced({ patch: { budget: { extraTurns: 3 } } }),
-      fenced({ patch: { description: 'States the MySQL contract: backticks around names.', context: { append: ['Quote table and column names with backticks.'] } } }),
+      fenced({
+        patch: {
+          description: 'States the MySQL contract: backticks around names.',
+          context: { append: ['Quote table and column names with backticks.'] },
+        },
+      }),
     ],
     'stubborn-llm': [
       fenced({ patch: { direction: 'procedural_skill', context: { append: ['A recipe.'] } } }),
@@ -65,7 +70,13 @@ async function prepare(proposers: string[]) {
   });
   const propose = (slot: number): Promise<ProposalOutcome> =>
     new MockActivityEnvironment().run(activities.proposeCandidate, {
-      evolutionId: prepared.evolutionId, round: 1, direction: 'environment_contract' as const, slot, parentId: prepared.baseId, parentResults: null, targetTaskIds: [],
+      evolutionId: prepared.evolutionId,
+      round: 1,
+      direction: 'environment_contract' as const,
+      slot,
+      parentId: prepared.baseId,
+      parentResults: null,
+      targetTaskIds: [],
     });
   return { prepared, propose };
 }
@@ -73,7 +84,11 @@ async function prepare(proposers: string[]) {
 test('an invalid then an off-direction answer go back with their reasons, and the third, a valid patch, becomes the candidate', async () => {
   const { prepared, propose } = await prepare(['patient-llm']);
   const outcome = await propose(1);
-  expect(outcome).toMatchObject({ status: 'accepted', attempts: 3, candidate: { candidateId: 'ec-r1-c1', parent: 'base', direction: 'environment_contract' } });
+  expect(outcome).toMatchObject({
+    status: 'accepted',
+    attempts: 3,
+    candidate: { candidateId: 'ec-r1-c1', parent: 'base', direction: 'environment_contract' },
+  });
 
   const proposals = await store.evolutions.proposals(prepared.evolutionId);
   expect(proposals.map((p) => p.verdict)).toEqual(['invalid', 'off_direction', 'accepted']);
@@ -85,7 +100,13 @@ test('an invalid then an off-direction answer go back with their reasons, and th
   expect(asked[0].messages[1].content).toContain('```json proposal-request');
 
   const candidate = await store.evolutions.getCandidate(prepared.evolutionId, 'ec-r1-c1');
-  expect(candidate?.spec).toMatchObject({ id: 'ec-r1-c1', parent: 'base', env: 'dbbench', direction: 'environment_contract', context: { append: ['Quote table and column names with backticks.'] } });
+  expect(candidate?.spec).toMatchObject({
+    id: 'ec-r1-c1',
+    parent: 'base',
+    env: 'dbbench',
+    direction: 'environment_contract',
+    context: { append: ['Quote table and column names with backticks.'] },
+  });
 });
 
 test('asking for a recorded candidate again replays the store and asks no proposer', async () => {
@@ -103,7 +124,9 @@ test('a proposer refused on every attempt drops the candidate with the last reas
   expect(outcome.status === 'dropped' && outcome.reason).toMatch(/refused 3 times; last: the last ```json block is not valid JSON/);
   const proposals = await store.evolutions.proposals(prepared.evolutionId, { slot: 2 });
   expect(proposals.map((p) => [p.verdict, p.proposer.split('@')[0]])).toEqual([
-    ['off_direction', 'stubborn-llm'], ['invalid', 'stubborn-llm'], ['invalid', 'stubborn-llm'],
+    ['off_direction', 'stubborn-llm'],
+    ['invalid', 'stubborn-llm'],
+    ['invalid', 'stubborn-llm'],
   ]);
   expect(proposals[0].reason).toContain("direction is 'procedural_skill', but this candidate must be 'environment_contract'");
   expect(proposals[1].reason).toBe('the answer holds no ```json block');
@@ -112,5 +135,7 @@ test('a proposer refused on every attempt drops the candidate with the last reas
 
 test('a proposer that refuses the request (HTTP 401) fails at once, naming the proposer and its key setting', async () => {
   const { propose } = await prepare(['locked-llm']);
-  await expect(propose(1)).rejects.toThrow(/proposer proposers\.0 \(locked-llm@.*\) refused the request: HTTP 401.*check proposers\.0\.apiKeyEnv/);
+  await expect(propose(1)).rejects.toThrow(
+    /proposer proposers\.0 \(locked-llm@.*\) refused the request: HTTP 401.*check proposers\.0\.apiKeyEnv/,
+  );
 });

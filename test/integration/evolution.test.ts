@@ -29,7 +29,8 @@ jest.setTimeout(300_000);
 const ROOT = path.resolve(__dirname, '..', '..');
 const harnessS = (...args: string[]) =>
   promisify(execFile)(process.execPath, ['--import', 'tsx', 'cli/main.ts', ...args], {
-    cwd: ROOT, env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    cwd: ROOT,
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
   });
 
 const poolsDir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-pools-'));
@@ -83,7 +84,9 @@ describe('evolveHarnessPool on the sim', () => {
     evolutionId = uniqueRunId('evolve');
     const first = await startWorker();
     const handle = await stack.client.workflow.start(evolveHarnessPool, {
-      workflowId: `evolve-${evolutionId}`, taskQueue: TASK_QUEUES.control, args: [{ config: evolutionConfig(evolutionId) }],
+      workflowId: `evolve-${evolutionId}`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: evolutionConfig(evolutionId) }],
     });
     await waitForValidation(evolutionId);
     const before = await stack.store.evolutions.counts(evolutionId);
@@ -104,7 +107,12 @@ describe('evolveHarnessPool on the sim', () => {
     expect(proposer.seen.filter((s) => s === 'POST /v1/chat/completions')).toHaveLength(counts.proposals);
 
     expect(result.simulated).toBe(true);
-    expect(result.siblings.map((s) => s.direction).sort()).toEqual(['action_realization', 'environment_contract', 'procedural_skill', 'trajectory_regulation']);
+    expect(result.siblings.map((s) => s.direction).sort()).toEqual([
+      'action_realization',
+      'environment_contract',
+      'procedural_skill',
+      'trajectory_regulation',
+    ]);
     // Above the base on fresh rollouts of its own targets, after it was chosen.
     for (const sibling of result.siblings) expect(sibling.targetRescueRate).toBeGreaterThan(sibling.baseRateOnTargets);
     // Rollouts are seeded and the SIMULATED proposer is a deterministic search: the same evolution every time.
@@ -131,7 +139,9 @@ describe('evolveHarnessPool on the sim', () => {
     const asked = proposer.seen.length;
     const counts = await stack.store.evolutions.counts(evolutionId);
     const again = await stack.client.workflow.execute(evolveHarnessPool, {
-      workflowId: `evolve-${evolutionId}-again`, taskQueue: TASK_QUEUES.control, args: [{ config: evolutionConfig(evolutionId) }],
+      workflowId: `evolve-${evolutionId}-again`,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: evolutionConfig(evolutionId) }],
     });
     expect(again.pool).toBe(result.pool);
     expect(proposer.seen.length).toBe(asked);
@@ -144,7 +154,12 @@ describe('evolveHarnessPool on the sim', () => {
     const evolved = JSON.parse((await harnessS('pool', 'evolve', '--config', file, '--wait', '--json')).stdout);
     expect(evolved).toEqual({
       pool: result.pool,
-      siblings: result.siblings.map((s) => ({ id: s.id, direction: s.direction, targetRescueRate: s.targetRescueRate, baseRateOnTargets: s.baseRateOnTargets })),
+      siblings: result.siblings.map((s) => ({
+        id: s.id,
+        direction: s.direction,
+        targetRescueRate: s.targetRescueRate,
+        baseRateOnTargets: s.baseRateOnTargets,
+      })),
     });
     const shown = (await harnessS('pool', 'show', result.pool.slice(0, 8))).stdout;
     expect(shown).toContain(`pool ${result.pool} (sim, SIMULATED)`);
@@ -159,19 +174,26 @@ describe('evolveHarnessPool on the sim', () => {
   test('a run trains with the frozen pool by its hash and records that hash', async () => {
     const runId = uniqueRunId('evolved-pool-run');
     const summary = await stack.client.workflow.execute(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control,
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
       args: [{ config: stack.config({ env: { kind: 'sim', pool: result.pool }, steps: 2, eval: { enabled: false } }) }],
     });
     expect(summary.stepsCompleted).toBe(2);
     expect((await stack.store.getRun(runId))?.poolHash).toBe(result.pool);
-    const harnesses = new Set((await stack.store.queryForTests('SELECT DISTINCT harness_id FROM trajectories WHERE run_id = $1', [runId])).rows.map((r) => r.harness_id));
+    const harnesses = new Set(
+      (await stack.store.queryForTests('SELECT DISTINCT harness_id FROM trajectories WHERE run_id = $1', [runId])).rows.map(
+        (r) => r.harness_id,
+      ),
+    );
     for (const h of harnesses) expect([result.base, ...result.siblings.map((s) => s.id)]).toContain(h);
   });
 
   test('another config under the same name is refused, naming the evolution', async () => {
     const failure = await stack.client.workflow
       .execute(evolveHarnessPool, {
-        workflowId: `evolve-${evolutionId}-other`, taskQueue: TASK_QUEUES.control, args: [{ config: { ...evolutionConfig(evolutionId), seed: 99 } }],
+        workflowId: `evolve-${evolutionId}-other`,
+        taskQueue: TASK_QUEUES.control,
+        args: [{ config: { ...evolutionConfig(evolutionId), seed: 99 } }],
       })
       .catch((err: unknown) => err);
     expect(rootCauseMessage(failure)).toContain(`an evolution named '${evolutionId}' is already stored with another config`);

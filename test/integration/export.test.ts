@@ -30,7 +30,11 @@ beforeAll(async () => {
   stack = await startTestStack();
   scratch = mkdtempSync(path.join(os.tmpdir(), 'harness-s-export-test-'));
   runId = uniqueRunId('export');
-  await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 2 }) }] });
+  await stack.client.workflow.execute(harnessSRun, {
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: 2 }) }],
+  });
 }, 180_000);
 afterAll(async () => {
   await stack?.close();
@@ -49,18 +53,28 @@ function harnessS(...args: string[]) {
   return execFileAsync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], { cwd: ROOT, env });
 }
 
-test('exporting step 1 writes the trainer\'s saved parameters, adapter_config.json and a manifest labelled SIMULATED, and the check loads it with the trainer\'s log-probs then unloads it', async () => {
+test("exporting step 1 writes the trainer's saved parameters, adapter_config.json and a manifest labelled SIMULATED, and the check loads it with the trainer's log-probs then unloads it", async () => {
   const out = path.join(scratch, 'step-1');
-  const { dir, manifest, check } = await exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 1, outDir: out, check: simCheck() });
+  const { dir, manifest, check } = await exportPolicy(
+    { store: stack.store, trainer: trainer() },
+    { runId, step: 1, outDir: out, check: simCheck() },
+  );
   const trained = (await stack.store.trainerStep(runId, 1))!;
   const stored = (await stack.store.getRun(runId))!;
 
   expect(dir).toBe(out);
   expect(readdirSync(dir).sort()).toEqual(['adapter_config.json', EXPORT_MANIFEST, SIM_ADAPTER_PARAMS_FILE].sort());
   expect(manifest).toEqual({
-    runId, step: 1, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath, baseModel: parseStoredRunConfig(stored.config, 'test').policy.model,
-    configHash: configHash(stored.config), trainerModelId: trained.modelId,
-    exportedAt: expect.any(String), simulated: true, label: SIMULATED_LABEL,
+    runId,
+    step: 1,
+    policyVersion: trained.policyVersion,
+    samplerPath: trained.samplerPath,
+    baseModel: parseStoredRunConfig(stored.config, 'test').policy.model,
+    configHash: configHash(stored.config),
+    trainerModelId: trained.modelId,
+    exportedAt: expect.any(String),
+    simulated: true,
+    label: SIMULATED_LABEL,
   });
   expect(JSON.parse(readFileSync(path.join(dir, EXPORT_MANIFEST), 'utf8'))).toEqual(manifest);
   expect(JSON.parse(readFileSync(path.join(dir, 'adapter_config.json'), 'utf8'))).toMatchObject({ simulated: true, peft_type: 'LORA' });
@@ -86,7 +100,9 @@ test('without --step the export is of the last trained step', async () => {
 
 test('a step the run does not have is refused, naming the steps it has, and nothing is written', async () => {
   const out = path.join(scratch, 'step-9');
-  await expect(exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 9, outDir: out })).rejects.toThrow(`run ${runId} has no trained step 9; its steps: 0, 1`);
+  await expect(exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 9, outDir: out })).rejects.toThrow(
+    `run ${runId} has no trained step 9; its steps: 0, 1`,
+  );
   expect(existsSync(out)).toBe(false);
 });
 
@@ -94,7 +110,9 @@ test('a folder that is not empty is refused and left as it was; --force replaces
   const out = path.join(scratch, 'taken');
   await exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 0, outDir: out });
   writeFileSync(path.join(out, 'notes.txt'), 'mine');
-  await expect(exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 1, outDir: out })).rejects.toThrow(/is not empty; choose another --out, or --force/);
+  await expect(exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 1, outDir: out })).rejects.toThrow(
+    /is not empty; choose another --out, or --force/,
+  );
   expect(JSON.parse(readFileSync(path.join(out, EXPORT_MANIFEST), 'utf8')).step).toBe(0);
 
   const { manifest } = await exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 1, outDir: out, force: true });
@@ -107,13 +125,16 @@ test('a folder that is not empty is refused and left as it was; --force replaces
 test('a check that cannot reach the inference server fails the export and writes nothing', async () => {
   const out = path.join(scratch, 'unchecked');
   await expect(
-    exportPolicy({ store: stack.store, trainer: trainer() }, { runId, step: 1, outDir: out, check: { ...simCheck(), server: 'http://127.0.0.1:9/v1' } }),
+    exportPolicy(
+      { store: stack.store, trainer: trainer() },
+      { runId, step: 1, outDir: out, check: { ...simCheck(), server: 'http://127.0.0.1:9/v1' } },
+    ),
   ).rejects.toThrow(/the export check failed: .*cannot reach the inference server.*nothing was written to/);
   expect(existsSync(out)).toBe(false);
   expect(readdirSync(scratch).filter((name) => name.startsWith('unchecked'))).toEqual([]);
 });
 
-test('the CLI checks against the run\'s own inference server, prints the folder and the mean |Δ| log-prob, and --json gives the manifest and the check', async () => {
+test("the CLI checks against the run's own inference server, prints the folder and the mean |Δ| log-prob, and --json gives the manifest and the check", async () => {
   const out = path.join(scratch, 'cli');
   const text = await harnessS('export', runId, '--out', out);
   expect(text.stdout.split('\n')[0]).toBe(out);
@@ -123,10 +144,17 @@ test('the CLI checks against the run\'s own inference server, prints the folder 
   expect(text.stderr).toMatch(/unpacking the sampler weights of step 1/);
 
   const json = JSON.parse((await harnessS('export', runId, '--step', '0', '--out', path.join(scratch, 'cli-json'), '--json')).stdout);
-  expect(json).toMatchObject({ dir: path.join(scratch, 'cli-json'), manifest: { runId, step: 0, simulated: true }, check: { unloaded: true } });
+  expect(json).toMatchObject({
+    dir: path.join(scratch, 'cli-json'),
+    manifest: { runId, step: 0, simulated: true },
+    check: { unloaded: true },
+  });
   expect(json.check.probeMeanAbsDiff).toBeLessThan(1e-6);
 
-  const refused = await harnessS('export', runId, '--out', out).then(() => null, (err) => err as { code: number; stderr: string });
+  const refused = await harnessS('export', runId, '--out', out).then(
+    () => null,
+    (err) => err as { code: number; stderr: string },
+  );
   expect(refused?.code).toBe(2);
   expect(refused?.stderr).toMatch(/is not empty/);
 }, 120_000);

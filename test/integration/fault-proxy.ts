@@ -46,7 +46,9 @@ export async function startFaultProxy(target: string, options: FaultProxyOptions
       const raw = await body(req);
       if (options.requireKey !== undefined && req.headers.authorization !== `Bearer ${options.requireKey}`) {
         res.writeHead(401, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 }, detail: 'invalid API key' }));
+        res.end(
+          JSON.stringify({ error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 }, detail: 'invalid API key' }),
+        );
         return;
       }
       const i = proxy.faults.findIndex((f) => f.match(req.method ?? 'GET', path));
@@ -58,8 +60,14 @@ export async function startFaultProxy(target: string, options: FaultProxyOptions
       }
       if (fault?.delayMs) await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
       const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && !['host', 'content-length', 'connection'].includes(k)) headers[k] = v;
-      const upstream = await fetch(`${target}${path}`, { method: req.method, headers, body: raw.length ? raw : undefined, redirect: 'manual' });
+      for (const [k, v] of Object.entries(req.headers))
+        if (typeof v === 'string' && !['host', 'content-length', 'connection'].includes(k)) headers[k] = v;
+      const upstream = await fetch(`${target}${path}`, {
+        method: req.method,
+        headers,
+        body: raw.length ? raw : undefined,
+        redirect: 'manual',
+      });
       const out: Record<string, string> = {};
       upstream.headers.forEach((v, k) => {
         if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k)) out[k] = v;

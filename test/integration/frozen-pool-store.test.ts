@@ -25,7 +25,14 @@ const world = loadSimWorld();
 /** The sim world's own harnesses as a frozen pool (no evolution needed to make one). */
 function simPool(): { manifest: PoolManifest; specs: Record<string, unknown> } {
   const members = world.harnesses.map((h) => ({
-    id: h.id, parent: h.parent, direction: h.direction, version: contentHash(h), file: `${h.id}.json`, targets: [], bornRound: 0, measured: null,
+    id: h.id,
+    parent: h.parent,
+    direction: h.direction,
+    version: contentHash(h),
+    file: `${h.id}.json`,
+    targets: [],
+    bornRound: 0,
+    measured: null,
   }));
   return {
     manifest: { hash: poolHash('sim', members), env: 'sim', evolution: null, createdAt: new Date().toISOString(), members, effect: null },
@@ -44,7 +51,13 @@ beforeAll(async () => {
   workerPools = mkdtempSync(path.join(os.tmpdir(), 'harness-s-worker-pools-'));
   process.env.HARNESS_S_POOLS_DIR = workerPools;
   stack = await startTestStack();
-  await stack.store.evolutions.savePool({ poolHash: pool.manifest.hash, env: 'sim', evolutionId: null, manifest: pool.manifest, specs: pool.specs });
+  await stack.store.evolutions.savePool({
+    poolHash: pool.manifest.hash,
+    env: 'sim',
+    evolutionId: null,
+    manifest: pool.manifest,
+    specs: pool.specs,
+  });
   await stack.store.queryForTests('DELETE FROM harness_pools WHERE pool_hash = $1', [MISSING_POOL]);
 });
 afterAll(async () => {
@@ -54,7 +67,13 @@ afterAll(async () => {
 });
 
 function harnessS(args: string[], poolsDir: string) {
-  const env = { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, HARNESS_S_POOLS_DIR: poolsDir, LOG_LEVEL: 'warn' };
+  const env = {
+    ...process.env,
+    TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS,
+    DATABASE_URL: TEST_DATABASE_URL,
+    HARNESS_S_POOLS_DIR: poolsDir,
+    LOG_LEVEL: 'warn',
+  };
   return execFileAsync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], { cwd: ROOT, env });
 }
 
@@ -62,7 +81,8 @@ test("a run naming a pool its worker's folder lacks trains with the pool from th
   expect(readdirSync(workerPools)).toEqual([]);
   const runId = uniqueRunId('pool-from-store');
   const summary = await stack.client.workflow.execute(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ env: { kind: 'sim', pool: pool.manifest.hash }, steps: 2, eval: { enabled: false } }) }],
   });
   expect(summary.stepsCompleted).toBe(2);
@@ -75,8 +95,15 @@ test("a run naming a pool its worker's folder lacks trains with the pool from th
 test('a run naming a pool in neither the folder nor the run store fails at once, naming both places', async () => {
   const runId = uniqueRunId('pool-nowhere');
   const failure = await stack.client.workflow
-    .execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ env: { kind: 'sim', pool: MISSING_POOL } }) }] })
-    .then(() => null, (err: unknown) => err);
+    .execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: stack.config({ env: { kind: 'sim', pool: MISSING_POOL } }) }],
+    })
+    .then(
+      () => null,
+      (err: unknown) => err,
+    );
   expect(failure).toBeInstanceOf(WorkflowFailedError);
   expect(rootCauseMessage(failure)).toContain(
     `env.pool: no frozen pool ${MISSING_POOL}: it is neither in this host's pools folder (${path.join(workerPools, MISSING_POOL)}; $HARNESS_S_POOLS_DIR sets the folder, now ${workerPools}) nor in the run store (harness_pools`,
@@ -87,15 +114,34 @@ test('a run naming a pool in neither the folder nor the run store fails at once,
 test('`harness-s eval` with a pool only the run store holds evaluates under its base harness, and refuses a pool in neither place', async () => {
   const cliPools = mkdtempSync(path.join(os.tmpdir(), 'harness-s-cli-pools-'));
   const evalArgs = (hash: string) => [
-    'eval', '--env', 'sim', '--env-config', JSON.stringify({ pool: hash }), '--harness', 'base',
-    '--base-url', `${stack.sim.url}/v1`, '--model', world.model.name, '--limit', '2', '--max-turns', '5', '--json',
+    'eval',
+    '--env',
+    'sim',
+    '--env-config',
+    JSON.stringify({ pool: hash }),
+    '--harness',
+    'base',
+    '--base-url',
+    `${stack.sim.url}/v1`,
+    '--model',
+    world.model.name,
+    '--limit',
+    '2',
+    '--max-turns',
+    '5',
+    '--json',
   ];
   const { stdout } = await harnessS(evalArgs(pool.manifest.hash), cliPools);
   expect(JSON.parse(stdout)).toMatchObject({ harness: 'base', total: 2 });
   expect(readFrozenPool(path.join(cliPools, pool.manifest.hash), pool.manifest.hash).manifest.hash).toBe(pool.manifest.hash);
 
-  const refused = await harnessS(evalArgs(MISSING_POOL), cliPools).then(() => null, (err: { code: number; stderr: string }) => err);
+  const refused = await harnessS(evalArgs(MISSING_POOL), cliPools).then(
+    () => null,
+    (err: { code: number; stderr: string }) => err,
+  );
   expect(refused?.code).toBe(2);
-  expect(refused?.stderr).toContain(`env.pool: no frozen pool ${MISSING_POOL}: it is neither in this host's pools folder (${path.join(cliPools, MISSING_POOL)};`);
+  expect(refused?.stderr).toContain(
+    `env.pool: no frozen pool ${MISSING_POOL}: it is neither in this host's pools folder (${path.join(cliPools, MISSING_POOL)};`,
+  );
   expect(refused?.stderr).toContain('nor in the run store (harness_pools');
 }, 120_000);

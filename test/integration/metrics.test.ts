@@ -76,7 +76,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-test('a worker process serves the Temporal SDK\'s and the project\'s metrics during a run, and their counts equal the run store\'s', async () => {
+test("a worker process serves the Temporal SDK's and the project's metrics during a run, and their counts equal the run store's", async () => {
   const STEPS = 3;
   const runId = uniqueRunId('metrics');
   const retrieveFuture = (method: string, path: string) => method === 'POST' && path === '/api/v1/retrieve_future';
@@ -84,15 +84,17 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
-    args: [{
-      config: stack.config({
-        steps: STEPS,
-        rollout: { tasksPerStep: 4, groupSize: 4, maxTurns: 5, concurrency: 2 },
-        trainer: { baseUrl: trainerProxy.url, pollSeconds: 0.02 },
-        // A rule any step with a group without signal trips: the run ends stalled.
-        health: { minLiveShare: 1, steps: 1, evaluations: 0 },
-      }),
-    }],
+    args: [
+      {
+        config: stack.config({
+          steps: STEPS,
+          rollout: { tasksPerStep: 4, groupSize: 4, maxTurns: 5, concurrency: 2 },
+          trainer: { baseUrl: trainerProxy.url, pollSeconds: 0.02 },
+          // A rule any step with a group without signal trips: the run ends stalled.
+          health: { minLiveShare: 1, steps: 1, evaluations: 0 },
+        }),
+      },
+    ],
   });
 
   // During the run: some training rollouts stored, not every step recorded.
@@ -109,7 +111,10 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   // The SDK's runtime metrics, from its Prometheus exporter, for this worker's queues.
   expect(during.samples.some((s) => s.name.startsWith('temporal_') && s.labels.task_queue === TASK_QUEUES.rollout)).toBe(true);
   // No metric is described twice (the project's names and the SDK's do not collide).
-  const described = during.text.split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ')[2]);
+  const described = during.text
+    .split('\n')
+    .filter((l) => l.startsWith('# TYPE '))
+    .map((l) => l.split(' ')[2]);
   expect(described.length).toBeGreaterThan(0);
   expect(new Set(described).size).toBe(described.length);
 
@@ -129,18 +134,24 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
   const storedRollouts = rows.reduce((n, r) => n + r.n, 0);
   expect(total(after, 'harness_s_rollouts_stored_total')).toBe(storedRollouts);
   // Every stored rollout was an episode this worker ran (a retried episode counts again).
-  expect(total(after, 'harness_s_episodes_total', { outcome: 'success' }) + total(after, 'harness_s_episodes_total', { outcome: 'failure' }))
-    .toBeGreaterThanOrEqual(storedRollouts);
+  expect(
+    total(after, 'harness_s_episodes_total', { outcome: 'success' }) + total(after, 'harness_s_episodes_total', { outcome: 'failure' }),
+  ).toBeGreaterThanOrEqual(storedRollouts);
 
   // Steps: dead and rescued groups are the sums over the recorded summaries; each step's phases observed once.
-  const steps = (await stack.store.queryForTests(`SELECT summary FROM steps WHERE completed_at >= $1`, [workerStartedAt])).rows.map((r) => r.summary);
+  const steps = (await stack.store.queryForTests(`SELECT summary FROM steps WHERE completed_at >= $1`, [workerStartedAt])).rows.map(
+    (r) => r.summary,
+  );
   expect(steps.length).toBe(STEPS);
   expect(total(after, 'harness_s_steps_recorded_total', { env: 'sim' })).toBe(steps.length);
   expect(total(after, 'harness_s_dead_groups_total', { env: 'sim' })).toBe(steps.reduce((n, s) => n + s.deadGroups, 0));
   expect(total(after, 'harness_s_rescued_groups_total', { env: 'sim' })).toBe(steps.reduce((n, s) => n + s.rescuedGroups, 0));
   for (const phase of ['rollout', 'train', 'publish']) {
     expect(total(after, 'harness_s_step_phase_seconds_count', { env: 'sim', phase })).toBe(steps.length);
-    expect(total(after, 'harness_s_step_phase_seconds_sum', { env: 'sim', phase })).toBeCloseTo(steps.reduce((n, s) => n + s.phaseSeconds[phase], 0), 6);
+    expect(total(after, 'harness_s_step_phase_seconds_sum', { env: 'sim', phase })).toBeCloseTo(
+      steps.reduce((n, s) => n + s.phaseSeconds[phase], 0),
+      6,
+    );
   }
 
   // A rescue latency per rescue group started (one first attempt each), and the trainer's ops timed.
@@ -149,7 +160,9 @@ test('a worker process serves the Temporal SDK\'s and the project\'s metrics dur
     [workerStartedAt],
   );
   expect(total(after, 'harness_s_rescue_latency_seconds_count')).toBe(rescues[0].n);
-  expect(total(after, 'harness_s_trainer_op_seconds_count', { op: 'optim_step', outcome: 'ok' })).toBeGreaterThanOrEqual(steps.filter((s) => s.datums > 0).length);
+  expect(total(after, 'harness_s_trainer_op_seconds_count', { op: 'optim_step', outcome: 'ok' })).toBeGreaterThanOrEqual(
+    steps.filter((s) => s.datums > 0).length,
+  );
   expect(total(after, 'harness_s_policy_request_seconds_count', { outcome: 'ok' })).toBeGreaterThan(0);
 
   // The trainer's injected faults: one future polled again after a 503, one op sent again after a 410.
@@ -167,7 +180,9 @@ test('a policy request the endpoint refuses is counted as an error by its HTTP s
   const endpoint = await startFaultProxy(stack.sim.url, { requireKey: 'the-right-key' });
   try {
     const policy = new PolicyClient({ baseUrl: `${endpoint.url}/v1`, apiKey: 'a-wrong-key', requestTimeoutSeconds: 10 });
-    await expect(policy.complete({ model: 'sim-policy-base', messages: [{ role: 'user', content: 'hi' }], temperature: 1, seed: 1 })).rejects.toThrow(/401/);
+    await expect(
+      policy.complete({ model: 'sim-policy-base', messages: [{ role: 'user', content: 'hi' }], temperature: 1, seed: 1 }),
+    ).rejects.toThrow(/401/);
     const samples = parseExposition(await metricsRegistry.metrics());
     expect(total(samples, 'harness_s_policy_request_errors_total', { status: '401' })).toBe(1);
     expect(total(samples, 'harness_s_policy_request_seconds_count', { outcome: 'error' })).toBe(1);

@@ -61,11 +61,14 @@ async function recreateDatabase(name: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  if (!mlflowInstall()) throw new Error('MLflow is not installed here: run `harness-s mlflow setup` (npx tsx cli/main.ts mlflow setup) before this test');
+  if (!mlflowInstall())
+    throw new Error('MLflow is not installed here: run `harness-s mlflow setup` (npx tsx cli/main.ts mlflow setup) before this test');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-mlflow-'));
   server = await startMlflowServer({
-    port: await freePort(), backendStoreUri: await recreateDatabase(MLFLOW_DATABASE),
-    artifactsDir: path.join(dir, 'artifacts'), logFile: path.join(dir, 'mlflow.log'),
+    port: await freePort(),
+    backendStoreUri: await recreateDatabase(MLFLOW_DATABASE),
+    artifactsDir: path.join(dir, 'artifacts'),
+    logFile: path.join(dir, 'mlflow.log'),
   });
   mlflow = new MlflowClient({ trackingUri: server.url });
   stack = await startTestStack({ trackingEndpoints: { mlflow: server.url } });
@@ -79,15 +82,28 @@ afterAll(async () => {
 /** The activities as a worker with these tracker endpoints builds them, to call trackRun directly (as a retry would). */
 function activitiesWith(trackingEndpoints: Record<string, string>) {
   return createActivities({
-    store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger),
-    trackingEndpoints, runReport: async (runId) => runReportPage(await loadRunReport(stack.store, runId)),
+    store: stack.store,
+    logger: silentLogger,
+    environmentFor: (c) => createEnvironment(c.env),
+    trainerSessions: new TrainerSessions(silentLogger),
+    trackingEndpoints,
+    runReport: async (runId) => runReportPage(await loadRunReport(stack.store, runId)),
   });
 }
 
 async function runToEnd(runId: string, steps: number): Promise<void> {
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps, eval: { every: 1, tasksPerKind: 1, rollouts: 2 }, tracking: { mlflow: { experiment: `harness-s-it-${runId}` } } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps,
+          eval: { every: 1, tasksPerKind: 1, rollouts: 2 },
+          tracking: { mlflow: { experiment: `harness-s-it-${runId}` } },
+        }),
+      },
+    ],
   });
   await handle.result();
 }
@@ -103,14 +119,26 @@ async function expectFullyLogged(runId: string): Promise<string> {
   expect(run.info.status).toBe('FINISHED');
   expect(run.data.tags).toContainEqual({ key: RUN_ID_TAG, value: runId });
   const params = Object.fromEntries(run.data.params.map((p) => [p.key, p.value]));
-  expect(params).toMatchObject({ steps: '2', 'rollout.groupSize': '4', 'env.kind': 'sim', 'tracking.mlflow.experiment': `harness-s-it-${runId}`, 'harness_s.run_id': runId });
+  expect(params).toMatchObject({
+    steps: '2',
+    'rollout.groupSize': '4',
+    'env.kind': 'sim',
+    'tracking.mlflow.experiment': `harness-s-it-${runId}`,
+    'harness_s.run_id': runId,
+  });
 
   const steps = await stack.store.steps(runId);
   expect(steps).toHaveLength(2);
   const success = byStep(await mlflow.metricHistory(externalRunId, 'base_success'));
-  expect(success).toEqual(steps.map((s) => ({ key: 'base_success', step: s.step, value: s.summary.baseSuccessRate, timestamp: s.completedAt.getTime() })));
-  expect(byStep(await mlflow.metricHistory(externalRunId, 'live_share')).map((m) => m.value)).toEqual(steps.map((s) => s.summary.liveGroupFraction));
-  expect(byStep(await mlflow.metricHistory(externalRunId, 'trainer/grad_norm')).map((m) => m.value)).toEqual(steps.map((s) => s.summary.trainerMetrics.grad_norm));
+  expect(success).toEqual(
+    steps.map((s) => ({ key: 'base_success', step: s.step, value: s.summary.baseSuccessRate, timestamp: s.completedAt.getTime() })),
+  );
+  expect(byStep(await mlflow.metricHistory(externalRunId, 'live_share')).map((m) => m.value)).toEqual(
+    steps.map((s) => s.summary.liveGroupFraction),
+  );
+  expect(byStep(await mlflow.metricHistory(externalRunId, 'trainer/grad_norm')).map((m) => m.value)).toEqual(
+    steps.map((s) => s.summary.trainerMetrics.grad_norm),
+  );
   expect(await mlflow.metricHistory(externalRunId, 'seconds/rollout')).toHaveLength(2);
 
   const evaluations = await stack.store.evaluations(runId);
@@ -184,9 +212,14 @@ test('with MLflow down the run completes as usual, the error is recorded, and `h
   expect(down.lastError).toContain(`MLflow at http://127.0.0.1:${closedPort}/api/2.0/mlflow/experiments/get-by-name`);
   expect(down.lastError).toMatch(/did not answer: ECONNREFUSED/);
 
-  const { stdout } = await run(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', 'mlflow', 'sync', runId, '--end', 'FINISHED', '--json'], {
-    cwd: ROOT, env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, MLFLOW_TRACKING_URI: server.url, LOG_LEVEL: 'warn' },
-  });
+  const { stdout } = await run(
+    path.join(ROOT, 'node_modules', '.bin', 'tsx'),
+    ['cli/main.ts', 'mlflow', 'sync', runId, '--end', 'FINISHED', '--json'],
+    {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, MLFLOW_TRACKING_URI: server.url, LOG_LEVEL: 'warn' },
+    },
+  );
   expect(JSON.parse(stdout)).toEqual({ trackers: [{ tracker: 'mlflow', ok: true, stepsLogged: 2, evaluationsLogged: 2 }] });
   await expectFullyLogged(runId);
 });
@@ -202,7 +235,10 @@ test('a worker without MLFLOW_TRACKING_URI records why nothing was logged, and t
 test("more params than one MLflow batch holds are all logged, long values cut to MLflow's limit", async () => {
   const tracker = mlflowTrackerFor(mlflow, { experiment: 'harness-s-it-params' });
   const run = await tracker.openRun({ runId: uniqueRunId('params'), name: 'params', env: 'sim', createdAt: new Date() });
-  const params = Array.from({ length: 250 }, (_, i) => ({ key: `p.${String(i).padStart(3, '0')}`, value: i === 0 ? 'x'.repeat(7000) : String(i) }));
+  const params = Array.from({ length: 250 }, (_, i) => ({
+    key: `p.${String(i).padStart(3, '0')}`,
+    value: i === 0 ? 'x'.repeat(7000) : String(i),
+  }));
   await tracker.logParams(run, params);
   const logged = (await mlflow.getRun(run.externalRunId)).data.params;
   expect(logged).toHaveLength(250);

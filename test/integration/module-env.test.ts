@@ -44,13 +44,18 @@ describe('a module env that is not one', () => {
     expect(message).toContain(`\`harnessDir\`: ${path.join(dir, 'nowhere')} is not a folder`);
   });
 
-  test("a module whose create() does not return an Environment, and options its schema refuses", () => {
+  test('a module whose create() does not return an Environment, and options its schema refuses', () => {
     mkdirSync(path.join(dir, 'pool'), { recursive: true });
-    writeFileSync(path.join(dir, 'pool', 'base.yaml'), 'id: base\nparent: null\ndirection: base\nenv: thin\ndescription: The task as asked.\n');
+    writeFileSync(
+      path.join(dir, 'pool', 'base.yaml'),
+      'id: base\nparent: null\ndirection: base\nenv: thin\ndescription: The task as asked.\n',
+    );
     const file = path.join(dir, 'thin.js');
     writeFileSync(file, "module.exports = { name: 'thin', harnessDir: 'pool', create: () => ({ id: 'thin' }) };\n");
     expect(() => envOf(file)).toThrow(/create\(\) returned no Environment: it lacks listTasks, describeTask, harnesses, startEpisode/);
-    expect(() => envOf('./examples/module-env/env.ts', { successShare: 2 })).toThrow(/env.options for env module '\.\/examples\/module-env\/env\.ts' \(shout\) are invalid/);
+    expect(() => envOf('./examples/module-env/env.ts', { successShare: 2 })).toThrow(
+      /env.options for env module '\.\/examples\/module-env\/env\.ts' \(shout\) are invalid/,
+    );
   });
 
   test('the example loads with its pool and tasks', () => {
@@ -93,13 +98,19 @@ describe('the example module env trains through Temporal', () => {
       eval: { ...example.eval, enabled: false },
     });
     const runId = uniqueRunId('module-env');
-    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config }],
+    });
     expect(summary.stepsCompleted).toBe(2);
 
     const run = await stack.store.getRun(runId);
     expect(run?.env).toBe('shout');
     const { rows } = await stack.store.queryForTests(
-      `SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+      `SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`,
+      [runId],
+    );
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');
     expect(base.length).toBe(2 * 3 * 2);
@@ -115,8 +126,23 @@ describe('the example module env trains through Temporal', () => {
   test('harness-s eval --config takes the module env from the run config', async () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'cli/main.ts', 'eval', '--config', 'examples/module-env.json', '--harness', 'ec-capitals',
-        '--base-url', `${server.url}/v1`, '--model', 'scripted-model', '--max-turns', '1', '--json'],
+      [
+        '--import',
+        'tsx',
+        'cli/main.ts',
+        'eval',
+        '--config',
+        'examples/module-env.json',
+        '--harness',
+        'ec-capitals',
+        '--base-url',
+        `${server.url}/v1`,
+        '--model',
+        'scripted-model',
+        '--max-turns',
+        '1',
+        '--json',
+      ],
       { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
     );
     expect(JSON.parse(stdout)).toMatchObject({ harness: 'ec-capitals', total: 8, passed: 8 });

@@ -65,7 +65,18 @@ async function startHost(host: TestHost, queues: string): Promise<void> {
   await startReplica(host);
   const worker = host.start(
     'worker',
-    [process.execPath, '--import', 'tsx', 'workers/main.ts', '--queues', queues, '--identity', `host-${host.name}`, '--replica-url', replicaUrl(host)],
+    [
+      process.execPath,
+      '--import',
+      'tsx',
+      'workers/main.ts',
+      '--queues',
+      queues,
+      '--identity',
+      `host-${host.name}`,
+      '--replica-url',
+      replicaUrl(host),
+    ],
     env,
   );
   await ready(worker, /"ready":true/);
@@ -75,8 +86,26 @@ async function startReplica(host: TestHost): Promise<HostProcess> {
   const replica = host.start(
     'replica',
     [
-      process.execPath, '--import', 'tsx', 'sim-cluster/main.ts', '--serve', 'inference', '--host', host.ip, '--port', String(REPLICA_PORT),
-      '--data-dir', '.data/sim-replica', '--latency', 'balanced', '--servers', '1', '--speedup', String(SPEEDUP), '--log-level', 'warn',
+      process.execPath,
+      '--import',
+      'tsx',
+      'sim-cluster/main.ts',
+      '--serve',
+      'inference',
+      '--host',
+      host.ip,
+      '--port',
+      String(REPLICA_PORT),
+      '--data-dir',
+      '.data/sim-replica',
+      '--latency',
+      'balanced',
+      '--servers',
+      '1',
+      '--speedup',
+      String(SPEEDUP),
+      '--log-level',
+      'warn',
     ],
     env,
   );
@@ -87,7 +116,10 @@ async function startReplica(host: TestHost): Promise<HostProcess> {
 function ready(proc: HostProcess, line: RegExp, timeoutMs = 90_000): Promise<void> {
   return new Promise((resolve, reject) => {
     let seen = '';
-    const timer = setTimeout(() => reject(new Error(`${proc.name} (pid ${proc.pid}) did not say it is ready within ${timeoutMs / 1000} s; logs in ${LOGS}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${proc.name} (pid ${proc.pid}) did not say it is ready within ${timeoutMs / 1000} s; logs in ${LOGS}`)),
+      timeoutMs,
+    );
     proc.child.stdout!.on('data', (d: Buffer) => {
       seen += d.toString();
       if (line.test(seen)) {
@@ -109,12 +141,21 @@ beforeAll(async () => {
   network = await TestNetwork.create(['a', 'b', 'c'], LOGS);
   const [temporalHost, temporalPort] = TEST_TEMPORAL_ADDRESS.split(':');
   const pg = new URL(TEST_DATABASE_URL);
-  relays = [await relay(0, { host: temporalHost, port: Number(temporalPort) }), await relay(0, { host: pg.hostname, port: Number(pg.port || 5432) })];
+  relays = [
+    await relay(0, { host: temporalHost, port: Number(temporalPort) }),
+    await relay(0, { host: pg.hostname, port: Number(pg.port || 5432) }),
+  ];
   pg.hostname = BRIDGE_IP;
   pg.port = String(relays[1].port);
   trainer = await startSimCluster({
-    world: loadSimWorld(), dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-multi-host-trainer-')), host: BRIDGE_IP, port: 0, logger: silentLogger,
-    serve: 'trainer', latency: { profile: 'balanced', speedup: SPEEDUP }, trainerSessionTimeoutMs: SESSION_TIMEOUT_SECONDS * 1000,
+    world: loadSimWorld(),
+    dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-multi-host-trainer-')),
+    host: BRIDGE_IP,
+    port: 0,
+    logger: silentLogger,
+    serve: 'trainer',
+    latency: { profile: 'balanced', speedup: SPEEDUP },
+    trainerSessionTimeoutMs: SESSION_TIMEOUT_SECONDS * 1000,
   });
   const { HARNESS_S_ADAPTER_DIR: _shared, ...inherited } = process.env;
   env = {
@@ -125,7 +166,11 @@ beforeAll(async () => {
     HARNESS_S_TRAINER_HEARTBEAT_SECONDS: '1',
     LOG_LEVEL: 'info',
   };
-  await Promise.all([startHost(network.host('a'), 'control,rollout'), startHost(network.host('b'), 'rollout,trainer'), startHost(network.host('c'), 'rollout,trainer')]);
+  await Promise.all([
+    startHost(network.host('a'), 'control,rollout'),
+    startHost(network.host('b'), 'rollout,trainer'),
+    startHost(network.host('c'), 'rollout,trainer'),
+  ]);
 }, 240_000);
 
 afterAll(async () => {
@@ -141,7 +186,10 @@ afterAll(async () => {
 function runConfig(name: string, steps: number): RunConfigInput {
   const replicas = network.hosts.map(replicaUrl);
   return {
-    name, env: { kind: 'sim' }, steps, seed: 11,
+    name,
+    env: { kind: 'sim' },
+    steps,
+    seed: 11,
     policy: { baseUrl: replicas[0], inferenceServers: replicas, publishVia: 'replica-workers', maxInFlightPerServer: 32 },
     trainer: { baseUrl: trainer.url, pollSeconds: 0.05 },
     rollout: { tasksPerStep: 12, groupSize: 4, maxTurns: 5, concurrency: 8 },
@@ -158,16 +206,23 @@ async function status(runId: string): Promise<RunStatus> {
 
 /** Waits until step `step` is in its rollout phase and has stored a rollout. */
 async function midRollouts(runId: string, step: number): Promise<void> {
-  await waitFor(`step ${step}'s rollouts`, async () => {
-    // A query may fail while the run's worker is being replaced: ask again.
-    const s = await status(runId).catch(() => null);
-    if (!s?.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
-    return (await storedInStep(runId, step)) > 0;
-  }, 240_000);
+  await waitFor(
+    `step ${step}'s rollouts`,
+    async () => {
+      // A query may fail while the run's worker is being replaced: ask again.
+      const s = await status(runId).catch(() => null);
+      if (!s?.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
+      return (await storedInStep(runId, step)) > 0;
+    },
+    240_000,
+  );
 }
 
 async function storedInStep(runId: string, step: number): Promise<number> {
-  const { rows } = await store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
+  const { rows } = await store.queryForTests(
+    "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2",
+    [runId, step],
+  );
   return rows[0].n;
 }
 
@@ -189,7 +244,13 @@ async function expectRunIntact(runId: string, steps: number): Promise<void> {
   expect(await store.countTrajectories(runId)).toBe(planned);
   for (const s of recorded) expect(s.baseRollouts).toBe(12 * 4);
   const model = (await store.getRun(runId))!.trainerModelId!;
-  const info = (await (await fetch(`${trainer.url}/api/v1/get_info`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: model }) })).json()) as { optim_steps: number };
+  const info = (await (
+    await fetch(`${trainer.url}/api/v1/get_info`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: model }),
+    })
+  ).json()) as { optim_steps: number };
   expect(info.optim_steps).toBe(recorded.filter((s) => s.datums > 0).length);
   expect(await store.restores(runId)).toEqual([]);
 }
@@ -199,7 +260,11 @@ describeHosts('a run on three hosts', () => {
     for (const host of network.hosts) await fetch(`http://${host.ip}:${REPLICA_PORT}/sim/requests/reset`, { method: 'POST' });
     const runId = uniqueRunId('multi-host-clean');
     const started = Date.now();
-    await client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: runConfig('multi-host-clean', 2) }] });
+    await client.workflow.execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: runConfig('multi-host-clean', 2) }],
+    });
     note(`clean run, 2 steps of 12 tasks x G=4 on 3 hosts: ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
     const served = await Promise.all(network.hosts.map(requestsServed));
@@ -222,7 +287,11 @@ describeHosts('a run on three hosts', () => {
   test('goes on through a lost host, a cut link, a restarted replica and a lost trainer-worker host, and loses nothing', async () => {
     const runId = uniqueRunId('multi-host-faults');
     const steps = 6;
-    const handle = await client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: runConfig('multi-host-faults', steps) }] });
+    const handle = await client.workflow.start(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: runConfig('multi-host-faults', steps) }],
+    });
     const [a, b, c] = ['a', 'b', 'c'].map((n) => network.host(n));
 
     // 3. Step 1: host a's replica SIGKILLed and started again, without its adapters.
@@ -240,7 +309,9 @@ describeHosts('a run on three hosts', () => {
     await owner.lose();
     const lostAt = Date.now();
     await new Promise((resolve) => setTimeout(resolve, (SESSION_TIMEOUT_SECONDS + 6) * 1000));
-    note(`fault 4: host ${owner.name} (its worker opened the trainer session) lost for ${((Date.now() - lostAt) / 1000).toFixed(0)} s in step 2's rollouts, session timeout ${SESSION_TIMEOUT_SECONDS} s`);
+    note(
+      `fault 4: host ${owner.name} (its worker opened the trainer session) lost for ${((Date.now() - lostAt) / 1000).toFixed(0)} s in step 2's rollouts, session timeout ${SESSION_TIMEOUT_SECONDS} s`,
+    );
     await owner.boot();
     await startHost(owner, 'rollout,trainer');
 
@@ -261,7 +332,9 @@ describeHosts('a run on three hosts', () => {
 
     await handle.result();
     const recorded = (await store.steps(runId)).map((s) => s.summary);
-    note(`step seconds: ${recorded.map((s) => `${s.step}: ${s.durationSeconds.toFixed(1)} (rollouts ${s.phaseSeconds?.rollout.toFixed(1)}, train ${s.phaseSeconds?.train.toFixed(1)}, publish ${s.phaseSeconds?.publish.toFixed(1)})`).join(', ')} (faults: 1 replica restart, 2 session owner lost, 3 link down, 4 host lost)`);
+    note(
+      `step seconds: ${recorded.map((s) => `${s.step}: ${s.durationSeconds.toFixed(1)} (rollouts ${s.phaseSeconds?.rollout.toFixed(1)}, train ${s.phaseSeconds?.train.toFixed(1)}, publish ${s.phaseSeconds?.publish.toFixed(1)})`).join(', ')} (faults: 1 replica restart, 2 session owner lost, 3 link down, 4 host lost)`,
+    );
     await expectRunIntact(runId, steps);
     const last = (await store.lastStep(runId))!.policyVersion;
     await waitFor('every replica to serve the last version', async () => {
@@ -281,7 +354,10 @@ async function sessionOwner(runId: string): Promise<TestHost> {
   const history = await client.workflow.getHandle(`${runId}/step-0`).fetchHistory();
   const events = history.events ?? [];
   const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'trainStep');
-  const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
+  const started = events.find(
+    (e) =>
+      e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId),
+  );
   const identity = started?.activityTaskStartedEventAttributes?.identity;
   const host = network.hosts.find((h) => identity === `host-${h.name}`);
   if (!host) throw new Error(`step 0 of ${runId} was trained by '${identity}', not by a test host's worker`);

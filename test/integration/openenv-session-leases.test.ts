@@ -78,20 +78,37 @@ function freePort(): Promise<number> {
 beforeAll(async () => {
   const { python } = await setupOpenEnv();
   const port = await freePort();
-  const child = spawn(python, ['-m', 'uvicorn', 'keypad_env:app', '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warning'], {
-    cwd: KEYPAD_DIR, env: { ...process.env, OPENENV_MAX_SESSIONS: String(SERVER_MAX_SESSIONS) }, stdio: 'ignore',
-  });
+  const child = spawn(
+    python,
+    ['-m', 'uvicorn', 'keypad_env:app', '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warning'],
+    {
+      cwd: KEYPAD_DIR,
+      env: { ...process.env, OPENENV_MAX_SESSIONS: String(SERVER_MAX_SESSIONS) },
+      stdio: 'ignore',
+    },
+  );
   keypad = { port, child };
-  for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i++) await sleep(100);
+  for (
+    let i = 0;
+    i < 200 &&
+    !(await fetch(`http://127.0.0.1:${port}/health`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  )
+    await sleep(100);
   store = RunStore.connect(TEST_DATABASE_URL);
 }, 600_000);
 
 afterAll(async () => {
   keypad?.child.kill();
-  await Promise.all(hosts.map(async (h) => {
-    await h.environments.closeAll();
-    await h.store.close();
-  }));
+  await Promise.all(
+    hosts.map(async (h) => {
+      await h.environments.closeAll();
+      await h.store.close();
+    }),
+  );
   await store?.close();
 });
 
@@ -107,9 +124,7 @@ test('two hosts running episodes at once never hold more sessions than the serve
   const sessions = 2;
   const [a, b] = [startHost('host-a', 5_000), startHost('host-b', 5_000)];
   const tasks = a.env(proxy.url, sessions).listTasks().slice(0, 6);
-  const rewards = await Promise.all(
-    [a, b].flatMap((host) => tasks.map((task) => play(host.env(proxy.url, sessions), task.taskId, 150))),
-  );
+  const rewards = await Promise.all([a, b].flatMap((host) => tasks.map((task) => play(host.env(proxy.url, sessions), task.taskId, 150))));
   expect(rewards).toEqual(Array(12).fill(1));
   expect(proxy.connections).toHaveLength(12);
   expect(proxy.peak()).toBeLessThanOrEqual(sessions);
@@ -140,7 +155,15 @@ test('a host that dies holding slots frees them when its leases expire, and anot
   const dying = spawn(
     process.execPath,
     // tsx as a loader, not its CLI: the CLI runs the script in a child that SIGKILL would not reach.
-    ['--import', 'tsx', path.join(__dirname, 'fixtures/openenv-dying-host.ts'), TEST_DATABASE_URL, proxy.url, String(sessions), String(leaseMs)],
+    [
+      '--import',
+      'tsx',
+      path.join(__dirname, 'fixtures/openenv-dying-host.ts'),
+      TEST_DATABASE_URL,
+      proxy.url,
+      String(sessions),
+      String(leaseMs),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const holder = await new Promise<string>((resolve, reject) => {
@@ -152,7 +175,10 @@ test('a host that dies holding slots frees them when its leases expire, and anot
     dying.once('exit', (code) => reject(new Error(`the dying host exited (${code}) before holding its slots`)));
   });
   const held = await store.sessionLeases.live(serverKey(proxy.url));
-  expect(held.map((l) => [l.slot, l.holder])).toEqual([[0, holder], [1, holder]]);
+  expect(held.map((l) => [l.slot, l.holder])).toEqual([
+    [0, holder],
+    [1, holder],
+  ]);
   const expiry = Math.min(...held.map((l) => l.expiresAt.getTime()));
   const exited = new Promise((resolve) => dying.once('exit', resolve));
   dying.kill('SIGKILL');
@@ -160,7 +186,12 @@ test('a host that dies holding slots frees them when its leases expire, and anot
 
   const survivor = startHost('host-survivor', leaseMs);
   const env = survivor.env(proxy.url, sessions);
-  const rewards = await Promise.all(env.listTasks().slice(0, 3).map((task) => play(env, task.taskId, 0)));
+  const rewards = await Promise.all(
+    env
+      .listTasks()
+      .slice(0, 3)
+      .map((task) => play(env, task.taskId, 0)),
+  );
   expect(rewards).toEqual([1, 1, 1]);
   const survivors = proxy.connections.slice(sessions);
   expect(survivors).toHaveLength(3);
@@ -187,12 +218,15 @@ test('an episode that is cancelled while it waits for a slot stops waiting, and 
 test("hosts asking for a server's slots at once never lease one slot twice", async () => {
   const server = serverKey(proxy.url);
   const [a, b] = [startHost('host-a', 5_000), startHost('host-b', 5_000)];
-  const asks = Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b)).map((host) => host.store.sessionLeases.take([{ server, sessions: 5 }], host.holder, 5_000));
+  const asks = Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b)).map((host) =>
+    host.store.sessionLeases.take([{ server, sessions: 5 }], host.holder, 5_000),
+  );
   const taken = (await Promise.all(asks)).filter((lease) => lease !== null);
   expect(new Set(taken.map((l) => l.slot)).size).toBe(taken.length);
   expect(taken.length).toBeLessThanOrEqual(5);
   // Asked one at a time, the rest of the slots are taken, and then none is left.
-  for (let i = taken.length; i < 5; i++) expect(await a.store.sessionLeases.take([{ server, sessions: 5 }], 'host-a', 5_000)).not.toBeNull();
+  for (let i = taken.length; i < 5; i++)
+    expect(await a.store.sessionLeases.take([{ server, sessions: 5 }], 'host-a', 5_000)).not.toBeNull();
   expect(await b.store.sessionLeases.take([{ server, sessions: 5 }], 'host-b', 5_000)).toBeNull();
   expect((await store.sessionLeases.live(server)).map((l) => l.slot)).toEqual([0, 1, 2, 3, 4]);
 });

@@ -37,24 +37,42 @@ let python: string;
 let policy: ScriptedPolicyServer;
 let reply: (messages: ScriptedMessage[]) => ScriptedReply;
 /** The scripted policy types digits only when its prompt says the keypad reads digits (the contract sibling). */
-const keypadPolicy = (messages: ScriptedMessage[]) => (messages.some((m) => m.role === 'system' && /reads digits only/.test(m.content)) ? '4821' : 'the usual code');
+const keypadPolicy = (messages: ScriptedMessage[]) =>
+  messages.some((m) => m.role === 'system' && /reads digits only/.test(m.content)) ? '4821' : 'the usual code';
 
-const envOf = (env: Record<string, unknown>): Environment => createEnvironment(parseRunConfig({ env: { kind: 'openenv', ...env } } as RunConfigInput).env);
+const envOf = (env: Record<string, unknown>): Environment =>
+  createEnvironment(parseRunConfig({ env: { kind: 'openenv', ...env } } as RunConfigInput).env);
 const episode = (env: Environment, harnessId: string, taskId: string, options: { maxTurns?: number; signal?: AbortSignal } = {}) =>
   runEpisode({
-    env, harness: harnessById(env, harnessId), policy: new PolicyClient({ baseUrl: `${policy.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 10 }),
-    model: 'scripted-model', taskId, sample: 0, maxTurns: options.maxTurns ?? 3, temperature: 0, seed: 1, signal: options.signal,
+    env,
+    harness: harnessById(env, harnessId),
+    policy: new PolicyClient({ baseUrl: `${policy.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 10 }),
+    model: 'scripted-model',
+    taskId,
+    sample: 0,
+    maxTurns: options.maxTurns ?? 3,
+    temperature: 0,
+    seed: 1,
+    signal: options.signal,
   });
 
 /** An app (the keypad env by default) served by hand on a TCP port (no sandbox), as a user would run an OpenEnv server. */
-async function serveByHand(maxSessions: number, app = { dir: KEYPAD_DIR, name: 'keypad_env:app' }): Promise<{ url: string; child: ChildProcess }> {
+async function serveByHand(
+  maxSessions: number,
+  app = { dir: KEYPAD_DIR, name: 'keypad_env:app' },
+): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const child = spawn(python, ['-m', 'uvicorn', app.name, '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warning'], {
-    cwd: app.dir, env: { ...process.env, OPENENV_MAX_SESSIONS: String(maxSessions) }, stdio: 'ignore',
+    cwd: app.dir,
+    env: { ...process.env, OPENENV_MAX_SESSIONS: String(maxSessions) },
+    stdio: 'ignore',
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
-    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return { url, child };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -99,7 +117,10 @@ describe('the shipped keypad env, served in the sandbox', () => {
   });
 
   test('a server starts on the first episode, and stops when the env is closed', async () => {
-    const serverDirs = () => readdirSync(os.tmpdir()).filter((name) => name.startsWith('harness-s-openenv-')).sort();
+    const serverDirs = () =>
+      readdirSync(os.tmpdir())
+        .filter((name) => name.startsWith('harness-s-openenv-'))
+        .sort();
     const before = serverDirs();
     const own = envOf({ local: { instances: 1, sessions: 1 } });
     expect(serverDirs()).toEqual(before);
@@ -153,7 +174,13 @@ describe('an OpenEnv server started by hand, by its URL', () => {
 
 describe('an MCP env: its tools offered to the policy as function calls', () => {
   let server: { url: string; child: ChildProcess };
-  const toolsEnv = (url: string) => envOf({ servers: [{ url, sessions: 1 }], actions: 'tools', tasks: path.join(TOOLS_DIR, 'tasks.json'), harnessDir: path.join(TOOLS_DIR, 'harnesses') });
+  const toolsEnv = (url: string) =>
+    envOf({
+      servers: [{ url, sessions: 1 }],
+      actions: 'tools',
+      tasks: path.join(TOOLS_DIR, 'tasks.json'),
+      harnessDir: path.join(TOOLS_DIR, 'harnesses'),
+    });
   beforeAll(async () => {
     server = await serveByHand(2, { dir: TOOLS_DIR, name: 'tools_env:app' });
   });
@@ -164,7 +191,11 @@ describe('an MCP env: its tools offered to the policy as function calls', () => 
   test('the policy reads the note with one tool and opens the lock with the other; the server rewards it', async () => {
     reply = (messages) => {
       const note = messages.find((m) => m.role === 'tool' && /the code is (\d+)/.test(m.content));
-      return { calls: [note ? { name: 'enter', arguments: { code: /the code is (\d+)/.exec(note.content)![1] } } : { name: 'look', arguments: {} }] };
+      return {
+        calls: [
+          note ? { name: 'enter', arguments: { code: /the code is (\d+)/.exec(note.content)![1] } } : { name: 'look', arguments: {} },
+        ],
+      };
     };
     const asked = policy.requests.length;
     const result = await episode(toolsEnv(server.url), 'base', 'lock-0', { maxTurns: 4 });
@@ -190,11 +221,13 @@ describe('an MCP env: its tools offered to the policy as function calls', () => 
     expect(said[2]).toMatch(/There is no tool 'force'/);
   });
 
-  test("a server whose env takes text, not tools: a clear error", async () => {
+  test('a server whose env takes text, not tools: a clear error', async () => {
     const keypad = await serveByHand(1);
     try {
       const env = envOf({ servers: [{ url: keypad.url, sessions: 1 }], actions: 'tools' });
-      await expect(episode(env, 'base', 'pin-000')).rejects.toThrow(/env.actions is 'tools', but the OpenEnv server http:\/\/127.0.0.1:\d+ refused to list its tools/);
+      await expect(episode(env, 'base', 'pin-000')).rejects.toThrow(
+        /env.actions is 'tools', but the OpenEnv server http:\/\/127.0.0.1:\d+ refused to list its tools/,
+      );
     } finally {
       keypad.child.kill();
     }
@@ -211,7 +244,11 @@ describe('the sandbox an OpenEnv server runs in', () => {
       socket.destroy();
     });
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-    env = envOf({ local: { appDir: PROBE_DIR, app: 'probe_env:app' }, tasks: path.join(PROBE_DIR, 'tasks.json'), harnessDir: path.join(PROBE_DIR, 'harnesses') });
+    env = envOf({
+      local: { appDir: PROBE_DIR, app: 'probe_env:app' },
+      tasks: path.join(PROBE_DIR, 'tasks.json'),
+      harnessDir: path.join(PROBE_DIR, 'harnesses'),
+    });
   });
   afterAll(async () => {
     await env?.close?.();
@@ -245,7 +282,9 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
   });
 
   /** A WebSocket server at /ws that answers each message with what `answer` gives (nothing when it gives undefined). */
-  async function fakeServer(answer: (message: { type: string }) => string | undefined): Promise<{ url: string; closes: () => number; close: () => Promise<void> }> {
+  async function fakeServer(
+    answer: (message: { type: string }) => string | undefined,
+  ): Promise<{ url: string; closes: () => number; close: () => Promise<void> }> {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', path: '/ws' });
     await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
     let closes = 0;
@@ -274,7 +313,9 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
     const garbage = http.createServer((_req, res) => res.end('<html>welcome</html>'));
     await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve));
     const { port } = garbage.address() as AddressInfo;
-    await expect(episode(remote(`http://127.0.0.1:${port}`), 'base', 'pin-000')).rejects.toThrow(`OpenEnv server http://127.0.0.1:${port}/ws: HTTP 200 instead of a WebSocket session`);
+    await expect(episode(remote(`http://127.0.0.1:${port}`), 'base', 'pin-000')).rejects.toThrow(
+      `OpenEnv server http://127.0.0.1:${port}/ws: HTTP 200 instead of a WebSocket session`,
+    );
     await new Promise((resolve) => garbage.close(resolve));
   });
 
@@ -289,7 +330,9 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
     await expect(episode(remote(server.url), 'base', 'pin-000')).rejects.toThrow(/malformed observation after reset: observation: /);
     await server.close();
     const noText = await fakeServer(() => observation({ observation: { score: 1 }, done: false }));
-    await expect(episode(remote(noText.url, { observationField: 'text' }), 'base', 'pin-000')).rejects.toThrow(/env.observationField 'text' is missing/);
+    await expect(episode(remote(noText.url, { observationField: 'text' }), 'base', 'pin-000')).rejects.toThrow(
+      /env.observationField 'text' is missing/,
+    );
     await noText.close();
   });
 
@@ -309,7 +352,9 @@ describe('servers that are not (quite) OpenEnv servers: clear errors', () => {
   });
 
   test('a step that never comes back ends the episode at the time limit, and the session is closed', async () => {
-    const server = await fakeServer((message) => (message.type === 'reset' ? observation({ observation: { text: 'ready' }, done: false }) : undefined));
+    const server = await fakeServer((message) =>
+      message.type === 'reset' ? observation({ observation: { text: 'ready' }, done: false }) : undefined,
+    );
     const result = await episode(remote(server.url), 'base', 'pin-000');
     expect(result).toMatchObject({ success: false, failureType: 'execution_error' });
     expect(result.messages.at(-1)?.content).toContain('no answer to step within 1 s');
@@ -347,13 +392,20 @@ describe('a training run on the shipped keypad env, through Temporal', () => {
       eval: { enabled: false },
     });
     const runId = uniqueRunId('openenv');
-    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config }],
+    });
     expect(summary.stepsCompleted).toBe(2);
     // What `harness-s watch` shows a user: every base group died, and siblings rescued them.
     const steps = await stack.store.steps(runId);
     expect(steps.reduce((n, s) => n + s.summary.deadGroups, 0)).toBeGreaterThan(0);
     expect(steps.reduce((n, s) => n + s.summary.rescuedGroups, 0)).toBeGreaterThan(0);
-    const { rows } = await stack.store.queryForTests(`SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+    const { rows } = await stack.store.queryForTests(
+      `SELECT role, harness_id, success FROM trajectories WHERE run_id = $1 AND phase = 'train'`,
+      [runId],
+    );
     const base = rows.filter((r) => r.role === 'base');
     const rescue = rows.filter((r) => r.role === 'rescue');
     expect(base).toHaveLength(2 * 3 * 3);
@@ -370,7 +422,22 @@ describe('harness-s eval --env openenv', () => {
   const evalCli = async (...args: string[]) => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'openenv', '--base-url', `${policy.url}/v1`, '--model', 'scripted-model', '--max-turns', '1', '--json', ...args],
+      [
+        '--import',
+        'tsx',
+        'cli/main.ts',
+        'eval',
+        '--env',
+        'openenv',
+        '--base-url',
+        `${policy.url}/v1`,
+        '--model',
+        'scripted-model',
+        '--max-turns',
+        '1',
+        '--json',
+        ...args,
+      ],
       { cwd: path.resolve(__dirname, '../..'), env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
     );
     return JSON.parse(stdout) as { total: number; passed: number; harness: string; evalId: string };
@@ -387,7 +454,10 @@ describe('harness-s eval --env openenv', () => {
   test('on a server started by hand, from its URL', async () => {
     const server = await serveByHand(2);
     try {
-      expect(await evalCli('--url', server.url, '--harness', 'ec-digits', '--limit', '5', '--concurrency', '2')).toMatchObject({ total: 5, passed: 5 });
+      expect(await evalCli('--url', server.url, '--harness', 'ec-digits', '--limit', '5', '--concurrency', '2')).toMatchObject({
+        total: 5,
+        passed: 5,
+      });
     } finally {
       server.child.kill();
     }

@@ -13,7 +13,8 @@ import { startSimCluster } from '../../sim-cluster/server';
 import { silentLogger } from './stack';
 import { sleep, waitFor as waitForWithin } from './waiting';
 
-const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000) => waitForWithin(what, probe, timeoutMs);
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000) =>
+  waitForWithin(what, probe, timeoutMs);
 
 let stack: TestStack;
 beforeAll(async () => {
@@ -22,7 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
 });
-
 
 test('a paused run holds between steps and continues when resumed', async () => {
   const runId = uniqueRunId('pause');
@@ -67,7 +67,9 @@ test('a safe config change sent to a held run applies from its next step and sur
     return status.paused && status.phase === 'training' && (await stack.store.steps(runId)).length === status.step ? status : null;
   });
 
-  await expect(changeRunConfig(stack.client, runId, { rollout: { groupSize: 2 } })).rejects.toThrow(/rollout: cannot change during a run: groupSize/);
+  await expect(changeRunConfig(stack.client, runId, { rollout: { groupSize: 2 } })).rejects.toThrow(
+    /rollout: cannot change during a run: groupSize/,
+  );
   const changed = await changeRunConfig(stack.client, runId, { steps: 4, eval: { every: 2 } });
   expect(changed.fromStep).toBe(held.step);
   expect(changed.config).toMatchObject({ steps: 4, eval: { every: 2 }, rollout: { groupSize: 4 } });
@@ -95,7 +97,9 @@ test('a safe config change sent to a held run applies from its next step and sur
 test('an update sent as the run starts waits for its config, then applies', async () => {
   const runId = uniqueRunId('update-early');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1, eval: { enabled: false } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: 1, eval: { enabled: false } }) }],
   });
   const changed = await changeRunConfig(stack.client, runId, { steps: 2 });
   expect(changed).toMatchObject({ fromStep: 0, config: { steps: 2 } });
@@ -104,15 +108,37 @@ test('an update sent as the run starts waits for its config, then applies', asyn
 
 test('two updates sent together while the last step is in flight both apply, from the next step', async () => {
   // A trainer that takes its time, so the step is surely in flight when the updates arrive.
-  const slow = await startSimCluster({ world: loadSimWorld(), dataDir: mkdtempSync(path.join(os.tmpdir(), 'harness-s-slow-')), logger: silentLogger, trainerOpDelayMs: 1000 });
+  const slow = await startSimCluster({
+    world: loadSimWorld(),
+    dataDir: mkdtempSync(path.join(os.tmpdir(), 'harness-s-slow-')),
+    logger: silentLogger,
+    trainerOpDelayMs: 1000,
+  });
   try {
     const runId = uniqueRunId('update-inflight');
     const handle = await stack.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control,
-      args: [{ config: stack.config({ steps: 1, policy: { baseUrl: `${slow.url}/v1` }, trainer: { baseUrl: slow.url, pollSeconds: 0.02 }, eval: { enabled: true, every: 0 } }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [
+        {
+          config: stack.config({
+            steps: 1,
+            policy: { baseUrl: `${slow.url}/v1` },
+            trainer: { baseUrl: slow.url, pollSeconds: 0.02 },
+            eval: { enabled: true, every: 0 },
+          }),
+        },
+      ],
     });
     await waitFor('step 0 to be in flight', async () =>
-      stack.client.workflow.getHandle(`${runId}/step-0`).describe().then((d) => d.status.name === 'RUNNING', () => false));
+      stack.client.workflow
+        .getHandle(`${runId}/step-0`)
+        .describe()
+        .then(
+          (d) => d.status.name === 'RUNNING',
+          () => false,
+        ),
+    );
     const [longer, evalEvery] = await Promise.all([
       changeRunConfig(stack.client, runId, { steps: 2 }),
       changeRunConfig(stack.client, runId, { eval: { every: 1 } }),
@@ -122,7 +148,13 @@ test('two updates sent together while the last step is in flight both apply, fro
     // Both changes hold: two steps, and an evaluation after each of them.
     expect((await stack.store.evaluations(runId)).map((e) => e.afterSteps)).toEqual([1, 2]);
     const changes = await stack.store.configChanges(runId);
-    expect(changes.map((c) => [c.fromStep, (c.config as { steps: number; eval: { every: number } }).steps, (c.config as { eval: { every: number } }).eval.every])).toEqual([[1, 2, 1]]);
+    expect(
+      changes.map((c) => [
+        c.fromStep,
+        (c.config as { steps: number; eval: { every: number } }).steps,
+        (c.config as { eval: { every: number } }).eval.every,
+      ]),
+    ).toEqual([[1, 2, 1]]);
   } finally {
     await slow.close();
   }

@@ -25,7 +25,11 @@ beforeAll(async () => {
   // after 25 events, and a pipeline drains before continuing as new, so there every step would run alone.
   const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-pipeline-'));
   const port = await freePort();
-  server = await startDevServer({ address: `127.0.0.1:${port}`, dbFile: path.join(dir, 'temporal.sqlite'), logFile: path.join(dir, 'temporal.log') });
+  server = await startDevServer({
+    address: `127.0.0.1:${port}`,
+    dbFile: path.join(dir, 'temporal.sqlite'),
+    logFile: path.join(dir, 'temporal.log'),
+  });
   // 100 ms per trainer op: training takes long enough for the next step's rollouts to overlap it.
   stack = await startTestStack({ workers: false, trainerOpDelayMs: 100, temporalAddress: server.address });
 });
@@ -43,9 +47,13 @@ async function startWorkerProcess(): Promise<ChildProcess> {
 
 async function optimSteps(runId: string): Promise<number> {
   const trainer = await stack.store.trainerStep(runId, 0);
-  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: trainer!.modelId }),
-  })).json()) as { optim_steps: number };
+  const info = (await (
+    await fetch(`${stack.sim.url}/api/v1/get_info`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: trainer!.modelId }),
+    })
+  ).json()) as { optim_steps: number };
   return info.optim_steps;
 }
 
@@ -69,14 +77,24 @@ test('a worker killed mid-pipeline, then restarted: the pipelined run finishes, 
   const handle = await stack.client.workflow.start(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 2 }, pipeline: { maxStaleness: 1 } }) }],
+    args: [
+      {
+        config: stack.config({
+          steps: STEPS,
+          rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 2 },
+          pipeline: { maxStaleness: 1 },
+        }),
+      },
+    ],
   });
 
   // Mid-pipeline: a step has rollouts stored while the step before it is not recorded yet.
   const deadline = Date.now() + 90_000;
   for (;;) {
     const { rows } = await stack.store.queryForTests(
-      `SELECT max(step)::int AS step FROM trajectories WHERE run_id = $1 AND phase = 'train'`, [runId]);
+      `SELECT max(step)::int AS step FROM trajectories WHERE run_id = $1 AND phase = 'train'`,
+      [runId],
+    );
     const recorded = (await stack.store.steps(runId)).length;
     if (rows[0].step !== null && rows[0].step >= 1 && rows[0].step > recorded) break;
     if (recorded >= STEPS - 1 || Date.now() > deadline) throw new Error('never caught the run with two steps in flight');
@@ -96,7 +114,9 @@ test('a worker killed mid-pipeline, then restarted: the pipelined run finishes, 
   // The bound: no step trained samples more than one version old; each trajectory keeps the version that sampled it.
   expect(steps.every((s) => s.staleness !== undefined && s.staleness <= 1)).toBe(true);
   const { rows } = await stack.store.queryForTests(
-    `SELECT step, array_agg(DISTINCT policy_version) AS versions FROM trajectories WHERE run_id = $1 AND phase = 'train' GROUP BY step ORDER BY step`, [runId]);
+    `SELECT step, array_agg(DISTINCT policy_version) AS versions FROM trajectories WHERE run_id = $1 AND phase = 'train' GROUP BY step ORDER BY step`,
+    [runId],
+  );
   expect(rows.map((r) => r.versions)).toEqual(steps.map((s) => [s.policyVersionBefore]));
 }, 240_000);
 

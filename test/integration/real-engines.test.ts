@@ -65,11 +65,23 @@ async function sampleFromVllm(model = MODEL, seed = 1): Promise<TokenSample> {
     await fetch(`${vllm}/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model, seed, max_tokens: 8, logprobs: true, return_token_ids: true, messages: [{ role: 'user', content: 'Write a number.' }] }),
+      body: JSON.stringify({
+        model,
+        seed,
+        max_tokens: 8,
+        logprobs: true,
+        return_token_ids: true,
+        messages: [{ role: 'user', content: 'Write a number.' }],
+      }),
     })
   ).json()) as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[]; logprobs: { content: Array<{ logprob: number }> } }> };
   const tokens = reply.choices[0].token_ids;
-  return { promptIds: reply.prompt_token_ids, responseIds: tokens, responseMask: tokens.map(() => 1), responseLogprobs: reply.choices[0].logprobs.content.map((c) => c.logprob) };
+  return {
+    promptIds: reply.prompt_token_ids,
+    responseIds: tokens,
+    responseMask: tokens.map(() => 1),
+    responseLogprobs: reply.choices[0].logprobs.content.map((c) => c.logprob),
+  };
 }
 
 /** vLLM's log-probs of `tokens` (each given the ones before it) under `model`: null for the first. */
@@ -88,8 +100,16 @@ async function servedLogprobs(model: string, tokens: number[]): Promise<Array<nu
 async function trainerProbe(client: TinkerClient, modelId: string, seqId: number, sample: TokenSample): Promise<AdapterProbe> {
   const { tokens, positions } = probeSequence(sample);
   const result = await client.forwardBackward({
-    modelId, seqId, lossFn: 'cross_entropy', forwardOnly: true,
-    data: [{ model_input: { chunks: [{ tokens: tokens.slice(0, -1) }] }, loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64' } } }],
+    modelId,
+    seqId,
+    lossFn: 'cross_entropy',
+    forwardOnly: true,
+    data: [
+      {
+        model_input: { chunks: [{ tokens: tokens.slice(0, -1) }] },
+        loss_fn_inputs: { target_tokens: { data: tokens.slice(1), dtype: 'int64' } },
+      },
+    ],
   });
   return { tokens, positions, logprobs: positions.map((i) => result.loss_fn_outputs[0].logprobs.data[i - 1]) };
 }
@@ -99,10 +119,15 @@ async function skyrlCount(requestType: string, modelId: string, completed = true
   const { installed } = installedEngines();
   const script =
     'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); ' +
-    'print(c.execute("select count(*) from futures where request_type = ? and model_id = ? and (status = \'COMPLETED\' or ? = \'any\')", ' +
+    "print(c.execute(\"select count(*) from futures where request_type = ? and model_id = ? and (status = 'COMPLETED' or ? = 'any')\", " +
     '(sys.argv[2], sys.argv[3], sys.argv[4])).fetchone()[0])';
   const { stdout } = await promisify(execFile)(installed!.venvs.skyrl.python, [
-    '-c', script, path.join(stateDir, 'skyrl', 'tinker.db'), requestType, modelId, completed ? 'completed' : 'any',
+    '-c',
+    script,
+    path.join(stateDir, 'skyrl', 'tinker.db'),
+    requestType,
+    modelId,
+    completed ? 'completed' : 'any',
   ]);
   return Number(stdout.trim());
 }
@@ -163,17 +188,21 @@ afterAll(async () => {
 describe("SkyRL's Tinker server, spoken to by the project's client", () => {
   test('create_model needs a session: 422 naming session_id without one; in a session the model is created', async () => {
     const missing = await fetch(`${trainerUrl}/api/v1/create_model`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ base_model: MODEL, lora_config: { rank: 8 } }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ base_model: MODEL, lora_config: { rank: 8 } }),
     });
     expect(missing.status).toBe(422);
     expect(JSON.stringify(await missing.json())).toContain('session_id');
     expect(await newModel()).toMatch(/^model_/);
   });
 
-  test('forward_backward takes protobuf only (415 for JSON) and its result, protobuf, carries each datum\'s log-probs', async () => {
+  test("forward_backward takes protobuf only (415 for JSON) and its result, protobuf, carries each datum's log-probs", async () => {
     const modelId = await newModel();
     const json = await fetch(`${trainerUrl}/api/v1/forward_backward`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId, forward_backward_input: { data: [], loss_fn: 'importance_sampling' } }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: modelId, forward_backward_input: { data: [], loss_fn: 'importance_sampling' } }),
     });
     expect(json.status).toBe(415);
     const sample = await sampleFromVllm();
@@ -204,19 +233,31 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
     expect(await skyrlCount('OPTIM_STEP', twice)).toBe(1);
 
     const body = (payload: typeof data) =>
-      encodeForwardBackwardRequest({ model_id: once, seq_id: 1, data: payload, loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
-    const post = (bytes: Uint8Array) => fetch(`${trainerUrl}/api/v1/forward_backward`, { method: 'POST', headers: { 'content-type': PROTOBUF_CONTENT_TYPE }, body: bytes });
+      encodeForwardBackwardRequest({
+        model_id: once,
+        seq_id: 1,
+        data: payload,
+        loss_fn: 'importance_sampling',
+        loss_fn_config: null,
+        forward_only: false,
+      });
+    const post = (bytes: Uint8Array) =>
+      fetch(`${trainerUrl}/api/v1/forward_backward`, { method: 'POST', headers: { 'content-type': PROTOBUF_CONTENT_TYPE }, body: bytes });
     const first = (await (await post(body(data))).json()) as { request_id: string };
     expect(((await (await post(body(data))).json()) as { request_id: string }).request_id).toBe(first.request_id);
     expect((await post(body([]))).status).toBe(409);
   });
 
-  test('a save_weights_for_sampler sent again is 409, which the client takes as saved: it returns the checkpoint\'s path', async () => {
+  test("a save_weights_for_sampler sent again is 409, which the client takes as saved: it returns the checkpoint's path", async () => {
     const client = tinker();
     const modelId = await newModel();
     const path1 = await client.saveWeightsForSampler({ modelId, seqId: 1, name: 'step-0' });
     expect(path1).toBe(`tinker://${modelId}/step-0`);
-    const raw = await fetch(`${trainerUrl}/api/v1/save_weights_for_sampler`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId, path: 'step-0' }) });
+    const raw = await fetch(`${trainerUrl}/api/v1/save_weights_for_sampler`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: modelId, path: 'step-0' }),
+    });
     expect(raw.status).toBe(409);
     expect(await client.saveWeightsForSampler({ modelId, seqId: 1, name: 'step-0' })).toBe(`tinker://${modelId}/sampler_weights/step-0`);
   });
@@ -250,12 +291,14 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
     const control = (await trainerProbe(client, withoutMoments, 4, sample)).logprobs;
     expect(Math.max(...control.map((x, i) => Math.abs(x - next[i])))).toBeGreaterThan(1e-4);
 
-    await expect(client.loadWeights({ modelId: original, seqId: 9, path, optimizer: true })).rejects.toThrow(/LoadWeights is not permitted/);
+    await expect(client.loadWeights({ modelId: original, seqId: 9, path, optimizer: true })).rejects.toThrow(
+      /LoadWeights is not permitted/,
+    );
     expect(await client.deleteTrainingCheckpoint(original, 'state-0')).toBe('deleted');
     expect(await client.deleteTrainingCheckpoint(original, 'state-0')).toBe('absent');
   });
 
-  test('a failed future (HTTP 400 {detail}) is reported as the caller\'s error, with the server\'s reason', async () => {
+  test("a failed future (HTTP 400 {detail}) is reported as the caller's error, with the server's reason", async () => {
     const client = tinker();
     const refused = await client
       .createModel({ sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: MODEL, lora: { ...LORA, rank: 64 } })
@@ -276,7 +319,12 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
       const client = tinker(proxy.url);
       const modelId = await newModel(client);
       const retrieve = (method: string, p: string) => p === '/api/v1/retrieve_future';
-      proxy.faults.push({ match: retrieve, status: 408 }, { match: retrieve, status: 503 }, { match: retrieve, status: 410 }, { match: retrieve, status: 500 });
+      proxy.faults.push(
+        { match: retrieve, status: 408 },
+        { match: retrieve, status: 503 },
+        { match: retrieve, status: 410 },
+        { match: retrieve, status: 500 },
+      );
       proxy.seen.length = 0;
       const metrics = await client.optimStep({ modelId, seqId: 1, adam: ADAM });
       expect(metrics['skyrl.ai/learning_rate']).toBeCloseTo(ADAM.learning_rate, 6);
@@ -290,7 +338,12 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
       const config = parseRunConfig(realConfig({ trainer: { ...realConfig().trainer, baseUrl: proxy.url } }));
       await stack.store.registerRun({ runId, name: config.name, env: config.env.kind, config, incarnation: 'test', takeOver: false });
       const trainerSessions = new TrainerSessions(silentLogger);
-      const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions });
+      const activities = createActivities({
+        store: stack.store,
+        logger: silentLogger,
+        environmentFor: (c) => createEnvironment(c.env),
+        trainerSessions,
+      });
       proxy.faults.push({ match: (_m, p) => p === '/api/v1/retrieve_future', delayMs: 12_000 });
       const env = new MockActivityEnvironment();
       const beats: number[] = [];
@@ -307,29 +360,56 @@ describe("SkyRL's Tinker server, spoken to by the project's client", () => {
 });
 
 describe('publishing a step to vLLM', () => {
-  test('the tinker:// sampler path is unpacked (archive download or the checkpoints folder), loaded, and the served log-probs match the trainer\'s', async () => {
+  test("the tinker:// sampler path is unpacked (archive download or the checkpoints folder), loaded, and the served log-probs match the trainer's", async () => {
     const client = tinker();
     const modelId = await newModel();
     const sample = await sampleFromVllm();
-    await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [buildDatum(sample, 1, sample.responseIds.length)] });
+    await client.forwardBackward({
+      modelId,
+      seqId: 1,
+      lossFn: 'importance_sampling',
+      data: [buildDatum(sample, 1, sample.responseIds.length)],
+    });
     await client.optimStep({ modelId, seqId: 2, adam: ADAM });
     const samplerPath = await client.saveWeightsForSampler({ modelId, seqId: 3, name: 'step-0' });
     const probe = await trainerProbe(client, modelId, 4, sample);
 
-    const downloaded = await resolveSamplerWeights({ samplerPath, trainer: client, adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')) });
-    const fromFolder = await resolveSamplerWeights({
-      samplerPath, trainer: new TinkerClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'x', pollSeconds: 1 }),
-      checkpointsDir: engines.endpoints.checkpointsDir, adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')),
+    const downloaded = await resolveSamplerWeights({
+      samplerPath,
+      trainer: client,
+      adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')),
     });
-    expect(readFileSync(path.join(fromFolder, 'adapter_model.safetensors'))).toEqual(readFileSync(path.join(downloaded, 'adapter_model.safetensors')));
+    const fromFolder = await resolveSamplerWeights({
+      samplerPath,
+      trainer: new TinkerClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'x', pollSeconds: 1 }),
+      checkpointsDir: engines.endpoints.checkpointsDir,
+      adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')),
+    });
+    expect(readFileSync(path.join(fromFolder, 'adapter_model.safetensors'))).toEqual(
+      readFileSync(path.join(downloaded, 'adapter_model.safetensors')),
+    );
 
     const name = `publish-${modelId}-step-0`;
-    const published = await publishAdapter({ server: vllm, apiKey: 'EMPTY', adapterName: name, adapterDir: downloaded, probe, tolerance: 1e-3 });
+    const published = await publishAdapter({
+      server: vllm,
+      apiKey: 'EMPTY',
+      adapterName: name,
+      adapterDir: downloaded,
+      probe,
+      tolerance: 1e-3,
+    });
     expect(published).toMatchObject({ reloaded: false });
     expect(published.probeMeanAbsDiff).toBeLessThan(1e-4);
     // The check can fail: the step moved the model, so the base model answers the probe far from the trainer's log-probs.
     expect(probeMeanAbsDiff(probe, await servedLogprobs(MODEL, probe.tokens))).toBeGreaterThan(1e-2);
-    const shifted = await publishAdapter({ server: vllm, apiKey: 'EMPTY', adapterName: name, adapterDir: downloaded, probe: { ...probe, logprobs: probe.logprobs.map((lp) => lp + 1) }, tolerance: 1e-3 }).catch((err: Error) => err.message);
+    const shifted = await publishAdapter({
+      server: vllm,
+      apiKey: 'EMPTY',
+      adapterName: name,
+      adapterDir: downloaded,
+      probe: { ...probe, logprobs: probe.logprobs.map((lp) => lp + 1) },
+      tolerance: 1e-3,
+    }).catch((err: Error) => err.message);
     expect(shifted).toContain('the server does not serve the weights the trainer saved');
   });
 
@@ -337,13 +417,25 @@ describe('publishing a step to vLLM', () => {
     const client = tinker();
     const modelId = await newModel();
     const adapterDir = await resolveSamplerWeights({
-      samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 1, name: 'too-big' }), trainer: client, adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')),
+      samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 1, name: 'too-big' }),
+      trainer: client,
+      adapterDir: mkdtempSync(path.join(os.tmpdir(), 'adapters-')),
     });
     const configFile = path.join(adapterDir, 'adapter_config.json');
     writeFileSync(configFile, JSON.stringify({ ...JSON.parse(readFileSync(configFile, 'utf8')), r: 64 }));
-    const refused = await publishAdapter({ server: vllm, apiKey: 'EMPTY', adapterName: `too-big-${modelId}`, adapterDir, probe: null, tolerance: 1e-3 }).catch((err: unknown) => err);
+    const refused = await publishAdapter({
+      server: vllm,
+      apiKey: 'EMPTY',
+      adapterName: `too-big-${modelId}`,
+      adapterDir,
+      probe: null,
+      tolerance: 1e-3,
+    }).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(PublishError);
-    expect(refused).toMatchObject({ retryable: false, message: expect.stringMatching(/HTTP 500: .*LoRA rank 64 is greater than max_lora_rank 32/) });
+    expect(refused).toMatchObject({
+      retryable: false,
+      message: expect.stringMatching(/HTTP 500: .*LoRA rank 64 is greater than max_lora_rank 32/),
+    });
   });
 
   test('an adapter name vLLM already has with other weights is loaded again in place, never served stale', async () => {
@@ -354,14 +446,26 @@ describe('publishing a step to vLLM', () => {
     const adapterDir = mkdtempSync(path.join(os.tmpdir(), 'adapters-'));
     await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data });
     await client.optimStep({ modelId, seqId: 2, adam: ADAM });
-    const old = await resolveSamplerWeights({ samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 3, name: 'old' }), trainer: client, adapterDir });
+    const old = await resolveSamplerWeights({
+      samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 3, name: 'old' }),
+      trainer: client,
+      adapterDir,
+    });
     await client.forwardBackward({ modelId, seqId: 4, lossFn: 'importance_sampling', data });
     await client.optimStep({ modelId, seqId: 5, adam: ADAM });
-    const fresh = await resolveSamplerWeights({ samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 6, name: 'new' }), trainer: client, adapterDir });
+    const fresh = await resolveSamplerWeights({
+      samplerPath: await client.saveWeightsForSampler({ modelId, seqId: 6, name: 'new' }),
+      trainer: client,
+      adapterDir,
+    });
     const probe = await trainerProbe(client, modelId, 7, sample);
 
     const name = `stale-${modelId}`;
-    const load = await fetch(`${vllm}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: name, lora_path: old }) });
+    const load = await fetch(`${vllm}/load_lora_adapter`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ lora_name: name, lora_path: old }),
+    });
     expect(load.status).toBe(200);
     const result = await publishAdapter({ server: vllm, apiKey: 'EMPTY', adapterName: name, adapterDir: fresh, probe, tolerance: 1e-3 });
     expect(result.reloaded).toBe(true);
@@ -373,25 +477,35 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
   test('a LoRA rank the trainer refuses fails the run at once with one message naming it, and no step is recorded', async () => {
     const runId = uniqueRunId('real-rank');
     const config = realConfig({ steps: 2, trainer: { ...realConfig().trainer, loraRank: 64 } });
-    const failure = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
+    const failure = await stack.client.workflow
+      .execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] })
+      .catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(rootCauseMessage(failure)).toBe(`trainer ${trainerUrl}: create_model failed: LoRA rank 64 must be between 1 and 32`);
     expect(await stack.store.steps(runId)).toEqual([]);
     expect(await stack.store.trainerStep(runId, 0)).toBeNull();
   }, 300_000);
 
-  test('a trainer URL that is no Tinker server (vLLM\'s) fails the run with one message saying so', async () => {
+  test("a trainer URL that is no Tinker server (vLLM's) fails the run with one message saying so", async () => {
     const runId = uniqueRunId('real-protocol');
     const config = realConfig({ steps: 1, trainer: { ...realConfig().trainer, baseUrl: vllm.replace(/\/v1$/, '') } });
-    const failure = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] }).catch((err: unknown) => err);
+    const failure = await stack.client.workflow
+      .execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] })
+      .catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
-    expect(rootCauseMessage(failure)).toMatch(/^trainer http:\/\/127\.0\.0\.1:\d+: create_session: HTTP 404: .*is trainer\.baseUrl a Tinker API server/);
+    expect(rootCauseMessage(failure)).toMatch(
+      /^trainer http:\/\/127\.0\.0\.1:\d+: create_session: HTTP 404: .*is trainer\.baseUrl a Tinker API server/,
+    );
     expect(await stack.store.steps(runId)).toEqual([]);
   }, 300_000);
 
   test('the tiny Qwen3 learns the charset tasks from reward: mean reward trends up well beyond its noise, the trainer/sampler mismatch stays ~0', async () => {
     const runId = uniqueRunId('real-train');
-    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig() }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: realConfig() }],
+    });
     expect(summary.stepsCompleted).toBe(20);
     expect(summary.simulated).toBe(false);
     expect((await rewardTrend(runId)).t).toBeGreaterThan(LEARNED_TREND_T);
@@ -407,7 +521,10 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(await skyrlCount('OPTIM_STEP', modelId)).toBe(steps.filter((s) => s.datums > 0).length);
 
     // `harness-s export`: the last step as a PEFT/vLLM adapter folder, loaded into vLLM with the trainer's log-probs.
-    const { dir, manifest } = await exportPolicy({ store: stack.store, trainer: tinker() }, { runId, outDir: path.join(mkdtempSync(path.join(os.tmpdir(), 'export-')), 'policy') });
+    const { dir, manifest } = await exportPolicy(
+      { store: stack.store, trainer: tinker() },
+      { runId, outDir: path.join(mkdtempSync(path.join(os.tmpdir(), 'export-')), 'policy') },
+    );
     expect(manifest).toMatchObject({ runId, step: 19, simulated: false, baseModel: MODEL });
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(['adapter_config.json', 'adapter_model.safetensors', EXPORT_MANIFEST]));
     const check = await checkExport({ store: stack.store }, { dir, manifest, server: vllm, apiKey: 'EMPTY', tolerance: 1e-3 });
@@ -417,17 +534,23 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
   test('a trainer worker killed with SIGKILL mid-step, SkyRL killed and restarted so the model is gone, then vLLM killed and restarted mid-step without its adapters: the run restores from its last checkpoint on its own, goes on through the vLLM restart, completes with one optimizer step per training step, and the restored weights are the ones vLLM serves', async () => {
     const runId = uniqueRunId('real-crash');
     const handle = await stack.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ seed: 2, steps: 10, checkpoint: { every: 3, keep: 2 } }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: realConfig({ seed: 2, steps: 10, checkpoint: { every: 3, keep: 2 } }) }],
     });
     // Mid-step: step 3's trainStep activity is running and has sent its forward_backward to the trainer.
     const deadline = Date.now() + 600_000;
     let modelId: string | null = null;
     for (;;) {
       modelId ??= (await stack.store.getRun(runId))?.trainerModelId ?? null;
-      const step = await stack.client.workflow.getHandle(`${runId}/step-3`).describe().catch(() => null);
+      const step = await stack.client.workflow
+        .getHandle(`${runId}/step-3`)
+        .describe()
+        .catch(() => null);
       const training = step?.raw.pendingActivities?.some((a) => a.activityType?.name === 'trainStep');
       if (modelId && training && (await skyrlCount('FORWARD_BACKWARD', modelId, false)) === 4) break;
-      if ((await stack.store.trainerStep(runId, 3)) || Date.now() > deadline) throw new Error('never caught the run in the trainer step of step 3');
+      if ((await stack.store.trainerStep(runId, 3)) || Date.now() > deadline)
+        throw new Error('never caught the run in the trainer step of step 3');
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     expect(await stack.store.trainerStep(runId, 3)).toBeNull();
@@ -446,7 +569,10 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     for (;;) {
       const status = await handle.query(statusQuery);
       const sampling = status.inFlight?.some((s) => s.step === 8 && s.phase === 'rollouts');
-      const { rows } = await stack.store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 8", [runId]);
+      const { rows } = await stack.store.queryForTests(
+        "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 8",
+        [runId],
+      );
       if (sampling && rows[0].n > 0) break;
       if (Date.now() > waitUntil) throw new Error('the run never reached step 8');
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -469,7 +595,10 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     const restoredModel = restore.modelId!;
     const steps = (await stack.store.steps(runId)).map((s) => s.summary);
     expect(steps.map((s) => s.step)).toEqual([...Array(10).keys()]);
-    const trainedBy = (model: string) => stack.store.trainerOps(runId).then((ops) => ops.filter((o) => o.modelId === model && o.op === 'optim_step' && !o.failed).map((o) => o.step));
+    const trainedBy = (model: string) =>
+      stack.store
+        .trainerOps(runId)
+        .then((ops) => ops.filter((o) => o.modelId === model && o.op === 'optim_step' && !o.failed).map((o) => o.step));
     // SkyRL's own records: one optimizer step per step on each model, through the worker kill and the restore.
     const lostSteps = await trainedBy(modelId!);
     expect(await skyrlCount('OPTIM_STEP', modelId!)).toBe(lostSteps.length);
@@ -479,7 +608,9 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
     expect(await trainedBy(restoredModel)).toEqual(steps.filter((s) => s.step > restore.fromStep! && s.datums > 0).map((s) => s.step));
     // The restored policy was published before the re-run steps rolled out with it, checked by the probe.
     const { rows } = await stack.store.queryForTests(
-      "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2 AND superseded_by IS NULL", [runId, restore.fromStep! + 1]);
+      "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2 AND superseded_by IS NULL",
+      [runId, restore.fromStep! + 1],
+    );
     expect(rows.map((r) => r.policy_version)).toEqual([restore.policyVersion]);
     // The trainer's log-probs of every trained token, restored model included, match what vLLM served. Whether
     // the run learns is left to the runs without faults: this one's reward trend went from t = 18 to t = 2.1
@@ -495,7 +626,11 @@ describe('pipelined steps on the real engines', () => {
   let pipelined: TestStack;
   beforeAll(async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'harness-s-real-pipeline-'));
-    server = await startDevServer({ address: `127.0.0.1:${await freePort()}`, dbFile: path.join(dir, 'temporal.sqlite'), logFile: path.join(dir, 'temporal.log') });
+    server = await startDevServer({
+      address: `127.0.0.1:${await freePort()}`,
+      dbFile: path.join(dir, 'temporal.sqlite'),
+      logFile: path.join(dir, 'temporal.log'),
+    });
     pipelined = await startTestStack({ temporalAddress: server.address });
   }, 120_000);
   afterAll(async () => {
@@ -506,7 +641,9 @@ describe('pipelined steps on the real engines', () => {
   test('with k = 1 the tiny Qwen3 still learns charset; SkyRL applies one optimizer step per step; staleness and its mismatch are recorded', async () => {
     const runId = uniqueRunId('real-pipelined');
     const summary = await pipelined.client.workflow.execute(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: realConfig({ pipeline: { maxStaleness: 1 } }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: realConfig({ pipeline: { maxStaleness: 1 } }) }],
     });
     expect(summary.stepsCompleted).toBe(20);
     const steps = (await pipelined.store.steps(runId)).map((s) => s.summary);

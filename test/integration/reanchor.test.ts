@@ -15,11 +15,15 @@ afterAll(async () => {
 test('profiles are re-measured every M steps with the then-current policy, probing recent dead groups, and later steps route with the new version', async () => {
   const runId = uniqueRunId('reanchor');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ steps: 4, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 } }) }],
   });
   await handle.result();
-  const { rows: versions } = await stack.store.queryForTests('SELECT version, policy_version FROM profiles WHERE run_id = $1 ORDER BY version', [runId]);
+  const { rows: versions } = await stack.store.queryForTests(
+    'SELECT version, policy_version FROM profiles WHERE run_id = $1 ORDER BY version',
+    [runId],
+  );
   // v1 at the start with the base policy; v2 after step 1 with that step's policy; none after the last step.
   expect(versions.map((v) => v.version)).toEqual([1, 2]);
   expect(versions[0].policy_version).toBe('sim-policy-base');
@@ -29,7 +33,10 @@ test('profiles are re-measured every M steps with the then-current policy, probi
   expect(steps.map((s) => s.profileVersion)).toEqual([1, 1, 2, 2]);
 
   const dead = new Set(steps.slice(0, 2).flatMap((s) => s.deadTaskIds));
-  const { rows: probed } = await stack.store.queryForTests(`SELECT DISTINCT task_id FROM trajectories WHERE run_id = $1 AND phase = 'probe-v2'`, [runId]);
+  const { rows: probed } = await stack.store.queryForTests(
+    `SELECT DISTINCT task_id FROM trajectories WHERE run_id = $1 AND phase = 'probe-v2'`,
+    [runId],
+  );
   const probedIds = new Set(probed.map((r) => r.task_id));
   for (const taskId of dead) expect(probedIds.has(taskId)).toBe(true);
 
@@ -41,8 +48,18 @@ test('profiles are re-measured every M steps with the then-current policy, probi
 test('after re-anchoring the router follows the new profile version, and picks siblings the old version would not have', async () => {
   const runId = uniqueRunId('reanchor-routing');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: 4, seed: 11, eval: { enabled: false }, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps: 4,
+          seed: 11,
+          eval: { enabled: false },
+          router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 2 },
+        }),
+      },
+    ],
   });
   await handle.result();
   const [v1, v2] = [await stack.store.profiles(runId, 1), await stack.store.profiles(runId, 2)];

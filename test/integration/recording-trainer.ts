@@ -67,7 +67,8 @@ export async function startRecordingTrainer(): Promise<RecordingTrainer> {
       if (req.method === 'GET') {
         const archiveRoute = /\/checkpoints\/([^/]+)\/(archive|download)$/.exec(url);
         if (archiveRoute && checkpoints.has(archiveRoute[1])) {
-          if (archiveRoute[2] === 'archive') return send(302, {}, { location: `http://${req.headers.host}${url.replace(/archive$/, 'download')}` });
+          if (archiveRoute[2] === 'archive')
+            return send(302, {}, { location: `http://${req.headers.host}${url.replace(/archive$/, 'download')}` });
           res.writeHead(200, { 'content-type': 'application/octet-stream' });
           return res.end(readFileSync(archive));
         }
@@ -91,13 +92,19 @@ export async function startRecordingTrainer(): Promise<RecordingTrainer> {
         return future(null, { json: { model_id: 'recording-model' } });
       }
       if (op === 'forward_backward') {
-        if (req.headers['content-type'] !== PROTOBUF_CONTENT_TYPE) return send(415, { detail: 'forward_backward requires a protobuf body' });
+        if (req.headers['content-type'] !== PROTOBUF_CONTENT_TYPE)
+          return send(415, { detail: 'forward_backward requires a protobuf body' });
         const body = decodeForwardBackwardRequest(raw);
         if (!body.forward_only && !seqs.has(`fb/${body.seq_id}`)) state.datums.push(...body.data);
         const outputs = body.data.map((d) => ({
-          logprobs: { data: body.forward_only ? d.loss_fn_inputs.target_tokens.data.map(() => SCRIPTED_LOGPROB) : d.loss_fn_inputs.logprobs.data, dtype: 'float32' as const },
+          logprobs: {
+            data: body.forward_only ? d.loss_fn_inputs.target_tokens.data.map(() => SCRIPTED_LOGPROB) : d.loss_fn_inputs.logprobs.data,
+            dtype: 'float32' as const,
+          },
         }));
-        return future(`fb/${body.seq_id}`, { proto: encodeForwardBackwardResult({ loss_fn_output_type: 'TensorData', loss_fn_outputs: outputs, metrics: { 'loss:sum': 0 } }) });
+        return future(`fb/${body.seq_id}`, {
+          proto: encodeForwardBackwardResult({ loss_fn_output_type: 'TensorData', loss_fn_outputs: outputs, metrics: { 'loss:sum': 0 } }),
+        });
       }
       if (op === 'optim_step') {
         if (!seqs.has(`optim/${json.seq_id}`)) state.optimSteps += 1;

@@ -21,7 +21,9 @@ test('a run terminated mid-step is recovered from its last completed step and po
   const runId = uniqueRunId('recover');
   const STEPS = 3;
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: STEPS }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: STEPS }) }],
   });
   const deadline = Date.now() + 60_000;
   while ((await stack.store.steps(runId)).length < 1) {
@@ -33,7 +35,12 @@ test('a run terminated mid-step is recovered from its last completed step and po
   const lastBefore = before.at(-1)!;
 
   const { resume } = await recoverRun(stack.client, stack.store, runId);
-  expect(resume).toEqual({ nextStep: lastBefore.step + 1, policyVersion: lastBefore.policyVersion, profileVersion: 1, lastEvaluation: null });
+  expect(resume).toEqual({
+    nextStep: lastBefore.step + 1,
+    policyVersion: lastBefore.policyVersion,
+    profileVersion: 1,
+    lastEvaluation: null,
+  });
   const summary = await stack.client.workflow.getHandle(runId).result();
   expect(summary.stepsCompleted).toBe(STEPS);
 
@@ -58,7 +65,9 @@ test('a run terminated mid-step is recovered from its last completed step and po
 test('recovering a run that completed is refused, and so is a fresh run under its id', async () => {
   const runId = uniqueRunId('done');
   await stack.client.workflow.execute(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: 1 }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: 1 }) }],
   });
   await expect(recoverRun(stack.client, stack.store, runId)).rejects.toThrow(/completed; nothing to recover/);
   const again = await stack.client.workflow
@@ -75,7 +84,8 @@ test('a bad config sent straight to Temporal (UI, temporal CLI) fails the run at
   const failure = await stack.client.workflow
     // By name with untyped input, as the UI and the temporal CLI start it: the typed start refuses this config at compile time.
     .execute('harnessSRun', {
-      workflowId: runId, taskQueue: TASK_QUEUES.control,
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
       args: [{ config: { steps: 'many', rollout: { groupSize: 0 } } }],
     })
     .catch((err: unknown) => err);

@@ -24,11 +24,24 @@ const replicas: SimCluster[] = [];
 
 /** An inference replica in SIMULATED GPU time (a turn takes a fraction of a second), so a step's rollouts last long enough to be caught. */
 const startReplica = (port = 0) =>
-  startSimCluster({ world, dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-replica-')), logger: silentLogger, port, serve: 'inference', latency: { profile: 'balanced', speedup: 20 } });
+  startSimCluster({
+    world,
+    dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-replica-')),
+    logger: silentLogger,
+    port,
+    serve: 'inference',
+    latency: { profile: 'balanced', speedup: 20 },
+  });
 
 beforeAll(async () => {
   stack = await startTestStack();
-  trainer = await startSimCluster({ world, dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-trainer-')), logger: silentLogger, serve: 'trainer', trainerOpDelayMs: 50 });
+  trainer = await startSimCluster({
+    world,
+    dataDir: mkdtempSync(path.join(os.tmpdir(), 'hs-trainer-')),
+    logger: silentLogger,
+    serve: 'trainer',
+    trainerOpDelayMs: 50,
+  });
   replicas.push(await startReplica(), await startReplica());
 });
 
@@ -52,16 +65,30 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
   const runId = uniqueRunId('replicas');
   const servers = replicas.map((r) => `${r.url}/v1`);
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: 5, policy: { baseUrl: servers[0], inferenceServers: servers }, trainer: { baseUrl: trainer.url, pollSeconds: 0.02 }, rollout: { tasksPerStep: 6, groupSize: 4, maxTurns: 5, concurrency: 4 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps: 5,
+          policy: { baseUrl: servers[0], inferenceServers: servers },
+          trainer: { baseUrl: trainer.url, pollSeconds: 0.02 },
+          rollout: { tasksPerStep: 6, groupSize: 4, maxTurns: 5, concurrency: 4 },
+        }),
+      },
+    ],
   });
   /** Step `step` samples, and has stored a rollout. */
-  const inRollouts = (step: number) => waitFor(`step ${step}'s rollouts`, async () => {
-    const s = await handle.query(statusQuery);
-    if (!s.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
-    const { rows } = await stack.store.queryForTests("SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [runId, step]);
-    return rows[0].n > 0;
-  });
+  const inRollouts = (step: number) =>
+    waitFor(`step ${step}'s rollouts`, async () => {
+      const s = await handle.query(statusQuery);
+      if (!s.inFlight?.some((f) => f.step === step && f.phase === 'rollouts')) return false;
+      const { rows } = await stack.store.queryForTests(
+        "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2",
+        [runId, step],
+      );
+      return rows[0].n > 0;
+    });
 
   // Step 1: the second replica restarts, forgetting the version it serves.
   await inRollouts(1);
@@ -83,7 +110,9 @@ test('a replica restarted mid-step and down over a publish: the run goes on, the
   // Published while the second replica was down: live on the first, pending on the second until it came back.
   expect(await stack.store.replicas.get(servers[0], step2)).toMatchObject({ state: 'ready' });
   const last = steps.at(-1)!.policyVersion;
-  await waitFor('both replicas to serve the last version', async () => (await Promise.all(replicas.map(models))).every((m) => m.includes(last)));
+  await waitFor('both replicas to serve the last version', async () =>
+    (await Promise.all(replicas.map(models))).every((m) => m.includes(last)),
+  );
   for (const server of servers) expect(await stack.store.replicas.get(server, last)).toMatchObject({ state: 'ready' });
   expect(await stack.store.countTrajectories(runId)).toBe(steps.reduce((n, s) => n + s.summary.baseRollouts + s.summary.rescueRollouts, 0));
   const status = await handle.query(statusQuery);

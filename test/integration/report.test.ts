@@ -25,7 +25,8 @@ const COMPARE_CHARTS = ['base-success', 'live-groups', 'success-by-rollouts', 's
 
 function harnessS(...args: string[]) {
   return promisify(execFile)(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['cli/main.ts', ...args], {
-    cwd: ROOT, env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
+    cwd: ROOT,
+    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn' },
   });
 }
 
@@ -110,7 +111,7 @@ function pngSize(file: string): { width: number; height: number } {
   return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) };
 }
 
-test('`harness-s report` writes the run\'s page, which Chromium opens without a console error or any request beyond the file', async () => {
+test("`harness-s report` writes the run's page, which Chromium opens without a console error or any request beyond the file", async () => {
   expect(runReport).toBe(path.join(dir, 'run', 'index.html'));
   const { errors, requests, banner } = await openReport(runReport, path.join(dir, 'run.png'));
   expect(errors).toEqual([]);
@@ -162,6 +163,8 @@ test('the compare report opens without a console error, draws every chart with m
 });
 
 test('`harness-s report` of a run the store does not have says so and exits 2', async () => {
-  const failed = await harnessS('report', 'no-such-run', '--out', path.join(dir, 'none')).catch((err: { code: number; stderr: string }) => err);
+  const failed = await harnessS('report', 'no-such-run', '--out', path.join(dir, 'none')).catch(
+    (err: { code: number; stderr: string }) => err,
+  );
   expect(failed).toMatchObject({ code: 2, stderr: expect.stringContaining('no run no-such-run in the run store') });
 });

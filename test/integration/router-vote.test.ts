@@ -25,11 +25,19 @@ const VOTERS: Record<string, VoterAnswer> = {
 const profiles = buildProfiles(
   [
     {
-      taskId: 'probe-1', kind: 'lookup', baseHarnessId: 'base',
+      taskId: 'probe-1',
+      kind: 'lookup',
+      baseHarnessId: 'base',
       base: [{ success: false, failureType: 'wrong_answer', turns: 3 }],
       siblings: {
-        'ec-schema': [{ success: true, turns: 4, tokens: 40 }, { success: true, turns: 4, tokens: 40 }],
-        'ps-recipe': [{ success: false, turns: 5, tokens: 50 }, { success: true, turns: 5, tokens: 50 }],
+        'ec-schema': [
+          { success: true, turns: 4, tokens: 40 },
+          { success: true, turns: 4, tokens: 40 },
+        ],
+        'ps-recipe': [
+          { success: false, turns: 5, tokens: 50 },
+          { success: true, turns: 5, tokens: 50 },
+        ],
       },
     },
   ],
@@ -69,7 +77,11 @@ async function voteAlongsideGood(failing: VoterConfig) {
 }
 
 test('a voter answering HTTP 500 is dropped with the status and the server message', async () => {
-  expect(await voteAlongsideGood(voter('http-500'))).toMatchObject({ voter: `http-500@${server.baseUrl}`, ok: false, reason: 'HTTP 500: voter overloaded' });
+  expect(await voteAlongsideGood(voter('http-500'))).toMatchObject({
+    voter: `http-500@${server.baseUrl}`,
+    ok: false,
+    reason: 'HTTP 500: voter overloaded',
+  });
 });
 
 test('a voter slower than its timeout is dropped at the deadline, without waiting for its answer', async () => {
@@ -119,7 +131,10 @@ test('aborting the signal cancels every voter, and the call still resolves', asy
   const votes = collectVotes([voter('slow'), voter('slow')], context, { signal: controller.signal });
   setTimeout(() => controller.abort(), 100);
   const outcomes = await votes;
-  expect(outcomes.map((o) => (o.ok ? 'ok' : o.reason))).toEqual(['cancelled before the voter answered', 'cancelled before the voter answered']);
+  expect(outcomes.map((o) => (o.ok ? 'ok' : o.reason))).toEqual([
+    'cancelled before the voter answered',
+    'cancelled before the voter answered',
+  ]);
 });
 
 test('every voter is sent the task text and the failure summary, at temperature 0', async () => {

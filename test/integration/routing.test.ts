@@ -39,7 +39,8 @@ afterAll(async () => {
 async function runToEnd(prefix: string, overrides: Partial<RunConfigInput>) {
   const runId = uniqueRunId(prefix);
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: stack.config({ eval: { enabled: false }, ...overrides }) }],
   });
   await handle.result();
@@ -83,7 +84,8 @@ test('the random strategy picks k distinct siblings per dead group, the same one
 
 test('the all strategy sends a dead group to every sibling while the rescue group keeps size G', async () => {
   const { runId, decisions } = await runToEnd('route-all', {
-    steps: 1, rollout: { tasksPerStep: 4, groupSize: 5, maxTurns: 5, concurrency: 4 },
+    steps: 1,
+    rollout: { tasksPerStep: 4, groupSize: 5, maxTurns: 5, concurrency: 4 },
     router: { strategy: 'all', probeTasksPerKind: 1, probeRollouts: 2 },
   });
   expect(decisions.length).toBeGreaterThan(0);
@@ -101,7 +103,9 @@ test('the vote strategy drops a failing voter with its reason and ranks by the r
   const { decisions } = await runToEnd('route-vote', {
     steps: 1,
     router: {
-      strategy: 'vote', probeTasksPerKind: 1, probeRollouts: 2,
+      strategy: 'vote',
+      probeTasksPerKind: 1,
+      probeRollouts: 2,
       voters: [
         { baseUrl: voters.baseUrl, model: 'prefers-budget' },
         { baseUrl: voters.baseUrl, model: 'prefers-format' },
@@ -129,8 +133,13 @@ test('when no voter answers usably, the validation rule decides and the decision
   const { runId, decisions } = await runToEnd('route-vote-fallback', {
     steps: 1,
     router: {
-      strategy: 'vote', probeTasksPerKind: 1, probeRollouts: 2,
-      voters: [{ baseUrl: voters.baseUrl, model: 'down' }, { baseUrl: voters.baseUrl, model: 'rambling' }],
+      strategy: 'vote',
+      probeTasksPerKind: 1,
+      probeRollouts: 2,
+      voters: [
+        { baseUrl: voters.baseUrl, model: 'down' },
+        { baseUrl: voters.baseUrl, model: 'rambling' },
+      ],
     },
   });
   expect(decisions.length).toBeGreaterThan(0);
@@ -138,7 +147,9 @@ test('when no voter answers usably, the validation rule decides and the decision
   for (const d of decisions) {
     expect(d).toMatchObject({ strategy: 'vote', fallback: true });
     expect(d.votes.map((v) => !v.ok && v.reason)).toEqual(['HTTP 503: voter is down', 'no JSON object in the answer']);
-    expect(d.chosen).toEqual(routeByValidation(profiles!, SIBLINGS, { taskId: d.taskId, kind: d.kind, failureCounts: d.failureCounts }, 2).chosen);
+    expect(d.chosen).toEqual(
+      routeByValidation(profiles!, SIBLINGS, { taskId: d.taskId, kind: d.kind, failureCounts: d.failureCounts }, 2).chosen,
+    );
   }
 });
 
@@ -147,10 +158,18 @@ test('a vote cut short by cancellation (a worker shutting down) is not recorded,
   const config = parseRunConfig(stack.config({ router: { strategy: 'vote', voters: [{ baseUrl: voters.baseUrl, model: 'slow' }] } }));
   await stack.store.registerRun({ runId, name: config.name, env: 'sim', config, incarnation: 'test', takeOver: false });
   await stack.store.saveProfiles(runId, buildProfiles([], { version: 1, policyVersion: 'sim-policy-base', priorStrength: 2 }));
-  const activities = createActivities({ store: stack.store, logger: silentLogger, environmentFor: (c) => createEnvironment(c.env), trainerSessions: new TrainerSessions(silentLogger) });
+  const activities = createActivities({
+    store: stack.store,
+    logger: silentLogger,
+    environmentFor: (c) => createEnvironment(c.env),
+    trainerSessions: new TrainerSessions(silentLogger),
+  });
   const env = new MockActivityEnvironment();
   const routing = env.run(activities.chooseRescueHarnesses, {
-    runId, step: 0, profileVersion: 1, group: { taskId: 'lookup-000', kind: 'lookup', failureCounts: { wrong_answer: 4 } },
+    runId,
+    step: 0,
+    profileVersion: 1,
+    group: { taskId: 'lookup-000', kind: 'lookup', failureCounts: { wrong_answer: 4 } },
   });
   setTimeout(() => env.cancel(), 200);
   await expect(routing).rejects.toBeInstanceOf(CancelledFailure);

@@ -93,9 +93,13 @@ test('the trainer received a step for every training step and the policy was pub
   const models = (await (await fetch(`${stack.sim.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
   expect(models.data.map((m) => m.id)).toContain(summary.policyVersion);
   // One optimizer step per training step: seq_ids made every trainer op exactly-once.
-  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: (await stack.store.getRun(runId))!.trainerModelId }),
-  })).json()) as { optim_steps: number };
+  const info = (await (
+    await fetch(`${stack.sim.url}/api/v1/get_info`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: (await stack.store.getRun(runId))!.trainerModelId }),
+    })
+  ).json()) as { optim_steps: number };
   expect(info.optim_steps).toBe(STEPS);
 });
 
@@ -125,7 +129,9 @@ test('recorded workflow histories replay without a determinism error', async () 
 test('a run recorded before evaluatePolicy existed replays under this code without a determinism error', async () => {
   // Recorded with the code of commit ce9f6c9 (11 steps, re-anchoring at 5 and 10, no evaluation after
   // step 10), fetched with the client's fetchHistory() and saved with History.encode.
-  const recorded = temporal.api.history.v1.History.decode(readFileSync(path.join(__dirname, 'fixtures', 'harnessSRun-before-evaluatePolicy.pb')));
+  const recorded = temporal.api.history.v1.History.decode(
+    readFileSync(path.join(__dirname, 'fixtures', 'harnessSRun-before-evaluatePolicy.pb')),
+  );
   expect(recorded.events).toHaveLength(155);
   const workflowBundle = await buildWorkflowBundle();
   await expect(Worker.runReplayHistory({ workflowBundle }, recorded, 'replay-fixture-pre-eval')).resolves.toBeUndefined();

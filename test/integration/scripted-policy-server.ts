@@ -32,7 +32,12 @@ export function encodeText(text: string): number[] {
 
 /** An assistant turn's text as the model generated it: its content, then each call as `<tool_call>{...}</tool_call>` (Hermes style). */
 export function assistantText(content: string, calls: ReadonlyArray<{ function: { name: string; arguments: string } }> = []): string {
-  return content + calls.map((c) => `<tool_call>${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}</tool_call>`).join('');
+  return (
+    content +
+    calls
+      .map((c) => `<tool_call>${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}</tool_call>`)
+      .join('')
+  );
 }
 
 /** `<|role|>` content `<|end|>` per message, then `<|assistant|>` as the generation prompt. */
@@ -71,13 +76,22 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
         res.end(typeof value === 'string' ? value : JSON.stringify(value));
       };
       const json = body ? JSON.parse(body) : {};
-      if (req.url === '/v1/models') return send(200, { object: 'list', data: [baseModel, ...loadedAdapters].map((id) => ({ id, object: 'model' })) });
+      if (req.url === '/v1/models')
+        return send(200, { object: 'list', data: [baseModel, ...loadedAdapters].map((id) => ({ id, object: 'model' })) });
       if (req.url === '/v1/load_lora_adapter') {
         if (!existsSync(path.join(String(json.lora_path), 'adapter_config.json'))) {
-          return send(404, { error: { message: `Loading lora ${json.lora_name} failed: No adapter found for ${json.lora_path}`, type: 'NotFoundError', code: 404 } });
+          return send(404, {
+            error: {
+              message: `Loading lora ${json.lora_name} failed: No adapter found for ${json.lora_path}`,
+              type: 'NotFoundError',
+              code: 404,
+            },
+          });
         }
         if (loadedAdapters.includes(json.lora_name) && !json.load_inplace) {
-          return send(400, { error: { message: `The lora adapter '${json.lora_name}' has already been loaded.`, type: 'InvalidUserInput', code: 400 } });
+          return send(400, {
+            error: { message: `The lora adapter '${json.lora_name}' has already been loaded.`, type: 'InvalidUserInput', code: 400 },
+          });
         }
         if (!loadedAdapters.includes(json.lora_name)) loadedAdapters.push(json.lora_name);
         return send(200, `Success: LoRA adapter '${json.lora_name}' added successfully.`);
@@ -85,8 +99,16 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
       if (req.url === '/v1/completions') {
         const prompt = json.prompt as number[];
         return send(200, {
-          object: 'text_completion', model: json.model,
-          choices: [{ index: 0, text: '', finish_reason: 'length', prompt_logprobs: prompt.map((id, i) => (i === 0 ? null : { [id]: { logprob: SCRIPTED_LOGPROB } })) }],
+          object: 'text_completion',
+          model: json.model,
+          choices: [
+            {
+              index: 0,
+              text: '',
+              finish_reason: 'length',
+              prompt_logprobs: prompt.map((id, i) => (i === 0 ? null : { [id]: { logprob: SCRIPTED_LOGPROB } })),
+            },
+          ],
         });
       }
       if (req.url === '/v1/chat/completions') {
@@ -102,7 +124,11 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
           else if (reply && Array.isArray(reply.calls)) {
             if (!json.tools?.length) throw new Error('the script called a tool, but the request offered none');
             content = reply.content ?? '';
-            toolCalls = reply.calls.map((c, i) => ({ id: `call_${requests.length}_${i}`, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+            toolCalls = reply.calls.map((c, i) => ({
+              id: `call_${requests.length}_${i}`,
+              type: 'function' as const,
+              function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+            }));
           } else throw new Error(`the script returned ${typeof reply}, not a reply`);
         } catch (err) {
           return send(500, { error: { message: `scripted policy: ${(err as Error).message}`, type: 'InternalServerError', code: 500 } });
@@ -110,14 +136,38 @@ export async function startScriptedPolicyServer(script: Script, baseModel = 'scr
         const prompt = renderPrompt(json.messages);
         const completion = completionTokens(assistantText(content, toolCalls));
         return send(200, {
-          id: `chatcmpl-${requests.length}`, object: 'chat.completion', created: 0, model: json.model,
+          id: `chatcmpl-${requests.length}`,
+          object: 'chat.completion',
+          created: 0,
+          model: json.model,
           prompt_token_ids: json.return_token_ids ? prompt : undefined,
-          choices: [{
-            index: 0, finish_reason: toolCalls ? 'tool_calls' : 'stop', message: { role: 'assistant', content: toolCalls && !content ? null : content, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
-            token_ids: json.return_token_ids ? completion.ids : undefined,
-            logprobs: json.logprobs ? { content: completion.ids.map((id, i) => ({ token: `t${id}`, logprob: completion.logprobs[i], bytes: [], top_logprobs: [] })) } : null,
-          }],
-          usage: { prompt_tokens: prompt.length, completion_tokens: completion.ids.length, total_tokens: prompt.length + completion.ids.length },
+          choices: [
+            {
+              index: 0,
+              finish_reason: toolCalls ? 'tool_calls' : 'stop',
+              message: {
+                role: 'assistant',
+                content: toolCalls && !content ? null : content,
+                ...(toolCalls ? { tool_calls: toolCalls } : {}),
+              },
+              token_ids: json.return_token_ids ? completion.ids : undefined,
+              logprobs: json.logprobs
+                ? {
+                    content: completion.ids.map((id, i) => ({
+                      token: `t${id}`,
+                      logprob: completion.logprobs[i],
+                      bytes: [],
+                      top_logprobs: [],
+                    })),
+                  }
+                : null,
+            },
+          ],
+          usage: {
+            prompt_tokens: prompt.length,
+            completion_tokens: completion.ids.length,
+            total_tokens: prompt.length + completion.ids.length,
+          },
         });
       }
       send(404, { error: { message: `no route ${req.url}`, type: 'NotFoundError', code: 404 } });

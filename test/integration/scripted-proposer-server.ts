@@ -24,7 +24,8 @@ export async function startProposerServer(scripts: Record<string, ScriptedAnswer
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return sendJson(res, 404, { error: { message: 'no route', code: 404 } });
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions')
+        return sendJson(res, 404, { error: { message: 'no route', code: 404 } });
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ProposerServer['requests'][number];
       const asked = requests.filter((r) => r.model === body.model).length;
       requests.push({ model: body.model, messages: body.messages });
@@ -33,7 +34,10 @@ export async function startProposerServer(scripts: Record<string, ScriptedAnswer
       const answer = script[Math.min(asked, script.length - 1)];
       if (typeof answer !== 'string') return sendJson(res, answer.status, { error: { message: answer.error, code: answer.status } });
       sendJson(res, 200, {
-        id: `chatcmpl-${asked}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: body.model,
+        id: `chatcmpl-${asked}`,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: body.model,
         choices: [{ index: 0, message: { role: 'assistant', content: answer }, finish_reason: 'stop' }],
       });
     });

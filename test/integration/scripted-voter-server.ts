@@ -49,7 +49,8 @@ export async function startVoterServer(answers: Record<string, VoterAnswer>, opt
     const json = JSON.parse(body) as VoterServer['requests'][number];
     requests.push({ model: json.model, temperature: json.temperature, messages: json.messages });
     const scripted = answers[json.model];
-    if (!scripted) return sendJson(res, 404, { error: { message: `The model \`${json.model}\` does not exist.`, type: 'NotFoundError', code: 404 } });
+    if (!scripted)
+      return sendJson(res, 404, { error: { message: `The model \`${json.model}\` does not exist.`, type: 'NotFoundError', code: 404 } });
     const send = () => {
       const status = scripted.status ?? 200;
       if (status === 200) sendJson(res, 200, chatCompletion(json.model, scripted.content ?? ''));

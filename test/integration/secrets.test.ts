@@ -52,7 +52,12 @@ test('a run whose endpoints need a key keeps it out of every history, the Web UI
     steps: 4,
     policy: { baseUrl: `${endpoint.url}/v1`, apiKeyEnv: KEY_ENV },
     trainer: { baseUrl: endpoint.url, pollSeconds: 0.02, apiKeyEnv: KEY_ENV },
-    router: { strategy: 'vote', voters: [{ baseUrl: voters.baseUrl, model: 'judge', apiKeyEnv: KEY_ENV }], probeTasksPerKind: 1, probeRollouts: 2 },
+    router: {
+      strategy: 'vote',
+      voters: [{ baseUrl: voters.baseUrl, model: 'judge', apiKeyEnv: KEY_ENV }],
+      probeTasksPerKind: 1,
+      probeRollouts: 2,
+    },
   });
   const handle = await stack.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
   await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 5 }] });
@@ -96,11 +101,14 @@ test('a run whose endpoints need a key keeps it out of every history, the Web UI
 
   // The run store: every row of every table, as text.
   const { rows: tables } = await stack.store.queryForTests<{ name: string }>(
-    `SELECT quote_ident(table_name) AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`);
+    `SELECT quote_ident(table_name) AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+  );
   let rowsHoldingEnvName = 0;
   for (const { name } of tables) {
     const { rows } = await stack.store.queryForTests<{ key: number; env: number }>(
-      `SELECT count(*) FILTER (WHERE t::text LIKE $1)::int AS key, count(*) FILTER (WHERE t::text LIKE $2)::int AS env FROM ${name} t`, [`%${KEY}%`, `%${KEY_ENV}%`]);
+      `SELECT count(*) FILTER (WHERE t::text LIKE $1)::int AS key, count(*) FILTER (WHERE t::text LIKE $2)::int AS env FROM ${name} t`,
+      [`%${KEY}%`, `%${KEY_ENV}%`],
+    );
     expect({ table: name, rows: rows[0].key }).toEqual({ table: name, rows: 0 });
     rowsHoldingEnvName += rows[0].env;
   }
@@ -109,9 +117,18 @@ test('a run whose endpoints need a key keeps it out of every history, the Web UI
 
 test('without the variable set, the run fails at once naming the variable, not the key', async () => {
   const config = stack.config({ steps: 1, policy: { baseUrl: `${endpoint.url}/v1`, apiKeyEnv: 'HARNESS_S_TEST_UNSET_API_KEY' } });
-  const handle = await stack.client.workflow.start(harnessSRun, { workflowId: uniqueRunId('secrets-unset'), taskQueue: TASK_QUEUES.control, args: [{ config }] });
-  const failure = await handle.result().then(() => null, (err: Error) => err);
-  expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/policy\.apiKeyEnv names \$HARNESS_S_TEST_UNSET_API_KEY, which is not set/);
+  const handle = await stack.client.workflow.start(harnessSRun, {
+    workflowId: uniqueRunId('secrets-unset'),
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config }],
+  });
+  const failure = await handle.result().then(
+    () => null,
+    (err: Error) => err,
+  );
+  expect(String((failure?.cause as Error | undefined)?.message)).toMatch(
+    /policy\.apiKeyEnv names \$HARNESS_S_TEST_UNSET_API_KEY, which is not set/,
+  );
 });
 
 test('a config whose apiKeyEnv names a worker variable that is not a key fails the run at once, and its endpoint never sees the value', async () => {
@@ -124,9 +141,18 @@ test('a config whose apiKeyEnv names a worker variable that is not a key fails t
   const url = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
   try {
     const config = stack.config({ steps: 1, policy: { baseUrl: `${url}/v1`, apiKeyEnv: 'DATABASE_URL' } });
-    const handle = await stack.client.workflow.start(harnessSRun, { workflowId: uniqueRunId('secrets-refused'), taskQueue: TASK_QUEUES.control, args: [{ config }] });
-    const failure = await handle.result().then(() => null, (err: Error) => err);
-    expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key/);
+    const handle = await stack.client.workflow.start(harnessSRun, {
+      workflowId: uniqueRunId('secrets-refused'),
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config }],
+    });
+    const failure = await handle.result().then(
+      () => null,
+      (err: Error) => err,
+    );
+    expect(String((failure?.cause as Error | undefined)?.message)).toMatch(
+      /policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key/,
+    );
     expect(seen).toEqual([]);
   } finally {
     await new Promise((resolve) => listener.close(resolve));

@@ -91,13 +91,20 @@ describe('a sim cluster serving only the trainer', () => {
   afterAll(() => cluster.close());
 
   it('refuses the inference API with a vLLM-shaped 404 saying it serves only training', async () => {
-    const refused = await openai(cluster.url).chat.completions.create({ model: BASE, messages }).catch((err: unknown) => err);
+    const refused = await openai(cluster.url)
+      .chat.completions.create({ model: BASE, messages })
+      .catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(NotFoundError);
     expect((refused as Error).message).toContain('this sim cluster process serves only training');
     const health = await fetch(`${cluster.url}/health`);
     expect(health.status).toBe(404);
     expect(await health.json()).toEqual({
-      error: { message: expect.stringContaining('the inference API (/v1, /health) is not served here'), type: 'NotFoundError', param: null, code: 404 },
+      error: {
+        message: expect.stringContaining('the inference API (/v1, /health) is not served here'),
+        type: 'NotFoundError',
+        param: null,
+        code: 404,
+      },
     });
   });
 
@@ -117,7 +124,9 @@ describe('a sim cluster serving only inference', () => {
   afterAll(() => cluster.close());
 
   it('refuses the trainer API with a Tinker-shaped 404 saying it serves only inference', async () => {
-    const refused = await tinker(cluster.url).createSession([], {}).catch((err: unknown) => err);
+    const refused = await tinker(cluster.url)
+      .createSession([], {})
+      .catch((err: unknown) => err);
     expect((refused as Error).message).toContain('this sim cluster process serves only inference');
     const response = await fetch(`${cluster.url}/api/v1/healthz`);
     expect(response.status).toBe(404);
@@ -145,10 +154,16 @@ describe('/sim/requests', () => {
     for (const model of [BASE, BASE, BASE, 'run-a-v1']) expect((await chat(cluster.url, model)).status).toBe(200);
     expect((await chat(cluster.url, 'run-a-v2')).status).toBe(404);
     const completion = await fetch(`${cluster.url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'run-a-v1', prompt: [1, 2], max_tokens: 0 }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'run-a-v1', prompt: [1, 2], max_tokens: 0 }),
     });
     expect(completion.status).toBe(200);
-    const badBody = await fetch(`${cluster.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+    const badBody = await fetch(`${cluster.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{',
+    });
     expect(badBody.status).toBe(400);
     expect((await loadFreshAdapter(cluster, 'run-a-v2')).status).toBe(200);
 
@@ -171,7 +186,9 @@ describe('/sim/requests', () => {
     try {
       expect((await chat(trainerOnly.url)).status).toBe(404);
       expect(await getJson<SimRequestReport>(`${trainerOnly.url}/sim/requests`)).toMatchObject({
-        serves: 'trainer', chatCompletions: { total: 0 }, errors: { total: 1, byStatus: { 404: 1 } },
+        serves: 'trainer',
+        chatCompletions: { total: 0 },
+        errors: { total: 1, byStatus: { 404: 1 } },
       });
     } finally {
       await trainerOnly.close();
@@ -203,19 +220,35 @@ describe("an inference-only sim cluster standing for one replica ('agent-rollout
     return { perReplica, sent, seen };
   }
 
-  it('admits maxSequencesPerServer sequences at once and queues the rest, where the profile\'s 4 replicas admit them all', async () => {
-    const one = await startSimCluster({ world, dataDir: tempDir(), logger: silent, serve: 'inference', latency: { profile: PROFILE, speedup: SPEEDUP, servers: 1 } });
+  it("admits maxSequencesPerServer sequences at once and queues the rest, where the profile's 4 replicas admit them all", async () => {
+    const one = await startSimCluster({
+      world,
+      dataDir: tempDir(),
+      logger: silent,
+      serve: 'inference',
+      latency: { profile: PROFILE, speedup: SPEEDUP, servers: 1 },
+    });
     try {
       const { perReplica, sent, seen } = await admissionOfBurst(one);
       expect(seen.inference.servers).toBe(1);
       expect(seen.admission.inFlight).toEqual([perReplica]);
       expect(seen.admission.queued).toBe(sent - perReplica - seen.inference.requests);
-      expect(await getJson<SimRequestReport>(`${one.url}/sim/requests`)).toMatchObject({ serves: 'inference', chatCompletions: { total: sent, byModel: { [BASE]: sent } }, inFlight: 0 });
+      expect(await getJson<SimRequestReport>(`${one.url}/sim/requests`)).toMatchObject({
+        serves: 'inference',
+        chatCompletions: { total: sent, byModel: { [BASE]: sent } },
+        inFlight: 0,
+      });
     } finally {
       await one.close();
     }
 
-    const four = await startSimCluster({ world, dataDir: tempDir(), logger: silent, serve: 'inference', latency: { profile: PROFILE, speedup: SPEEDUP } });
+    const four = await startSimCluster({
+      world,
+      dataDir: tempDir(),
+      logger: silent,
+      serve: 'inference',
+      latency: { profile: PROFILE, speedup: SPEEDUP },
+    });
     try {
       const { sent, seen } = await admissionOfBurst(four);
       expect(seen.inference.servers).toBe(4);
@@ -245,13 +278,17 @@ interface SimProcess {
 /** Starts sim-cluster/main.ts and waits for its ready line on stdout. */
 async function startProcess(args: string[]): Promise<SimProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'sim-cluster/main.ts', '--port', '0', '--log-level', 'warn', ...args], {
-    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const firstLine = new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
-  const line = await Promise.race([firstLine, exited.then((code) => Promise.reject(new Error(`sim cluster exited (${code}) before it was ready:\n${stderr}`)))]);
+  const line = await Promise.race([
+    firstLine,
+    exited.then((code) => Promise.reject(new Error(`sim cluster exited (${code}) before it was ready:\n${stderr}`))),
+  ]);
   return {
     child,
     ready: JSON.parse(line),
@@ -264,7 +301,10 @@ async function startProcess(args: string[]): Promise<SimProcess> {
 
 /** Runs main.ts to its exit: its code and stderr. */
 async function runToExit(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'sim-cluster/main.ts', '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim-cluster/main.ts', '--port', '0', ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -289,7 +329,19 @@ describe('sim-cluster/main.ts', () => {
       await before.close();
     }
 
-    const replica = await startProcess(['--serve', 'inference', '--latency', 'agent-rollout-heavy', '--speedup', '1000', '--servers', '1', '--keep-adapters', '--data-dir', dataDir]);
+    const replica = await startProcess([
+      '--serve',
+      'inference',
+      '--latency',
+      'agent-rollout-heavy',
+      '--speedup',
+      '1000',
+      '--servers',
+      '1',
+      '--keep-adapters',
+      '--data-dir',
+      dataDir,
+    ]);
     try {
       expect(replica.ready).toEqual({ simulated: true, url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/), serves: 'inference' });
       const { url } = replica.ready;
@@ -308,9 +360,18 @@ describe('sim-cluster/main.ts', () => {
       expect(trainer.ready).toMatchObject({ simulated: true, serves: 'trainer' });
       const { url } = trainer.ready;
       const client = tinker(url);
-      const modelId = await client.createModel({ sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: BASE, lora: LORA });
+      const modelId = await client.createModel({
+        sessionId: await client.createSession([], {}),
+        modelSeqId: 0,
+        baseModel: BASE,
+        lora: LORA,
+      });
       const status = async () => {
-        const response = await fetch(`${url}/api/v1/get_info`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId }) });
+        const response = await fetch(`${url}/api/v1/get_info`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model_id: modelId }),
+        });
         return ((await response.json()) as { status: string }).status;
       };
       expect(await status()).toBe('loaded');

@@ -10,17 +10,19 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI, { BadRequestError, NotFoundError } from 'openai';
-import type {
-  ChatCompletion,
-  ChatCompletionCreateParamsNonStreaming,
-  ChatCompletionMessageParam,
-} from 'openai/resources/chat/completions';
+import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import pino from 'pino';
 import { SIM_PROPOSER_MODEL } from '../../core/envs/sim/proposer';
 import { baseHarness, loadSimWorld, SimHarness } from '../../core/envs/sim/world';
 import { resolveSamplerWeights } from '../../core/trainer/sampler-weights';
 import { TinkerClient, TrainerError, TrainerModelGoneError } from '../../core/trainer/tinker/client';
-import { type AdamParams, decodeForwardBackwardResult, encodeForwardBackwardRequest, PROTOBUF_CONTENT_TYPE, type WireDatum } from '../../core/trainer/tinker/wire';
+import {
+  type AdamParams,
+  decodeForwardBackwardResult,
+  encodeForwardBackwardRequest,
+  PROTOBUF_CONTENT_TYPE,
+  type WireDatum,
+} from '../../core/trainer/tinker/wire';
 import { type SimCluster, startSimCluster } from '../../sim-cluster/server';
 import { SimClusterStore } from '../../sim-cluster/checkpoints';
 import { SimTrainerServer } from '../../sim-cluster/trainer-server';
@@ -59,7 +61,12 @@ function tinker(cluster: SimCluster): TinkerClient {
 
 async function complete(cluster: SimCluster, model: string, messages: ChatCompletionMessageParam[], seed = 3): Promise<VllmCompletion> {
   const params: ChatCompletionCreateParamsNonStreaming & { return_token_ids: boolean } = {
-    model, messages, seed, logprobs: true, top_logprobs: 20, return_token_ids: true,
+    model,
+    messages,
+    seed,
+    logprobs: true,
+    top_logprobs: 20,
+    return_token_ids: true,
   };
   return (await openai(cluster).chat.completions.create(params)) as VllmCompletion;
 }
@@ -109,7 +116,12 @@ function behaviourDatum(completion: VllmCompletion): WireDatum {
 
 async function createModel(cluster: SimCluster, rank = 8): Promise<string> {
   const client = tinker(cluster);
-  return client.createModel({ sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: BASE, lora: { rank, train_attn: true, train_mlp: true, train_unembed: false } });
+  return client.createModel({
+    sessionId: await client.createSession([], {}),
+    modelSeqId: 0,
+    baseModel: BASE,
+    lora: { rank, train_attn: true, train_mlp: true, train_unembed: false },
+  });
 }
 
 async function loadAdapter(cluster: SimCluster, name: string, samplerPath: string) {
@@ -144,7 +156,12 @@ describe('sim cluster: inference (vLLM subset)', () => {
     expect(choice.message.content).toMatch(/^(Action|Maybe): \w+$/);
     expect(choice.finish_reason).toBe('stop');
     expect(choice.token_ids).toHaveLength(3);
-    expect(choice.logprobs!.content!.map((entry) => entry.token).slice(0, 2).join(' ')).toBe(choice.message.content);
+    expect(
+      choice
+        .logprobs!.content!.map((entry) => entry.token)
+        .slice(0, 2)
+        .join(' '),
+    ).toBe(choice.message.content);
     expect(choice.logprobs!.content![2]).toMatchObject({ token: '<|end|>', logprob: 0 });
     expect(turn1.prompt_token_ids).toHaveLength(turn1.usage!.prompt_tokens);
 
@@ -166,7 +183,13 @@ describe('sim cluster: inference (vLLM subset)', () => {
   it('answers prompt_logprobs of a token-id prompt on /v1/completions, as vLLM does, matching the chat log-probs', async () => {
     const sampled = await complete(cluster, BASE, taskMessages);
     const tokens = [...sampled.prompt_token_ids!, ...sampled.choices[0].token_ids!];
-    const reply = await post(cluster, '/v1/completions', { model: BASE, prompt: tokens, max_tokens: 1, temperature: 0, prompt_logprobs: 0 });
+    const reply = await post(cluster, '/v1/completions', {
+      model: BASE,
+      prompt: tokens,
+      max_tokens: 1,
+      temperature: 0,
+      prompt_logprobs: 0,
+    });
     expect(reply.status).toBe(200);
     const perPosition = reply.json.choices[0].prompt_logprobs as Array<Record<string, { logprob: number }> | null>;
     expect(perPosition[0]).toBeNull();
@@ -183,9 +206,20 @@ describe('sim cluster: inference (vLLM subset)', () => {
 
   it('answers a proposal request under model sim-proposer with a harness spec in its last json block, listed under /v1/models', async () => {
     const request = {
-      env: 'sim', direction: 'environment_contract', round: 1, slot: 1, parent: baseHarness(world),
+      env: 'sim',
+      direction: 'environment_contract',
+      round: 1,
+      slot: 1,
+      parent: baseHarness(world),
       envFacts: { behaviours: world.behaviours, finish: 'finish' },
-      failures: [{ taskId: 'api_call-001', kind: 'api_call', failureType: 'wrong_answer', turns: [{ role: 'assistant', content: 'Action: finish' }] }],
+      failures: [
+        {
+          taskId: 'api_call-001',
+          kind: 'api_call',
+          failureType: 'wrong_answer',
+          turns: [{ role: 'assistant', content: 'Action: finish' }],
+        },
+      ],
       parentResults: null,
     };
     const completion = await openai(cluster).chat.completions.create({
@@ -195,7 +229,11 @@ describe('sim cluster: inference (vLLM subset)', () => {
         { role: 'user', content: `The request:\n\n\`\`\`json proposal-request\n${JSON.stringify(request, null, 2)}\n\`\`\`` },
       ],
     });
-    expect(completion).toMatchObject({ object: 'chat.completion', model: SIM_PROPOSER_MODEL, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant' } }] });
+    expect(completion).toMatchObject({
+      object: 'chat.completion',
+      model: SIM_PROPOSER_MODEL,
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant' } }],
+    });
     expect(completion.usage!.completion_tokens).toBeGreaterThan(0);
     const blocks = [...completion.choices[0].message.content!.matchAll(/```json\n([\s\S]*?)\n```/g)];
     const spec = SimHarness.parse(JSON.parse(blocks.at(-1)![1]).spec);
@@ -220,7 +258,10 @@ describe('sim cluster: inference (vLLM subset)', () => {
     });
 
     it('chat completions whose task line names no kind', async () => {
-      const response = await post(cluster, '/v1/chat/completions', { model: BASE, messages: [{ role: 'user', content: '[SIMULATED] Task x kind baking: bread' }] });
+      const response = await post(cluster, '/v1/chat/completions', {
+        model: BASE,
+        messages: [{ role: 'user', content: '[SIMULATED] Task x kind baking: bread' }],
+      });
       expect(response.status).toBe(400);
       expect(response.json.error.message).toContain('names no task kind');
     });
@@ -271,11 +312,21 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
 
   it('takes forward_backward bodies as protobuf only (415 for JSON), and answers protobuf', async () => {
     const modelId = await createModel(cluster);
-    const json = await post(cluster, '/api/v1/forward_backward', { model_id: modelId, forward_backward_input: { data: [], loss_fn: 'importance_sampling' } });
+    const json = await post(cluster, '/api/v1/forward_backward', {
+      model_id: modelId,
+      forward_backward_input: { data: [], loss_fn: 'importance_sampling' },
+    });
     expect(json.status).toBe(415);
     expect(json.json.detail).toContain('application/x-protobuf');
     const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
-    const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [datum], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+    const body = encodeForwardBackwardRequest({
+      model_id: modelId,
+      seq_id: 1,
+      data: [datum],
+      loss_fn: 'importance_sampling',
+      loss_fn_config: null,
+      forward_only: false,
+    });
     const submitted = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
     expect(submitted.status).toBe(200);
     let reply;
@@ -295,7 +346,13 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     const sampledLogprobs = sampled.choices[0].logprobs!.content!.map((entry) => entry.logprob);
     expect(logprobs.slice(promptLength - 1)).toEqual(sampledLogprobs.map((lp) => expect.closeTo(lp, 6)));
     expect(logprobs.slice(0, promptLength - 1).every((lp) => lp === 0)).toBe(true);
-    const forward = await client.forwardBackward({ modelId, seqId: 2, lossFn: 'cross_entropy', forwardOnly: true, data: [behaviourDatum(sampled)] });
+    const forward = await client.forwardBackward({
+      modelId,
+      seqId: 2,
+      lossFn: 'cross_entropy',
+      forwardOnly: true,
+      data: [behaviourDatum(sampled)],
+    });
     expect(forward.loss_fn_outputs[0].logprobs.data).toEqual(logprobs);
   });
 
@@ -309,7 +366,14 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     const onceStep = await client.optimStep({ modelId: once, seqId: 2, adam: ADAM });
 
     const twice = await createModel(cluster);
-    const body = encodeForwardBackwardRequest({ model_id: twice, seq_id: 1, data, loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+    const body = encodeForwardBackwardRequest({
+      model_id: twice,
+      seq_id: 1,
+      data,
+      loss_fn: 'importance_sampling',
+      loss_fn_config: null,
+      forward_only: false,
+    });
     const first = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
     const repeat = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
     expect(repeat.json.request_id).toBe(first.json.request_id);
@@ -318,8 +382,18 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     expect(twiceStep.grad_norm).toBeGreaterThan(0);
     expect(twiceStep.grad_norm).toBeCloseTo(onceStep.grad_norm, 12);
 
-    const other = encodeForwardBackwardRequest({ model_id: twice, seq_id: 1, data: [], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
-    expect(await post(cluster, '/api/v1/forward_backward', other, PROTOBUF_CONTENT_TYPE)).toMatchObject({ status: 409, json: { detail: 'Training request sequence number was reused' } });
+    const other = encodeForwardBackwardRequest({
+      model_id: twice,
+      seq_id: 1,
+      data: [],
+      loss_fn: 'importance_sampling',
+      loss_fn_config: null,
+      forward_only: false,
+    });
+    expect(await post(cluster, '/api/v1/forward_backward', other, PROTOBUF_CONTENT_TYPE)).toMatchObject({
+      status: 409,
+      json: { detail: 'Training request sequence number was reused' },
+    });
     await expect(client.optimStep({ modelId: twice, seqId: 1, adam: ADAM })).rejects.toThrow(/HTTP 409/);
   });
 
@@ -328,7 +402,11 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     const modelId = await createModel(cluster);
     await client.optimStep({ modelId, seqId: 1, adam: ADAM });
     await client.optimStep({ modelId, seqId: 1, adam: ADAM });
-    expect((await post(cluster, '/api/v1/get_info', { model_id: modelId })).json).toMatchObject({ model_id: modelId, model_data: { model_name: BASE }, optim_steps: 1 });
+    expect((await post(cluster, '/api/v1/get_info', { model_id: modelId })).json).toMatchObject({
+      model_id: modelId,
+      model_data: { model_name: BASE },
+      optim_steps: 1,
+    });
   });
 
   it('answers 409 for a sampler checkpoint name that exists; the client takes it as saved and finds its path', async () => {
@@ -339,7 +417,9 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     const found = await client.saveWeightsForSampler({ modelId, seqId: 9, name: 'step-1' });
     expect(found).toBe(`tinker://${modelId}/sampler_weights/step-1`);
     expect(samplerPath).toBe(`tinker://${modelId}/step-1`);
-    expect(await client.listCheckpoints(modelId)).toEqual([expect.objectContaining({ checkpoint_id: 'step-1', checkpoint_type: 'sampler' })]);
+    expect(await client.listCheckpoints(modelId)).toEqual([
+      expect.objectContaining({ checkpoint_id: 'step-1', checkpoint_type: 'sampler' }),
+    ]);
   });
 
   it('serves a checkpoint archive as a 302 to its download, a tar.gz of a LoRA adapter directory', async () => {
@@ -350,17 +430,27 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     expect(download.status).toBe(200);
     const bytes = Buffer.from(await download.arrayBuffer());
     expect(bytes.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b])); // gzip
-    expect((await fetch(`${cluster.url}/api/v1/training_runs/${modelId}/checkpoints/step-9/archive`, { redirect: 'manual' })).status).toBe(404);
+    expect((await fetch(`${cluster.url}/api/v1/training_runs/${modelId}/checkpoints/step-9/archive`, { redirect: 'manual' })).status).toBe(
+      404,
+    );
   });
 
   it('refuses to load an adapter name twice unless in place, and a lora_path that is no adapter directory, as vLLM does', async () => {
     const { samplerPath } = await trainOneStep(cluster, 'twice-step-1');
     const again = await loadAdapter(cluster, 'twice-step-1', samplerPath);
-    expect(again).toMatchObject({ status: 400, json: { error: { type: 'InvalidUserInput', message: expect.stringContaining('has already been loaded') } } });
+    expect(again).toMatchObject({
+      status: 400,
+      json: { error: { type: 'InvalidUserInput', message: expect.stringContaining('has already been loaded') } },
+    });
     const dir = await resolveSamplerWeights({ samplerPath, trainer: tinker(cluster), adapterDir: tempDir() });
-    expect((await post(cluster, '/v1/load_lora_adapter', { lora_name: 'twice-step-1', lora_path: dir, load_inplace: true })).status).toBe(200);
+    expect((await post(cluster, '/v1/load_lora_adapter', { lora_name: 'twice-step-1', lora_path: dir, load_inplace: true })).status).toBe(
+      200,
+    );
     const unknown = await post(cluster, '/v1/load_lora_adapter', { lora_name: 'ghost', lora_path: samplerPath });
-    expect(unknown).toMatchObject({ status: 404, json: { error: { type: 'NotFoundError', message: `Loading lora ghost failed: No adapter found for ${samplerPath}` } } });
+    expect(unknown).toMatchObject({
+      status: 404,
+      json: { error: { type: 'NotFoundError', message: `Loading lora ghost failed: No adapter found for ${samplerPath}` } },
+    });
   });
 
   it('unloads an adapter, after which it is an unknown model', async () => {
@@ -378,7 +468,9 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
     const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
     datum.loss_fn_inputs.advantages.data[0] = 1; // target 1 is a prompt token
     const modelId = await createModel(cluster);
-    await expect(tinker(cluster).forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [datum] })).rejects.toMatchObject({
+    await expect(
+      tinker(cluster).forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [datum] }),
+    ).rejects.toMatchObject({
       category: 'user',
       message: expect.stringContaining('datum 0, position 0'),
     });
@@ -393,7 +485,11 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
 
     it('create_model for another base model', async () => {
       const client = tinker(cluster);
-      const response = await post(cluster, '/api/v1/create_model', { session_id: await client.createSession([], {}), base_model: 'Qwen/Qwen3-8B', lora_config: { rank: 8 } });
+      const response = await post(cluster, '/api/v1/create_model', {
+        session_id: await client.createSession([], {}),
+        base_model: 'Qwen/Qwen3-8B',
+        lora_config: { rank: 8 },
+      });
       expect(response.status).toBe(400);
       expect(response.json.detail).toContain('base_model');
     });
@@ -402,7 +498,14 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
       const datum = behaviourDatum(await complete(cluster, BASE, taskMessages));
       datum.loss_fn_inputs.advantages.data.pop();
       const modelId = await createModel(cluster);
-      const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [datum], loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+      const body = encodeForwardBackwardRequest({
+        model_id: modelId,
+        seq_id: 1,
+        data: [datum],
+        loss_fn: 'importance_sampling',
+        loss_fn_config: null,
+        forward_only: false,
+      });
       const response = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
       expect(response.status).toBe(422);
       expect(response.json.detail[0].loc).toEqual(['body', 'forward_backward_input', 'data', 0, 'loss_fn_inputs', 'advantages']);
@@ -416,7 +519,14 @@ describe('sim cluster: trainer (Tinker API of SDK >= 0.25)', () => {
 
     it('forward_backward with an unsupported loss', async () => {
       const modelId = await createModel(cluster);
-      const body = encodeForwardBackwardRequest({ model_id: modelId, seq_id: 1, data: [], loss_fn: 'ppo', loss_fn_config: null, forward_only: false });
+      const body = encodeForwardBackwardRequest({
+        model_id: modelId,
+        seq_id: 1,
+        data: [],
+        loss_fn: 'ppo',
+        loss_fn_config: null,
+        forward_only: false,
+      });
       const response = await post(cluster, '/api/v1/forward_backward', body, PROTOBUF_CONTENT_TYPE);
       expect(response.status).toBe(422);
       expect(response.json.detail[0].msg).toContain("loss_fn 'ppo' is not supported");
@@ -459,7 +569,11 @@ describe('sim cluster with slow training ops', () => {
     const cluster = await startSimCluster({ world, dataDir: tempDir(), logger: silent, trainerOpDelayMs: 400, trainerLongPollMs: 100 });
     try {
       const client = tinker(cluster);
-      const submitted = await post(cluster, '/api/v1/create_model', { session_id: await client.createSession([], {}), base_model: BASE, lora_config: { rank: 8 } });
+      const submitted = await post(cluster, '/api/v1/create_model', {
+        session_id: await client.createSession([], {}),
+        base_model: BASE,
+        lora_config: { rank: 8 },
+      });
       const started = Date.now();
       const early = await post(cluster, '/api/v1/retrieve_future', { request_id: submitted.json.request_id });
       expect(early).toMatchObject({ status: 408, json: { detail: 'Timeout waiting for result' } });
@@ -479,11 +593,19 @@ describe('sim cluster restarted on the same data directory', () => {
     let step: Awaited<ReturnType<typeof trainOneStep>>;
     let fbBefore: string;
     const body = (modelId: string, data: WireDatum[]) =>
-      encodeForwardBackwardRequest({ model_id: modelId, seq_id: 4, data, loss_fn: 'importance_sampling', loss_fn_config: null, forward_only: false });
+      encodeForwardBackwardRequest({
+        model_id: modelId,
+        seq_id: 4,
+        data,
+        loss_fn: 'importance_sampling',
+        loss_fn_config: null,
+        forward_only: false,
+      });
     try {
       step = await trainOneStep(before, 'restart-step-1');
       trainedLogprob = behaviourLogprob(await complete(before, 'restart-step-1', taskMessages), step.behaviour);
-      fbBefore = (await post(before, '/api/v1/forward_backward', body(step.modelId, [behaviourDatum(step.sampled)]), PROTOBUF_CONTENT_TYPE)).json.request_id;
+      fbBefore = (await post(before, '/api/v1/forward_backward', body(step.modelId, [behaviourDatum(step.sampled)]), PROTOBUF_CONTENT_TYPE))
+        .json.request_id;
     } finally {
       await before.close();
     }
@@ -501,7 +623,12 @@ describe('sim cluster restarted on the same data directory', () => {
       expect((await post(after, '/api/v1/get_info', { model_id: step.modelId })).json.optim_steps).toBe(1);
 
       // The gradient accumulated before the restart is still there; its op sent again is not applied again.
-      const again = await post(after, '/api/v1/forward_backward', body(step.modelId, [behaviourDatum(step.sampled)]), PROTOBUF_CONTENT_TYPE);
+      const again = await post(
+        after,
+        '/api/v1/forward_backward',
+        body(step.modelId, [behaviourDatum(step.sampled)]),
+        PROTOBUF_CONTENT_TYPE,
+      );
       expect(again.json.request_id).toBe(fbBefore);
       const next = await client.optimStep({ modelId: step.modelId, seqId: 5, adam: ADAM });
       expect(next['optim/step']).toBe(2);
@@ -559,7 +686,14 @@ describe('sim trainer whose disk write fails once', () => {
     const write = store.writeTrainingModel.bind(store);
     const trainer = await SimTrainerServer.open({ world, store, logger: silent, opDelayMs: 0 });
     const call = (op: string, body: unknown) =>
-      trainer.handle({ method: 'POST', path: `/api/v1/${op}`, headers: {}, body, raw: Buffer.from(JSON.stringify(body)), contentType: 'application/json' });
+      trainer.handle({
+        method: 'POST',
+        path: `/api/v1/${op}`,
+        headers: {},
+        body,
+        raw: Buffer.from(JSON.stringify(body)),
+        contentType: 'application/json',
+      });
     const result = async (requestId: string) => {
       for (;;) {
         const reply = await call('retrieve_future', { request_id: requestId });
@@ -567,7 +701,10 @@ describe('sim trainer whose disk write fails once', () => {
       }
     };
     const session = ((await call('create_session', { tags: [], sdk_version: '0.25.0' })).json as { session_id: string }).session_id;
-    const created = (await call('create_model', { session_id: session, base_model: BASE, lora_config: { rank: 8 } })).json as { request_id: string; model_id: string };
+    const created = (await call('create_model', { session_id: session, base_model: BASE, lora_config: { rank: 8 } })).json as {
+      request_id: string;
+      model_id: string;
+    };
     expect((await result(created.request_id)).status).toBe(200);
 
     let failures = 1;
@@ -577,7 +714,10 @@ describe('sim trainer whose disk write fails once', () => {
     };
     const step = { model_id: created.model_id, adam_params: ADAM, seq_id: 1 };
     const first = (await call('optim_step', step)).json as { request_id: string };
-    expect(await result(first.request_id)).toMatchObject({ status: 200, json: { category: 'server', error: expect.stringContaining('ENOSPC') } });
+    expect(await result(first.request_id)).toMatchObject({
+      status: 200,
+      json: { category: 'server', error: expect.stringContaining('ENOSPC') },
+    });
     // The seq_id is spent: sent again, it answers with the same failed future, and nothing is applied.
     expect(((await call('optim_step', step)).json as { request_id: string }).request_id).toBe(first.request_id);
     const retried = (await call('optim_step', { ...step, seq_id: 2 })).json as { request_id: string };
@@ -598,7 +738,9 @@ test('the Tinker client names an unreachable trainer in one message', async () =
   const error = await client.createSession([], {}).catch((err: unknown) => err);
   expect(error).toBeInstanceOf(TrainerError);
   expect((error as TrainerError).category).toBe('server');
-  expect((error as Error).message).toBe(`trainer http://127.0.0.1:${port} is unreachable (create_session): ECONNREFUSED (connect ECONNREFUSED 127.0.0.1:${port})`);
+  expect((error as Error).message).toBe(
+    `trainer http://127.0.0.1:${port} is unreachable (create_session): ECONNREFUSED (connect ECONNREFUSED 127.0.0.1:${port})`,
+  );
 });
 
 describe('sim trainer: training state (save_weights, load_weights, weights_info, DELETE), as SkyRL 0.4 answers them', () => {
@@ -611,7 +753,15 @@ describe('sim trainer: training state (save_weights, load_weights, weights_info,
   afterAll(() => cluster.close());
 
   const forward = async (modelId: string, seqId: number) =>
-    (await tinker(cluster).forwardBackward({ modelId, seqId, lossFn: 'importance_sampling', data: [behaviourDatum(sampled)], forwardOnly: true })).loss_fn_outputs[0].logprobs.data;
+    (
+      await tinker(cluster).forwardBackward({
+        modelId,
+        seqId,
+        lossFn: 'importance_sampling',
+        data: [behaviourDatum(sampled)],
+        forwardOnly: true,
+      })
+    ).loss_fn_outputs[0].logprobs.data;
 
   /** A model trained one step, then saved as `name`; the next seq_id is 4. */
   async function trainedAndSaved(name: string) {
@@ -635,7 +785,9 @@ describe('sim trainer: training state (save_weights, load_weights, weights_info,
     const client = tinker(cluster);
     const { modelId, path } = await trainedAndSaved('state-1');
     expect(path).toBe(`tinker://${modelId}/weights/state-1`);
-    expect(await client.listCheckpoints(modelId)).toContainEqual(expect.objectContaining({ checkpoint_id: 'state-1', checkpoint_type: 'training', tinker_path: path }));
+    expect(await client.listCheckpoints(modelId)).toContainEqual(
+      expect.objectContaining({ checkpoint_id: 'state-1', checkpoint_type: 'training', tinker_path: path }),
+    );
     const savedLogprobs = await forward(modelId, 4);
 
     const withOptimizer = await createModel(cluster);
@@ -682,10 +834,12 @@ describe('sim trainer: training state (save_weights, load_weights, weights_info,
       status: 400,
       json: { detail: 'request.path must be in format tinker://source_model_id/weights/checkpoint_id' },
     });
-    expect(await post(cluster, '/api/v1/load_weights', { model_id: fresh, path: `tinker://${modelId}/weights/never-saved` })).toMatchObject({
-      status: 404,
-      json: { detail: `Checkpoint not found: ${modelId}/never-saved` },
-    });
+    expect(await post(cluster, '/api/v1/load_weights', { model_id: fresh, path: `tinker://${modelId}/weights/never-saved` })).toMatchObject(
+      {
+        status: 404,
+        json: { detail: `Checkpoint not found: ${modelId}/never-saved` },
+      },
+    );
     // Neither refusal was a request on the model: it still takes a load.
     await client.loadWeights({ modelId: fresh, seqId: 1, path, optimizer: true });
   });
@@ -722,7 +876,10 @@ describe('sim trainer: training state (save_weights, load_weights, weights_info,
     try {
       const client = tinker(expiring);
       const modelId = await client.createModel({
-        sessionId: await client.createSession([], {}), modelSeqId: 0, baseModel: BASE, lora: { rank: 8, train_attn: true, train_mlp: true, train_unembed: false },
+        sessionId: await client.createSession([], {}),
+        modelSeqId: 0,
+        baseModel: BASE,
+        lora: { rank: 8, train_attn: true, train_mlp: true, train_unembed: false },
       });
       await new Promise((resolve) => setTimeout(resolve, 600));
       const error = await client.saveWeights({ modelId, seqId: 1, name: 'too-late' }).catch((err: unknown) => err);
@@ -751,7 +908,8 @@ describe('sim cluster restarted with its live models deleted (the runbook)', () 
       await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: datum() });
       await client.optimStep({ modelId, seqId: 2, adam: ADAM });
       statePath = await client.saveWeights({ modelId, seqId: 3, name: 'state-kept' });
-      savedLogprobs = (await client.forwardBackward({ modelId, seqId: 4, lossFn: 'importance_sampling', data: datum(), forwardOnly: true })).loss_fn_outputs[0].logprobs.data;
+      savedLogprobs = (await client.forwardBackward({ modelId, seqId: 4, lossFn: 'importance_sampling', data: datum(), forwardOnly: true }))
+        .loss_fn_outputs[0].logprobs.data;
     } finally {
       await before.close();
     }
@@ -772,11 +930,16 @@ describe('sim cluster restarted with its live models deleted (the runbook)', () 
         expect(error).toMatchObject({ modelId, category: 'user', opFailed: true });
         expect((error as Error).message).toMatch(/HTTP 404: Model not found: the trainer no longer has model/);
       }
-      expect(await client.listCheckpoints(modelId)).toEqual([expect.objectContaining({ checkpoint_type: 'training', tinker_path: statePath })]);
+      expect(await client.listCheckpoints(modelId)).toEqual([
+        expect.objectContaining({ checkpoint_type: 'training', tinker_path: statePath }),
+      ]);
       expect(await client.weightsInfo(statePath)).toEqual({ baseModel: BASE, isLora: true, loraRank: 16 });
       const restored = await createModel(after, 16);
       await client.loadWeights({ modelId: restored, seqId: 1, path: statePath, optimizer: true });
-      expect((await client.forwardBackward({ modelId: restored, seqId: 2, lossFn: 'importance_sampling', data: datum(), forwardOnly: true })).loss_fn_outputs[0].logprobs.data).toEqual(savedLogprobs);
+      expect(
+        (await client.forwardBackward({ modelId: restored, seqId: 2, lossFn: 'importance_sampling', data: datum(), forwardOnly: true }))
+          .loss_fn_outputs[0].logprobs.data,
+      ).toEqual(savedLogprobs);
       expect((await post(after, '/api/v1/get_info', { model_id: restored })).json.optim_steps).toBe(1);
     } finally {
       await after.close();

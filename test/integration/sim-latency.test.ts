@@ -103,7 +103,12 @@ describe(`sim cluster with the latency model ('${PROFILE}' at speedup ${SPEEDUP}
       enabled: true,
       profile: PROFILE,
       speedup: SPEEDUP,
-      inference: { requests: 1, promptTokens: completion.usage.prompt_tokens, completionTokens: completion.usage.completion_tokens, servers: latency.profile.inference.servers },
+      inference: {
+        requests: 1,
+        promptTokens: completion.usage.prompt_tokens,
+        completionTokens: completion.usage.completion_tokens,
+        servers: latency.profile.inference.servers,
+      },
       trainer: { busySeconds: 0, ops: 0, tokens: 0 },
     });
     // One replica was busy for the request, the others idle: the average over replicas.
@@ -129,7 +134,11 @@ describe(`sim cluster with the latency model ('${PROFILE}' at speedup ${SPEEDUP}
     const simulated = latency.trainerOpSeconds('forward_backward', tokens)! + latency.trainerOpSeconds('optim_step')!;
     const started = performance.now();
     await client.forwardBackward({ modelId, seqId: 1, lossFn: 'importance_sampling', data: [datum] });
-    await client.optimStep({ modelId, seqId: 2, adam: { learning_rate: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0, grad_clip_norm: 0 } });
+    await client.optimStep({
+      modelId,
+      seqId: 2,
+      adam: { learning_rate: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0, grad_clip_norm: 0 },
+    });
     const ms = performance.now() - started;
     expect(ms).toBeGreaterThanOrEqual((simulated * 1000) / SPEEDUP - 1);
 

@@ -32,7 +32,13 @@ export interface TestStack {
 export const silentLogger = pino({ level: 'silent' });
 
 export async function startTestStack(
-  options: { workers?: boolean; queues?: QueueName[]; trainerOpDelayMs?: number; temporalAddress?: string; trackingEndpoints?: Record<string, string> } = {},
+  options: {
+    workers?: boolean;
+    queues?: QueueName[];
+    trainerOpDelayMs?: number;
+    temporalAddress?: string;
+    trackingEndpoints?: Record<string, string>;
+  } = {},
 ): Promise<TestStack> {
   installQuietTemporalRuntime();
   const store = RunStore.connect(TEST_DATABASE_URL);
@@ -66,10 +72,17 @@ export async function startTestStack(
     }),
     async startWorkers(workerOptions = {}) {
       // A second group would replace the first in `running` and outlive close(), polling a stopped server.
-      if (running) throw new Error('the test stack\'s workers are running already (startTestStack starts them unless workers: false)');
+      if (running) throw new Error("the test stack's workers are running already (startTestStack starts them unless workers: false)");
       const native = await NativeConnection.connect({ address: temporalAddress });
       const trackingEndpoints = workerOptions.trackingEndpoints ?? options.trackingEndpoints;
-      const group = await createWorkers({ connection: native, namespace: 'default', store, logger: silentLogger, queues: options.queues, ...(trackingEndpoints ? { trackingEndpoints } : {}) });
+      const group = await createWorkers({
+        connection: native,
+        namespace: 'default',
+        store,
+        logger: silentLogger,
+        queues: options.queues,
+        ...(trackingEndpoints ? { trackingEndpoints } : {}),
+      });
       const abort = new AbortController();
       running = { abort, connection: native, done: group.run(abort.signal) };
     },

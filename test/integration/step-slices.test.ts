@@ -26,7 +26,15 @@ beforeAll(async () => {
   await stack.client.workflow.execute(harnessSRun, {
     workflowId: runId,
     taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: 1, rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 4, rolloutsPerSlice: 4 }, eval: { enabled: false } }) }],
+    args: [
+      {
+        config: stack.config({
+          steps: 1,
+          rollout: { tasksPerStep: B, groupSize: G, maxTurns: 5, concurrency: 4, rolloutsPerSlice: 4 },
+          eval: { enabled: false },
+        }),
+      },
+    ],
   });
   [{ summary: step }] = await stack.store.steps(runId);
 });
@@ -65,7 +73,12 @@ test('the trainer got every rollout of the batch from the run store: B groups of
   // A dead group with a rescue group trains on its siblings' rollouts in its place.
   expect(batch.filter((g) => g.role === 'rescue')).toHaveLength(step.rescueRollouts / G);
 
-  const samples = await stack.store.tokenSamples(runId, 'train', 0, batch.map((g) => g.taskId));
+  const samples = await stack.store.tokenSamples(
+    runId,
+    'train',
+    0,
+    batch.map((g) => g.taskId),
+  );
   const trajectories = batch.flatMap((g) => g.rollouts.map((r) => samples.get(`${g.taskId}/${r.harnessId}/${r.sample}`)));
   expect(trajectories.every((t) => t !== undefined)).toBe(true);
   // The trainer counts the response tokens of every rollout it was given, trained or not (zero advantage).

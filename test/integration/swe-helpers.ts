@@ -18,7 +18,14 @@ export function goldEditCalls(patch: string): Call[] {
     const created = /^--- \/dev\/null$/m.test(file);
     const hunks = file.split(/^@@[^\n]*@@[^\n]*\n/m).slice(1);
     if (created) {
-      const text = hunks.flatMap((h) => h.split('\n').filter((l) => l.startsWith('+')).map((l) => l.slice(1))).join('\n');
+      const text = hunks
+        .flatMap((h) =>
+          h
+            .split('\n')
+            .filter((l) => l.startsWith('+'))
+            .map((l) => l.slice(1)),
+        )
+        .join('\n');
       calls.push({ name: 'str_replace_editor', arguments: { command: 'create', path, file_text: `${text}\n` } });
       continue;
     }
@@ -27,7 +34,10 @@ export function goldEditCalls(patch: string): Call[] {
       while (lines.length && lines[lines.length - 1] === '') lines.pop();
       const before = lines.filter((l) => l.startsWith(' ') || l.startsWith('-')).map((l) => l.slice(1));
       const after = lines.filter((l) => l.startsWith(' ') || l.startsWith('+')).map((l) => l.slice(1));
-      calls.push({ name: 'str_replace_editor', arguments: { command: 'str_replace', path, old_str: before.join('\n'), new_str: after.join('\n') } });
+      calls.push({
+        name: 'str_replace_editor',
+        arguments: { command: 'str_replace', path, old_str: before.join('\n'), new_str: after.join('\n') },
+      });
     }
   }
   return calls;

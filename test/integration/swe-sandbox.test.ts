@@ -22,16 +22,25 @@ import { SHIPPED_SWE_SET } from '../../cli/swe';
 
 setupInstanceSet(SHIPPED_SWE_SET);
 const instance = loadSweData(SHIPPED_SWE_SET).find((i) => i.instance_id === 'markdown-3.8.1')!;
-const env = new SweEnvironment({ instances: [instance], harnesses: specHarnesses(sweRegistration, loadHarnessPool(specFiles(SWE_POOL_DIR))) });
+const env = new SweEnvironment({
+  instances: [instance],
+  harnesses: specHarnesses(sweRegistration, loadHarnessPool(specFiles(SWE_POOL_DIR))),
+});
 
-const bash = (command: string, timeout?: number) => JSON.stringify({ tool: 'execute_bash', arguments: { command, ...(timeout ? { timeout } : {}) } });
+const bash = (command: string, timeout?: number) =>
+  JSON.stringify({ tool: 'execute_bash', arguments: { command, ...(timeout ? { timeout } : {}) } });
 const edit = (args: Record<string, unknown>) => JSON.stringify({ tool: 'str_replace_editor', arguments: args });
 
 /** Processes of the sandbox user on the host: the live ones, and the count of zombies. */
 function sandboxProcesses(): { live: string[]; zombies: number } {
-  const rows = execFileSync('ps', ['-eo', 'uid=,stat=,pid=,args='], { encoding: 'utf8' }).split('\n').map((l) => l.trim().split(/\s+/));
+  const rows = execFileSync('ps', ['-eo', 'uid=,stat=,pid=,args='], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/));
   const mine = rows.filter((r) => r[0] === String(SANDBOX_UID));
-  return { live: mine.filter((r) => !r[1].startsWith('Z')).map((r) => r.slice(2).join(' ')), zombies: mine.filter((r) => r[1].startsWith('Z')).length };
+  return {
+    live: mine.filter((r) => !r[1].startsWith('Z')).map((r) => r.slice(2).join(' ')),
+    zombies: mine.filter((r) => r[1].startsWith('Z')).length,
+  };
 }
 const zombiesAtStart = sandboxProcesses().zombies;
 afterAll(() => {
@@ -56,7 +65,11 @@ writeFileSync(secretFile, 'HOST-SECRET-CONTENT');
 describe('attack episodes are contained', () => {
   test('writing outside the workspace: the system is read-only and host folders are not there', async () => {
     const out = await inEpisode((step) =>
-      step(bash(`echo x > /usr/pwned; echo x > /etc/pwned; echo x > ${hostDir}/pwned; touch /root/pwned; ls /work /root ${hostDir}; echo done`)),
+      step(
+        bash(
+          `echo x > /usr/pwned; echo x > /etc/pwned; echo x > ${hostDir}/pwned; touch /root/pwned; ls /work /root ${hostDir}; echo done`,
+        ),
+      ),
     );
     expect(out).toMatch(/Read-only file system/);
     expect(out).toMatch(/No such file or directory/);
@@ -75,11 +88,13 @@ describe('attack episodes are contained', () => {
     const port = (listener.address() as { port: number }).port;
     try {
       const out = await inEpisode((step) =>
-        step(bash(
-          `python -c "import socket; socket.create_connection(('127.0.0.1', ${port}), timeout=3)" 2>&1 | tail -1; ` +
-          'python -c "import socket; socket.create_connection((\'127.0.0.1\', 5432), timeout=3)" 2>&1 | tail -1; ' +
-          'python -c "import urllib.request; urllib.request.urlopen(\'https://pypi.org\', timeout=5)" 2>&1 | tail -1',
-        )),
+        step(
+          bash(
+            `python -c "import socket; socket.create_connection(('127.0.0.1', ${port}), timeout=3)" 2>&1 | tail -1; ` +
+              'python -c "import socket; socket.create_connection((\'127.0.0.1\', 5432), timeout=3)" 2>&1 | tail -1; ' +
+              'python -c "import urllib.request; urllib.request.urlopen(\'https://pypi.org\', timeout=5)" 2>&1 | tail -1',
+          ),
+        ),
       );
       expect(out.match(/ConnectionRefusedError/g)?.length).toBe(2);
       expect(out).toMatch(/URLError|Temporary failure in name resolution|Network is unreachable/);
@@ -92,7 +107,11 @@ describe('attack episodes are contained', () => {
   test("reading the worker's environment or the run store's credentials: none of it is there", async () => {
     process.env.HARNESS_S_ATTACK_CANARY = 'canary-4f1d9c';
     const out = await inEpisode((step) =>
-      step(bash(`env; cat /proc/1/environ | tr "\\0" "\\n"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $f; done; ls ~ /root/.pgpass; cat ${PROJECT}/deploy/secrets.env.example ${PROJECT}/package.json; echo end`)),
+      step(
+        bash(
+          `env; cat /proc/1/environ | tr "\\0" "\\n"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $f; done; ls ~ /root/.pgpass; cat ${PROJECT}/deploy/secrets.env.example ${PROJECT}/package.json; echo end`,
+        ),
+      ),
     );
     delete process.env.HARNESS_S_ATTACK_CANARY;
     expect(out).not.toContain('canary-4f1d9c');
@@ -131,7 +150,10 @@ describe('attack episodes are contained', () => {
   });
 
   test('huge output is cut for the agent and a flood is killed', async () => {
-    const [cut, flood] = await inEpisode(async (step) => [await step(bash('head -c 1000000 /dev/zero | tr "\\0" a')), await step(bash('yes', 60))]);
+    const [cut, flood] = await inEpisode(async (step) => [
+      await step(bash('head -c 1000000 /dev/zero | tr "\\0" a')),
+      await step(bash('yes', 60)),
+    ]);
     expect(cut.length).toBeLessThan(20 * 1024);
     expect(cut).toMatch(/output cut: 1000000 bytes in all/);
     expect(flood).toMatch(/killed: the command wrote more output than allowed/);
@@ -146,7 +168,11 @@ describe('attack episodes are contained', () => {
   test('a folder tree deeper than a path may be long is removed with the workspace (Node alone cannot remove it)', async () => {
     let dir = '';
     const out = await inEpisode(async (step) => {
-      dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+      dir = readdirSync(workRoot())
+        .filter((n) => n.includes(instance.instance_id))
+        .map((n) => path.join(workRoot(), n))
+        .sort()
+        .at(-1)!;
       return step(bash(`python -c "import os\nfor _ in range(3000):\n    os.mkdir('d' * 200); os.chdir('d' * 200)\nprint('deep')"`));
     });
     expect(out).toMatch(/deep/);
@@ -155,16 +181,24 @@ describe('attack episodes are contained', () => {
 
   test('a huge file and a memory hog hit their limits', async () => {
     const out = await inEpisode((step) =>
-      step(bash('head -c 400000000 /dev/zero > big.bin; ls -la big.bin | cut -d" " -f5; python -c "x = bytearray(6 * 1024**3)" 2>&1 | tail -1; rm -f big.bin')),
+      step(
+        bash(
+          'head -c 400000000 /dev/zero > big.bin; ls -la big.bin | cut -d" " -f5; python -c "x = bytearray(6 * 1024**3)" 2>&1 | tail -1; rm -f big.bin',
+        ),
+      ),
     );
     expect(out).toMatch(/File size limit exceeded|File too large/);
     expect(out).toMatch(/MemoryError/);
   });
 
-  test("a command over its time limit is killed, and closing the episode removes the workspace", async () => {
+  test('a command over its time limit is killed, and closing the episode removes the workspace', async () => {
     let dir = '';
     const out = await inEpisode(async (step) => {
-      dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+      dir = readdirSync(workRoot())
+        .filter((n) => n.includes(instance.instance_id))
+        .map((n) => path.join(workRoot(), n))
+        .sort()
+        .at(-1)!;
       return step(bash('sleep 30', 2));
     });
     expect(out).toMatch(/killed: the command ran over 2 s/);
@@ -197,17 +231,22 @@ describe('attack episodes are contained', () => {
       'def call(name, *args):',
       '    r = getattr(libc, name)(*args)',
       '    print(name, r if r >= 0 else -ctypes.get_errno())',
-      'call("ptrace", 0, 0, 0, 0)',  // PTRACE_TRACEME
-      'call("personality", 0x0040000)',  // ADDR_NO_RANDOMIZE
-      'call("syscall", 425, 8, ctypes.create_string_buffer(120))',  // io_uring_setup
-      'call("syscall", 250, 0, -3, 0)',  // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING)
-      'call("unshare", 0x10000000)',  // CLONE_NEWUSER
+      'call("ptrace", 0, 0, 0, 0)', // PTRACE_TRACEME
+      'call("personality", 0x0040000)', // ADDR_NO_RANDOMIZE
+      'call("syscall", 425, 8, ctypes.create_string_buffer(120))', // io_uring_setup
+      'call("syscall", 250, 0, -3, 0)', // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING)
+      'call("unshare", 0x10000000)', // CLONE_NEWUSER
       'call("mount", b"none", b"/tmp", b"tmpfs", 0, None)',
-      'call("syscall", 56, 0x10000000 | 17, 0, 0, 0, 0)',  // clone(CLONE_NEWUSER | SIGCHLD)
+      'call("syscall", 56, 0x10000000 | 17, 0, 0, 0, 0)', // clone(CLONE_NEWUSER | SIGCHLD)
     ].join('\n');
     const [refused, tools] = await inEpisode(async (step) => [
       await step(bash(`python - <<'EOF'\n${probe}\nEOF`)),
-      await step(bash(`echo '# x' >> README.md && git diff --stat && python -m pytest -q -p no:cacheprovider ${instance.harness_s!.test_files[0]} 2>&1 | tail -1`, 300)),
+      await step(
+        bash(
+          `echo '# x' >> README.md && git diff --stat && python -m pytest -q -p no:cacheprovider ${instance.harness_s!.test_files[0]} 2>&1 | tail -1`,
+          300,
+        ),
+      ),
     ]);
     for (const call of ['ptrace', 'personality', 'syscall', 'unshare', 'mount']) expect(refused).toMatch(new RegExp(`^${call} -1$`, 'm'));
     expect(refused.match(/ -1$/gm)).toHaveLength(7);
@@ -218,7 +257,8 @@ describe('attack episodes are contained', () => {
 
   test('filling /dev/shm, /tmp and /dev stops at their size (64 MB, 256 MB, read-only)', async () => {
     // Files of 100 MB, under the 256 MB per-file limit: what stops them is the file system's size.
-    const fill = (dir: string) => `for i in 1 2 3 4 5; do head -c 100000000 /dev/zero > ${dir}/fill$i 2>/dev/null || echo "${dir}: full"; done; echo "${dir} holds $(cat ${dir}/fill* 2>/dev/null | wc -c)"`;
+    const fill = (dir: string) =>
+      `for i in 1 2 3 4 5; do head -c 100000000 /dev/zero > ${dir}/fill$i 2>/dev/null || echo "${dir}: full"; done; echo "${dir} holds $(cat ${dir}/fill* 2>/dev/null | wc -c)"`;
     const out = await inEpisode((step) => step(bash(`${fill('/dev/shm')}; ${fill('/tmp')}; ${fill('/dev')}`, 120)));
     const holds = (dir: string) => Number(new RegExp(`^${dir} holds (\\d+)$`, 'm').exec(out)![1]);
     expect(out).toContain('/dev/shm: full');
@@ -229,9 +269,13 @@ describe('attack episodes are contained', () => {
     expect(holds('/dev')).toBe(0);
   });
 
-  test("growing the workspace past its bound stops the command and ends the episode; the host sees it bounded, then removed", async () => {
+  test('growing the workspace past its bound stops the command and ends the episode; the host sees it bounded, then removed', async () => {
     const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5 });
-    const dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+    const dir = readdirSync(workRoot())
+      .filter((n) => n.includes(instance.instance_id))
+      .map((n) => path.join(workRoot(), n))
+      .sort()
+      .at(-1)!;
     try {
       // 40 files of 100 MB: 4 GB when nothing stops it. (A sized workspace stops it with ENOSPC; a polled one by killing it.)
       const outcome = await episode.step(bash('for i in $(seq 1 40); do head -c 100000000 /dev/zero > fill$i; done; echo finished', 300));
@@ -246,9 +290,7 @@ describe('attack episodes are contained', () => {
   });
 
   test('creating files past the bound on entries stops the command too', async () => {
-    const out = await inEpisode((step) =>
-      step(bash('mkdir many && cd many && seq 1 300000 | xargs touch; ls | wc -l', 300)),
-    );
+    const out = await inEpisode((step) => step(bash('mkdir many && cd many && seq 1 300000 | xargs touch; ls | wc -l', 300)));
     expect(out).toMatch(/workspace grew past its bound/);
     // Fewer than 300,000 made: the bound is 100,000 over the tree's entries.
     const made = /^(\d+)$/m.exec(out);
@@ -258,7 +300,12 @@ describe('attack episodes are contained', () => {
   test('the editor shows a huge folder and a one-line 4 MB file capped, quickly, without holding up the worker', async () => {
     const gaps: number[] = [];
     const [big, wide] = await inEpisode(async (step) => {
-      await step(bash('python -c "\nimport os\nfor d in range(40):\n    os.makedirs(f\'tree/d{d}\')\n    for f in range(500):\n        open(f\'tree/d{d}/f{f}.py\', \'w\').close()"; head -c 4194304 /dev/zero | tr "\\0" a > one-line.js', 300));
+      await step(
+        bash(
+          "python -c \"\nimport os\nfor d in range(40):\n    os.makedirs(f'tree/d{d}')\n    for f in range(500):\n        open(f'tree/d{d}/f{f}.py', 'w').close()\"; head -c 4194304 /dev/zero | tr \"\\0\" a > one-line.js",
+          300,
+        ),
+      );
       // A timer on the worker's event loop: its longest gap is how long the editor held the loop.
       let last = Date.now();
       const ticker = setInterval(() => {
@@ -267,7 +314,10 @@ describe('attack episodes are contained', () => {
       }, 5);
       try {
         const started = Date.now();
-        const results = [await step(edit({ command: 'view', path: '/workspace/tree' })), await step(edit({ command: 'view', path: '/workspace/one-line.js' }))];
+        const results = [
+          await step(edit({ command: 'view', path: '/workspace/tree' })),
+          await step(edit({ command: 'view', path: '/workspace/one-line.js' })),
+        ];
         expect(Date.now() - started).toBeLessThan(5000);
         return results;
       } finally {
@@ -315,12 +365,17 @@ async function diskGrowth<T>(dir: string, fn: () => Promise<T>): Promise<{ resul
 // burst faster than a poll. Other work on this machine moves the host's disk use too: SLACK leaves room for it.
 (sizedFolderSupport().ok ? describe : describe.skip)("the workspace is a file system of its bound's size (the worker is root)", () => {
   const SLACK = 256 * 1024 ** 2;
-  const BOUND = Number(execFileSync('du', ['-sB1', instance.harness_s!.tree], { encoding: 'utf8' }).split('\t')[0]) + WORKSPACE_GROWTH.bytes;
+  const BOUND =
+    Number(execFileSync('du', ['-sB1', instance.harness_s!.tree], { encoding: 'utf8' }).split('\t')[0]) + WORKSPACE_GROWTH.bytes;
 
   /** One command in a fresh episode, the host's disk watched while it runs; then the episode is closed and its workspace must be gone. */
   async function attack(command: string) {
     const episode = await env.startEpisode(instance.instance_id, { maxTurns: 5 });
-    const dir = readdirSync(workRoot()).filter((n) => n.includes(instance.instance_id)).map((n) => path.join(workRoot(), n)).sort().at(-1)!;
+    const dir = readdirSync(workRoot())
+      .filter((n) => n.includes(instance.instance_id))
+      .map((n) => path.join(workRoot(), n))
+      .sort()
+      .at(-1)!;
     try {
       const { result: outcome, start, peak } = await diskGrowth(workRoot(), () => episode.step(bash(command, 300)));
       await episode.close();
@@ -335,7 +390,9 @@ async function diskGrowth<T>(dir: string, fn: () => Promise<T>): Promise<{ resul
 
   test("files deleted but held open (24 x 250 MiB, 6 GiB) stop at the bound with ENOSPC; the host's disk grows by no more than the bound, and gets it back", async () => {
     // Each file is opened on a shell fd, deleted, then written: no listing of the workspace ever shows it.
-    const { outcome, peak, after, dir } = await attack('for i in $(seq 3 26); do eval "exec $i>held$i"; rm held$i; head -c 262144000 /dev/zero >&$i || echo "held$i: refused"; done; sleep 2; echo finished');
+    const { outcome, peak, after, dir } = await attack(
+      'for i in $(seq 3 26); do eval "exec $i>held$i"; rm held$i; head -c 262144000 /dev/zero >&$i || echo "held$i: refused"; done; sleep 2; echo finished',
+    );
     expect(outcome.observation).toMatch(/No space left on device/);
     expect(outcome.observation).toMatch(/held\d+: refused/);
     expect(outcome.observation).toMatch(/workspace grew past its bound/);
@@ -347,7 +404,9 @@ async function diskGrowth<T>(dir: string, fn: () => Promise<T>): Promise<{ resul
   });
 
   test("a burst of fallocate (40 x 250 MiB, 10 GB, in far less than a second) stops at the bound with ENOSPC; the host's disk grows by no more than the bound", async () => {
-    const { outcome, peak, after, dir } = await attack('for i in $(seq 1 40); do fallocate -l 250M burst$i || break; done; ls burst* | wc -l');
+    const { outcome, peak, after, dir } = await attack(
+      'for i in $(seq 1 40); do fallocate -l 250M burst$i || break; done; ls burst* | wc -l',
+    );
     expect(outcome.observation).toMatch(/fallocate failed: No space left on device/);
     expect(outcome.observation).toMatch(/workspace grew past its bound/);
     expect(outcome).toMatchObject({ done: true, reward: 0, success: false });
@@ -376,7 +435,11 @@ print('all held' if all(c == 0 for c in codes) else 'some were killed', flush=Tr
 function groupsLeft(): string[] {
   const found = cgroupSupport();
   if (!found.available) return [];
-  return found.parents.flatMap((parent) => readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith(`w${process.pid}-`)).map((e) => path.join(parent, e.name)));
+  return found.parents.flatMap((parent) =>
+    readdirSync(parent, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && e.name.startsWith(`w${process.pid}-`))
+      .map((e) => path.join(parent, e.name)),
+  );
 }
 
 // The red team's attack: forked children that each stay under the per-process limit but together hold far more.

@@ -57,7 +57,10 @@ function smallDataFile(): { file: string; picked: SweInstance[] } {
 
 describe('the shipped instances', () => {
   test('`swe replay --json`: every instance passes with its gold patch and fails without it', async () => {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'swe', 'replay', '--json', '--concurrency', '2'], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'swe', 'replay', '--json', '--concurrency', '2'], {
+      cwd: ROOT,
+      maxBuffer: 16 * 1024 * 1024,
+    });
     const result = JSON.parse(stdout);
     expect(result.total).toBe(instances.length);
     expect(result.total).toBeGreaterThanOrEqual(20);
@@ -72,17 +75,28 @@ describe('what the agent is given', () => {
     for (const instance of instances) {
       const tree = instance.harness_s!.tree;
       // Blobs the older release itself has (an empty file, a file copied elsewhere) are not the fix's.
-      const own = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'rev-list', '--objects', 'HEAD'], { encoding: 'utf8' }).stdout.split('\n').map((l) => l.slice(0, 40));
+      const own = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'rev-list', '--objects', 'HEAD'], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .map((l) => l.slice(0, 40));
       const fixed = [...instance.patch.matchAll(/^index [0-9a-f]+\.\.([0-9a-f]+)/gm)].map((m) => m[1]).filter((hash) => !/^0+$/.test(hash));
       expect(fixed.length).toBeGreaterThan(0);
       fixed.splice(0, fixed.length, ...fixed.filter((hash) => !own.some((o) => o.startsWith(hash))));
       for (const hash of fixed) {
         const found = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'cat-file', '-e', hash]);
-        expect({ instance: instance.instance_id, hash, inTree: found.status === 0 }).toEqual({ instance: instance.instance_id, hash, inTree: false });
+        expect({ instance: instance.instance_id, hash, inTree: found.status === 0 }).toEqual({
+          instance: instance.instance_id,
+          hash,
+          inTree: false,
+        });
       }
       // Nothing unreachable either: the repository is the one commit of the older release.
-      const unreachable = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'fsck', '--unreachable', '--no-reflogs'], { encoding: 'utf8' });
-      expect({ instance: instance.instance_id, unreachable: unreachable.stdout.trim() }).toEqual({ instance: instance.instance_id, unreachable: '' });
+      const unreachable = spawnSync('git', ['-c', 'safe.directory=*', '-C', tree, 'fsck', '--unreachable', '--no-reflogs'], {
+        encoding: 'utf8',
+      });
+      expect({ instance: instance.instance_id, unreachable: unreachable.stdout.trim() }).toEqual({
+        instance: instance.instance_id,
+        unreachable: '',
+      });
     }
   });
 });
@@ -94,7 +108,17 @@ describe('the tool loop with a scripted agent over HTTP', () => {
   const episode = (harnessId: string, script: (messages: ScriptedMessage[]) => ScriptedReply, maxTurns = 30) => {
     reply = script;
     const client = new PolicyClient({ baseUrl: `${server.url}/v1`, apiKey: 'x', requestTimeoutSeconds: 60 });
-    return runEpisode({ env, harness: harnessById(env, harnessId), policy: client, model: 'scripted-model', taskId: markdown.instance_id, sample: 0, maxTurns, temperature: 0, seed: 1 });
+    return runEpisode({
+      env,
+      harness: harnessById(env, harnessId),
+      policy: client,
+      model: 'scripted-model',
+      taskId: markdown.instance_id,
+      sample: 0,
+      maxTurns,
+      temperature: 0,
+      seed: 1,
+    });
   };
 
   test('the gold agent fixes the instance with the editor, runs the tests and submits: resolved, every turn a function call answered by a tool message', async () => {
@@ -108,7 +132,11 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     expect(answers).toHaveLength(t.turns);
     expect(answers.at(-1)!.content).toMatch(/^Submitted: resolved \(FAIL_TO_PASS 10\/10, PASS_TO_PASS 413\/413\)/);
     // The request offered the three tools; the system prompt is the env's.
-    expect(server.requests.at(-1)!.tools!.map((tool) => (tool as { function: { name: string } }).function.name)).toEqual(['execute_bash', 'str_replace_editor', 'submit']);
+    expect(server.requests.at(-1)!.tools!.map((tool) => (tool as { function: { name: string } }).function.name)).toEqual([
+      'execute_bash',
+      'str_replace_editor',
+      'submit',
+    ]);
     expect(t.messages[0]).toEqual({ role: 'system', content: SWE_SYSTEM_PROMPT });
     // Tokens: one training sample whose model tokens are the scripted turns (prompts extend turn by turn).
     expect(t.samples).toHaveLength(1);
@@ -122,13 +150,24 @@ describe('the tool loop with a scripted agent over HTTP', () => {
 
   test('an edit that breaks the package fails the pass-to-pass tests too; an edit of a test file is left out of the patch', async () => {
     const calls = [
-      { name: 'str_replace_editor', arguments: { command: 'create', path: '/workspace/markdown/__init__.py', file_text: 'raise ImportError("broken")\n' } },
-      { name: 'execute_bash', arguments: { command: 'printf "import os\\n" > markdown/broken_probe.py && sed -i "1i raise ImportError(\\"broken\\")" markdown/core.py && echo "def pytest_runtest_makereport(item, call): pass" > tests/conftest.py' } },
+      {
+        name: 'str_replace_editor',
+        arguments: { command: 'create', path: '/workspace/markdown/__init__.py', file_text: 'raise ImportError("broken")\n' },
+      },
+      {
+        name: 'execute_bash',
+        arguments: {
+          command:
+            'printf "import os\\n" > markdown/broken_probe.py && sed -i "1i raise ImportError(\\"broken\\")" markdown/core.py && echo "def pytest_runtest_makereport(item, call): pass" > tests/conftest.py',
+        },
+      },
     ];
     const t = await episode('base', (messages) => ({ calls: [calls[agentTurns(messages)] ?? { name: 'submit', arguments: {} }] }));
     expect(t.success).toBe(false);
     expect(t.messages.some((m) => m.role === 'tool' && /already exists/.test(m.content))).toBe(true);
-    expect(t.messages.at(-1)!.content).toMatch(/not resolved \(FAIL_TO_PASS 0\/10, PASS_TO_PASS 0\/413; left out of the patch \(tests and test configuration are not the agent's to change\): tests\/conftest\.py\)/);
+    expect(t.messages.at(-1)!.content).toMatch(
+      /not resolved \(FAIL_TO_PASS 0\/10, PASS_TO_PASS 0\/413; left out of the patch \(tests and test configuration are not the agent's to change\): tests\/conftest\.py\)/,
+    );
   });
 
   test('under the base harness a tool call written as text is a format error; the action-realization sibling runs it', async () => {
@@ -146,7 +185,16 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     const t = await episode('tr-verify-before-submit', (messages) => {
       const turn = agentTurns(messages);
       if (turn === 0) return { calls: [{ name: 'submit', arguments: {} }] };
-      return turn === 1 ? { calls: [{ name: 'execute_bash', arguments: { command: 'python -m pytest -q -p no:cacheprovider tests/test_syntax/inline/test_code.py | tail -1' } }] } : { calls: [{ name: 'submit', arguments: {} }] };
+      return turn === 1
+        ? {
+            calls: [
+              {
+                name: 'execute_bash',
+                arguments: { command: 'python -m pytest -q -p no:cacheprovider tests/test_syntax/inline/test_code.py | tail -1' },
+              },
+            ],
+          }
+        : { calls: [{ name: 'submit', arguments: {} }] };
     });
     expect(t.turns).toBe(3);
     expect(t.messages.filter((m) => m.role === 'tool')[0].content).toMatch(/Before submitting, run the tests/);
@@ -155,7 +203,11 @@ describe('the tool loop with a scripted agent over HTTP', () => {
 
   test('out of turns, the workspace diff is scored as SWE-bench would: the fix without a submit still resolves', async () => {
     const edits = goldAgentCalls(markdown).filter((c) => c.name === 'str_replace_editor');
-    const t = await episode('base', (messages) => ({ calls: [edits[agentTurns(messages)] ?? { name: 'execute_bash', arguments: { command: 'true' } }] }), edits.length);
+    const t = await episode(
+      'base',
+      (messages) => ({ calls: [edits[agentTurns(messages)] ?? { name: 'execute_bash', arguments: { command: 'true' } }] }),
+      edits.length,
+    );
     expect(t).toMatchObject({ turns: edits.length, success: true, reward: 1, failureType: null });
   });
 
@@ -163,8 +215,27 @@ describe('the tool loop with a scripted agent over HTTP', () => {
     reply = (messages) => goldAgentReply(picked, messages);
     const { stdout } = await run(
       process.execPath,
-      ['--import', 'tsx', 'cli/main.ts', 'eval', '--env', 'swe', '--data', file, '--harness', 'base', '--tasks', markdown.instance_id,
-        '--base-url', `${server.url}/v1`, '--model', 'scripted-model', '--max-turns', '30', '--json'],
+      [
+        '--import',
+        'tsx',
+        'cli/main.ts',
+        'eval',
+        '--env',
+        'swe',
+        '--data',
+        file,
+        '--harness',
+        'base',
+        '--tasks',
+        markdown.instance_id,
+        '--base-url',
+        `${server.url}/v1`,
+        '--model',
+        'scripted-model',
+        '--max-turns',
+        '30',
+        '--json',
+      ],
       { cwd: ROOT, env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL } },
     );
     const result = JSON.parse(stdout);
@@ -206,8 +277,13 @@ describe('a short SWE training run through Temporal', () => {
       const sibling = messages[0].role === 'system' && messages[0].content !== SWE_SYSTEM_PROMPT;
       if (!sibling) return { calls: [{ name: 'submit', arguments: {} }] };
       const first = messages.find((m) => m.role === 'assistant')?.tool_calls?.[0];
-      if (!first) return (siblingEpisodes++ % 2 === 0) ? goldAgentReply(picked, messages) : { calls: [{ name: 'execute_bash', arguments: { command: 'ls -la' } }] };
-      return first.function.arguments.includes('ls -la') ? { calls: [{ name: 'submit', arguments: {} }] } : goldAgentReply(picked, messages);
+      if (!first)
+        return siblingEpisodes++ % 2 === 0
+          ? goldAgentReply(picked, messages)
+          : { calls: [{ name: 'execute_bash', arguments: { command: 'ls -la' } }] };
+      return first.function.arguments.includes('ls -la')
+        ? { calls: [{ name: 'submit', arguments: {} }] }
+        : goldAgentReply(picked, messages);
     };
     const config = parseRunConfig({
       name: 'swe-test',
@@ -222,10 +298,16 @@ describe('a short SWE training run through Temporal', () => {
       eval: { enabled: false, heldOut: 0 },
     });
     const runId = uniqueRunId('swe');
-    const summary = await stack.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
+    const summary = await stack.client.workflow.execute(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config }],
+    });
     expect(summary.stepsCompleted).toBe(1);
     const { rows } = await stack.store.queryForTests(
-      `SELECT task_id, role, harness_id, success, failure_type FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`, [runId]);
+      `SELECT task_id, role, harness_id, success, failure_type FROM trajectories WHERE run_id = $1 AND phase = 'train' ORDER BY task_id, role, harness_id`,
+      [runId],
+    );
     const base = rows.filter((r) => r.role === 'base');
     const rescued = rows.filter((r) => r.role === 'rescue');
     expect(base.length).toBeGreaterThan(0);
@@ -236,7 +318,13 @@ describe('a short SWE training run through Temporal', () => {
     expect(trainer.datums.length).toBeGreaterThan(0);
     expect(trainer.optimSteps).toBe(1);
     // The datums' model tokens are the scripted turns' `<tool_call>` text, as the server returned them.
-    const text = trainer.datums.map((d) => Buffer.from(d.loss_fn_inputs.target_tokens.data.filter((id, i) => d.loss_fn_inputs.advantages.data[i] !== 0 && id < 256)).toString('utf8')).join('');
+    const text = trainer.datums
+      .map((d) =>
+        Buffer.from(d.loss_fn_inputs.target_tokens.data.filter((id, i) => d.loss_fn_inputs.advantages.data[i] !== 0 && id < 256)).toString(
+          'utf8',
+        ),
+      )
+      .join('');
     expect(text).toContain('<tool_call>{"name":"str_replace_editor"');
     expect(text).toContain('<tool_call>{"name":"submit","arguments":{}}</tool_call>');
   }, 600_000);

@@ -34,7 +34,11 @@ function tryIp(...args: string[]): void {
 /** The processes inside a network namespace (none when it does not exist). */
 function netnsPids(netns: string): number[] {
   try {
-    return execFileSync('ip', ['netns', 'pids', netns], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().split(/\s+/).filter(Boolean).map(Number);
+    return execFileSync('ip', ['netns', 'pids', netns], { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return [];
   }
@@ -93,7 +97,9 @@ export class TestHost {
       'echo ready',
       'exec sleep infinity',
     ].join(' && ');
-    const anchor = spawn('ip', ['netns', 'exec', this.netns, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const anchor = spawn('ip', ['netns', 'exec', this.netns, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.anchor = anchor;
     await new Promise<void>((resolve, reject) => {
       let err = '';
@@ -107,7 +113,10 @@ export class TestHost {
   start(name: string, argv: string[], env: NodeJS.ProcessEnv): HostProcess {
     if (!this.anchor?.pid) throw new Error(`host ${this.name} is not booted`);
     const log = createWriteStream(path.join(this.logDir, `${this.name}-${name}.log`), { flags: 'a' });
-    const child = spawn('nsenter', ['-t', String(this.anchor.pid), '-m', '-n', `--wd=${ROOT}`, '--', ...argv], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('nsenter', ['-t', String(this.anchor.pid), '-m', '-n', `--wd=${ROOT}`, '--', ...argv], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));

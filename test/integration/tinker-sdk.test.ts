@@ -33,12 +33,19 @@ test('the official tinker SDK trains, saves and restores the training state, and
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
-        model: world.model.name, seed: 3, logprobs: true, return_token_ids: true,
+        model: world.model.name,
+        seed: 3,
+        logprobs: true,
+        return_token_ids: true,
         messages: [{ role: 'user', content: '[SIMULATED] Task lookup-1 kind lookup: find one value in a table' }],
       }),
     })
   ).json()) as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[]; logprobs: { content: Array<{ logprob: number }> } }> };
-  const spec = { prompt: chat.prompt_token_ids, completion: chat.choices[0].token_ids, logprobs: chat.choices[0].logprobs.content.map((c) => c.logprob) };
+  const spec = {
+    prompt: chat.prompt_token_ids,
+    completion: chat.choices[0].token_ids,
+    logprobs: chat.choices[0].logprobs.content.map((c) => c.logprob),
+  };
 
   const { stdout } = await promisify(execFile)(
     installed.venvs.skyrl.python,

@@ -56,9 +56,13 @@ test('an optim_step and a save that fail on the trainer are sent again under new
     expect(resaved.checkpointName).toBe(`step-${firstSave.step}-s${resaved.seqId}`);
     expect((await stack.store.trainerStep(runId, firstSave.step))!.samplerPath).toBe(`tinker://${modelId}/${resaved.checkpointName}`);
 
-    const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId }),
-    })).json()) as { optim_steps: number };
+    const info = (await (
+      await fetch(`${stack.sim.url}/api/v1/get_info`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model_id: modelId }),
+      })
+    ).json()) as { optim_steps: number };
     expect(info.optim_steps).toBe(2);
   } finally {
     store.writeTrainingModel = writeModel;
@@ -71,7 +75,12 @@ test('a save retried under a name whose save failed (409) is reported as failed,
   const writeWeights = store.writeSamplerWeightsOnce.bind(store);
   const client = new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'tml-test', pollSeconds: 0.02 });
   const sessionId = await client.createSession(['test'], {});
-  const modelId = await client.createModel({ sessionId, modelSeqId: 0, baseModel: loadSimWorld().model.name, lora: { rank: 8, train_attn: true, train_mlp: true, train_unembed: false } });
+  const modelId = await client.createModel({
+    sessionId,
+    modelSeqId: 0,
+    baseModel: loadSimWorld().model.name,
+    lora: { rank: 8, train_attn: true, train_mlp: true, train_unembed: false },
+  });
   store.writeSamplerWeightsOnce = async () => {
     throw new Error('ENOSPC: no space left on device');
   };
@@ -84,7 +93,11 @@ test('a save retried under a name whose save failed (409) is reported as failed,
   // A worker that never saw that answer sends the save again: the name is taken (409) by a checkpoint that failed.
   const started = Date.now();
   const again = await client.saveWeightsForSampler({ modelId, seqId: 2, name: 'lost', waitSeconds: 60 }).catch((err: unknown) => err);
-  expect(again).toMatchObject({ category: 'server', opFailed: true, message: expect.stringContaining('Checkpoint creation failed: ENOSPC') });
+  expect(again).toMatchObject({
+    category: 'server',
+    opFailed: true,
+    message: expect.stringContaining('Checkpoint creation failed: ENOSPC'),
+  });
   expect(Date.now() - started).toBeLessThan(5000);
 });
 
@@ -99,7 +112,9 @@ test('a training-state save that fails on the trainer is saved again under a new
   try {
     const runId = uniqueRunId('state-save-fault');
     await stack.client.workflow.execute(harnessSRun, {
-      taskQueue: TASK_QUEUES.control, workflowId: runId, args: [{ config: stack.config({ steps: 2, checkpoint: { every: 1 } }) }],
+      taskQueue: TASK_QUEUES.control,
+      workflowId: runId,
+      args: [{ config: stack.config({ steps: 2, checkpoint: { every: 1 } }) }],
     });
     const saves = (await stack.store.trainerOps(runId)).filter((o) => o.op === STEP_OPS.saveState);
     const failed = saves.filter((o) => o.failed);
@@ -114,7 +129,12 @@ test('a training-state save that fails on the trainer is saved again under a new
     ]);
     // What the run recorded is what the trainer has.
     const listed = await new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }).listCheckpoints(modelId);
-    expect(listed.filter((c) => c.checkpoint_type === 'training').map((c) => c.tinker_path).sort()).toEqual((await stack.store.checkpoints(runId)).map((c) => c.path).sort());
+    expect(
+      listed
+        .filter((c) => c.checkpoint_type === 'training')
+        .map((c) => c.tinker_path)
+        .sort(),
+    ).toEqual((await stack.store.checkpoints(runId)).map((c) => c.path).sort());
   } finally {
     store.writeTrainingState = writeState;
   }

@@ -33,7 +33,6 @@ afterAll(async () => {
   await restarted?.close();
 });
 
-
 /** The runbook's loss: the trainer stops, its live models are deleted, it starts again (same port, same data). */
 async function restartSimWithoutModels(): Promise<void> {
   const current = restarted ?? stack.sim;
@@ -46,7 +45,11 @@ async function restartSimWithoutModels(): Promise<void> {
 }
 
 async function trainerPost(route: string, body: unknown): Promise<unknown> {
-  const response = await fetch(`${stack.sim.url}/api/v1/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const response = await fetch(`${stack.sim.url}/api/v1/${route}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return response.json();
 }
 
@@ -64,8 +67,18 @@ test('a run whose trainer loses its model twice restores from its latest checkpo
   parentRunId = runId;
   const countedBefore = await restoresCounted('checkpoint');
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: stack.config({ steps: STEPS, checkpoint: { every: 2, keep: 2 }, router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 0 }, eval: { enabled: false } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps: STEPS,
+          checkpoint: { every: 2, keep: 2 },
+          router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 0 },
+          eval: { enabled: false },
+        }),
+      },
+    ],
   });
 
   // Loss 1, during a pause: stop the trainer, delete its live models, start it again.
@@ -114,7 +127,9 @@ test('a run whose trainer loses its model twice restores from its latest checkpo
 
   // Status shows it, as `run status --json` prints it; only the last checkpoint.keep are kept.
   const view = await runView(stack.client, runId, stack.store);
-  expect(view.restores.map(({ fromStep, atStep }) => ({ fromStep, atStep }))).toEqual(restores.map(({ fromStep, atStep }) => ({ fromStep, atStep })));
+  expect(view.restores.map(({ fromStep, atStep }) => ({ fromStep, atStep }))).toEqual(
+    restores.map(({ fromStep, atStep }) => ({ fromStep, atStep })),
+  );
   expect(view.restores.every((r) => !Number.isNaN(Date.parse(r.at)))).toBe(true);
   expect(view.parent).toBeNull();
   expect((await stack.store.checkpoints(runId)).length).toBeLessThanOrEqual(2);
@@ -125,10 +140,15 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
   expect(parentRunId).not.toBe('');
   const live = await stack.store.checkpoints(parentRunId);
   const atStep = live.at(-1)!.step + 1; // past the newest checkpoint: the fork takes that one
-  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, runId: parentRunId, change: { steps: atStep + 3 } }))
-    .rejects.toThrow(/already used by a run in the run store/);
-  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: 0 })).rejects.toThrow(/has no training checkpoint at or before step 0 \(its checkpoints are at steps/);
-  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, change: { rollout: { groupSize: 2 } } })).rejects.toThrow(/fork change is invalid:.*\n.*cannot change during a run: groupSize/);
+  await expect(
+    forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, runId: parentRunId, change: { steps: atStep + 3 } }),
+  ).rejects.toThrow(/already used by a run in the run store/);
+  await expect(forkRun(stack.client, stack.store, { parentRunId, fromStep: 0 })).rejects.toThrow(
+    /has no training checkpoint at or before step 0 \(its checkpoints are at steps/,
+  );
+  await expect(
+    forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, change: { rollout: { groupSize: 2 } } }),
+  ).rejects.toThrow(/fork change is invalid:.*\n.*cannot change during a run: groupSize/);
   const forked = await forkRun(stack.client, stack.store, { parentRunId, fromStep: atStep, change: { steps: atStep + 3 } });
   expect(forked.checkpointStep).toBe(live.at(-1)!.step);
   const summary = await stack.client.workflow.getHandle(forked.runId).result();
@@ -142,12 +162,15 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
 
   // The fork's first step rolled out with its loaded policy, whose log-probs equal the parent's policy of that step.
   const { rows } = await stack.store.queryForTests(
-    "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2", [forked.runId, forked.checkpointStep + 1]);
+    "SELECT DISTINCT policy_version FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = $2",
+    [forked.runId, forked.checkpointStep + 1],
+  );
   expect(rows.map((r) => r.policy_version)).toEqual([loaded!.policyVersion]);
   const parentStep = (await stack.store.trainerStep(parentRunId, forked.checkpointStep))!;
   const logprobs = async (model: string) => {
     const response = await fetch(`${stack.sim.url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model, prompt: parentStep.probe!.tokens, max_tokens: 1, temperature: 0, prompt_logprobs: 0 }),
     });
     const body = (await response.json()) as { choices: Array<{ prompt_logprobs: Array<Record<string, { logprob: number }> | null> }> };
@@ -157,18 +180,27 @@ test('a fork starts from the parent checkpoint at or before the step, serving ex
   expect(forkLogprobs.filter((x) => x !== null).length).toBeGreaterThan(0);
   expect(forkLogprobs).toEqual(await logprobs(parentStep.policyVersion));
   // and the trainer's own log-probs of that step (the publish probe)
-  for (const [k, position] of parentStep.probe!.positions.entries()) expect(forkLogprobs[position]).toBeCloseTo(parentStep.probe!.logprobs[k], 6);
+  for (const [k, position] of parentStep.probe!.positions.entries())
+    expect(forkLogprobs[position]).toBeCloseTo(parentStep.probe!.logprobs[k], 6);
 });
 
 test('export writes a step policy as an adapter folder with a manifest, and it loads in the inference server with the trainer log-probs', async () => {
   expect(parentRunId).not.toBe('');
   const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'harness-s-export-test-')), 'policy');
-  const { dir, manifest } = await exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 5, outDir: out });
+  const { dir, manifest } = await exportPolicy(
+    { store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) },
+    { runId: parentRunId, step: 5, outDir: out },
+  );
   const trained = (await stack.store.trainerStep(parentRunId, 5))!;
   expect(readdirSync(dir).sort()).toEqual(['adapter_config.json', EXPORT_MANIFEST, SIM_ADAPTER_PARAMS_FILE].sort());
   expect(manifest).toMatchObject({
-    runId: parentRunId, step: 5, policyVersion: trained.policyVersion, samplerPath: trained.samplerPath, simulated: true,
-    configHash: configHash((await stack.store.getRun(parentRunId))!.config), label: expect.stringMatching(/^SIMULATED/),
+    runId: parentRunId,
+    step: 5,
+    policyVersion: trained.policyVersion,
+    samplerPath: trained.samplerPath,
+    simulated: true,
+    configHash: configHash((await stack.store.getRun(parentRunId))!.config),
+    label: expect.stringMatching(/^SIMULATED/),
   });
   expect(JSON.parse(readFileSync(path.join(dir, EXPORT_MANIFEST), 'utf8'))).toEqual(manifest);
   // The parameters are the ones the trainer saved for that step.
@@ -176,14 +208,25 @@ test('export writes a step policy as an adapter folder with a manifest, and it l
   const saved = await stack.sim.store.readSamplerWeights(parsed[1], parsed[2].replace(/^sampler_weights\//, ''));
   expect(JSON.parse(readFileSync(path.join(dir, SIM_ADAPTER_PARAMS_FILE), 'utf8')).params).toEqual(saved!.params);
 
-  const check = await checkExport({ store: stack.store }, { dir, manifest, server: `${stack.sim.url}/v1`, apiKey: 'EMPTY', tolerance: 1e-6 });
+  const check = await checkExport(
+    { store: stack.store },
+    { dir, manifest, server: `${stack.sim.url}/v1`, apiKey: 'EMPTY', tolerance: 1e-6 },
+  );
   expect(check.probeMeanAbsDiff).not.toBeNull();
   expect(check.probeMeanAbsDiff!).toBeLessThan(1e-6); // the same parameters; float rounding apart
   const models = (await (await fetch(`${stack.sim.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
   expect(models.data.map((m) => m.id)).not.toContain(check.adapterName); // unloaded after the check
 
-  await expect(exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 5, outDir: out }))
-    .rejects.toThrow(/is not empty; choose another --out, or --force/);
-  await expect(exportPolicy({ store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) }, { runId: parentRunId, step: 99, outDir: `${out}-2` }))
-    .rejects.toThrow(/has no trained step 99; its steps: 0\.\.7/);
+  await expect(
+    exportPolicy(
+      { store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) },
+      { runId: parentRunId, step: 5, outDir: out },
+    ),
+  ).rejects.toThrow(/is not empty; choose another --out, or --force/);
+  await expect(
+    exportPolicy(
+      { store: stack.store, trainer: new TinkerClient({ baseUrl: stack.sim.url, apiKey: 'EMPTY', pollSeconds: 0.02 }) },
+      { runId: parentRunId, step: 99, outDir: `${out}-2` },
+    ),
+  ).rejects.toThrow(/has no trained step 99; its steps: 0\.\.7/);
 });

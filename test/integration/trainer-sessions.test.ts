@@ -35,7 +35,14 @@ interface WorkerGroupHandle {
 
 async function startGroup(queues: QueueName[]): Promise<WorkerGroupHandle> {
   const connection = await NativeConnection.connect({ address: TEST_TEMPORAL_ADDRESS });
-  const group = await createWorkers({ connection, namespace: 'default', store: stack.store, logger: silentLogger, queues, sessionHeartbeatSeconds: HEARTBEAT_SECONDS });
+  const group = await createWorkers({
+    connection,
+    namespace: 'default',
+    store: stack.store,
+    logger: silentLogger,
+    queues,
+    sessionHeartbeatSeconds: HEARTBEAT_SECONDS,
+  });
   const abort = new AbortController();
   const done = group.run(abort.signal);
   let stopped = false;
@@ -67,9 +74,12 @@ afterAll(async () => {
   await stack?.close();
 });
 
-
 async function trainerModelStatus(modelId: string): Promise<string> {
-  const response = await fetch(`${sim.url}/api/v1/get_info`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: modelId, type: 'get_info' }) });
+  const response = await fetch(`${sim.url}/api/v1/get_info`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model_id: modelId, type: 'get_info' }),
+  });
   return ((await response.json()) as { status: string }).status;
 }
 
@@ -79,17 +89,23 @@ test("a run whose model's trainer worker is lost keeps its model through a pause
   await startGroup(['control', 'rollout']);
   const w1 = await startGroup(['trainer']);
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{
-      config: stack.config({
-        steps: STEPS, policy: { baseUrl: `${sim.url}/v1` }, trainer: { baseUrl: sim.url, pollSeconds: 0.02 },
-        router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 0 }, eval: { enabled: false },
-      }),
-    }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: stack.config({
+          steps: STEPS,
+          policy: { baseUrl: `${sim.url}/v1` },
+          trainer: { baseUrl: sim.url, pollSeconds: 0.02 },
+          router: { probeTasksPerKind: 1, probeRollouts: 2, reanchorEvery: 0 },
+          eval: { enabled: false },
+        }),
+      },
+    ],
   });
 
   // W1 creates the run's model in its own session; then W2 joins the trainer queue.
-  const created = await waitFor('the run\'s trainer model', async () => {
+  const created = await waitFor("the run's trainer model", async () => {
     const run = await stack.store.getRun(runId);
     return run?.trainerModelId && run.trainerSessionId ? { modelId: run.trainerModelId, sessionId: run.trainerSessionId } : null;
   });
@@ -138,17 +154,33 @@ test('the live runs are those not finished that did something within the window;
   const restoring = await register('live-restoring');
   await stack.store.markRunFinished(finished);
   await stack.store.queryForTests("UPDATE runs SET updated_at = now() - interval '8 days' WHERE run_id = $1", [quiet]);
-  const restore = await stack.store.startRestore({ runId: restoring, kind: 'checkpoint', atStep: 3, fromRunId: null, fromStep: 1, checkpointPath: null, lostModelId: `model-${restoring}`, reason: 'model gone' });
+  const restore = await stack.store.startRestore({
+    runId: restoring,
+    kind: 'checkpoint',
+    atStep: 3,
+    fromRunId: null,
+    fromStep: 1,
+    checkpointPath: null,
+    lostModelId: `model-${restoring}`,
+    reason: 'model gone',
+  });
   await stack.store.setRestoreModel(restoring, restore.restore, `model-${restoring}-2`, `session-${restoring}-2`);
 
   const ours = [going, finished, quiet, restoring];
   const listed = (await stack.store.liveTrainerSessions(7 * 24 * 3600)).filter((s) => ours.includes(s.runId));
-  expect(listed.map((s) => [s.runId, s.sessionId]).sort()).toEqual([
-    [going, `session-${going}`],
-    [restoring, `session-${restoring}`],
-    [restoring, `session-${restoring}-2`],
-  ].sort());
-  expect(listed.find((s) => s.runId === going)).toEqual({ runId: going, sessionId: `session-${going}`, trainerBaseUrl: trainer, trainerApiKeyEnv: 'TRAINER_API_KEY' });
+  expect(listed.map((s) => [s.runId, s.sessionId]).sort()).toEqual(
+    [
+      [going, `session-${going}`],
+      [restoring, `session-${restoring}`],
+      [restoring, `session-${restoring}-2`],
+    ].sort(),
+  );
+  expect(listed.find((s) => s.runId === going)).toEqual({
+    runId: going,
+    sessionId: `session-${going}`,
+    trainerBaseUrl: trainer,
+    trainerApiKeyEnv: 'TRAINER_API_KEY',
+  });
   expect((await stack.store.getRun(finished))!.finishedAt).toBeInstanceOf(Date);
   // Not left live for other tests' trainer workers.
   for (const runId of ours) await stack.store.markRunFinished(runId);

@@ -32,10 +32,18 @@ beforeAll(async () => {
   runId = uniqueRunId('viewer');
   // Groups of 4 on the sim die often enough that every step has dead groups to route and rescue.
   const handle = await stack.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: 6, groupSize: 4, maxTurns: 5, concurrency: 4 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: stack.config({ steps: STEPS, rollout: { tasksPerStep: 6, groupSize: 4, maxTurns: 5, concurrency: 4 } }) }],
   });
   await handle.result();
-  viewer = await serveRunStore({ databaseUrl: TEST_DATABASE_URL, temporalAddress: TEST_TEMPORAL_ADDRESS, namespace: 'default', host: '127.0.0.1', port: 0 });
+  viewer = await serveRunStore({
+    databaseUrl: TEST_DATABASE_URL,
+    temporalAddress: TEST_TEMPORAL_ADDRESS,
+    namespace: 'default',
+    host: '127.0.0.1',
+    port: 0,
+  });
   browser = await chromium.launch({ executablePath: CHROMIUM });
 }, 600_000);
 
@@ -109,28 +117,39 @@ test('the runs page lists the run with its workflow status from Temporal, its st
   const row = page.locator('tr', { hasText: runId });
   const text = await row.innerText();
   const points = (await row.locator('svg.sparkline polyline').getAttribute('points'))!.trim().split(/\s+/);
-  const links = (await row.locator('a').evaluateAll((as) => as.map((a) => a.getAttribute('href')!))).map((h) => new URL(h, viewer.url).href);
+  const links = (await row.locator('a').evaluateAll((as) => as.map((a) => a.getAttribute('href')!))).map(
+    (h) => new URL(h, viewer.url).href,
+  );
   await page.close();
   expect(text).toContain('COMPLETED');
   expect(text).toContain(`${STEPS}/${STEPS}`);
   expect(text).toContain('SIMULATED');
   expect(points).toHaveLength(STEPS);
-  expect(links).toEqual(expect.arrayContaining([
-    `${viewer.url}/runs/${encodeURIComponent(runId)}`,
-    expect.stringMatching(new RegExp(`/namespaces/default/workflows/${encodeURIComponent(runId)}$`)),
-    `${viewer.url}/runs/${encodeURIComponent(runId)}/report`,
-  ]));
+  expect(links).toEqual(
+    expect.arrayContaining([
+      `${viewer.url}/runs/${encodeURIComponent(runId)}`,
+      expect.stringMatching(new RegExp(`/namespaces/default/workflows/${encodeURIComponent(runId)}$`)),
+      `${viewer.url}/runs/${encodeURIComponent(runId)}/report`,
+    ]),
+  );
 });
 
 test("a run's page shows each stored step's base success, dead, rescued and failed groups, and links each step", async () => {
   const steps = await stack.store.steps(runId);
   const { page } = await visit(`/runs/${encodeURIComponent(runId)}`);
   const rows: string[][] = [];
-  for (const tr of await page.locator('section:has(h2:text-is("Steps")) tbody tr').all()) rows.push((await tr.locator('td').allInnerTexts()).map((t) => t.trim()));
+  for (const tr of await page.locator('section:has(h2:text-is("Steps")) tbody tr').all())
+    rows.push((await tr.locator('td').allInnerTexts()).map((t) => t.trim()));
   await page.close();
-  expect(rows.map((r) => [r[0], r[2], r[5], r[6], r[7]])).toEqual(steps.map((s) => [
-    String(s.step), `${(s.summary.baseSuccessRate * 100).toFixed(1)}%`, String(s.summary.deadGroups), String(s.summary.rescuedGroups), String(s.summary.failedGroups.length),
-  ]));
+  expect(rows.map((r) => [r[0], r[2], r[5], r[6], r[7]])).toEqual(
+    steps.map((s) => [
+      String(s.step),
+      `${(s.summary.baseSuccessRate * 100).toFixed(1)}%`,
+      String(s.summary.deadGroups),
+      String(s.summary.rescuedGroups),
+      String(s.summary.failedGroups.length),
+    ]),
+  );
 });
 
 test("a step's page shows a dead group's routing decision and its rescue rollouts by harness, as stored", async () => {
@@ -139,12 +158,17 @@ test("a step's page shows a dead group's routing decision and its rescue rollout
   const { page } = await visit(`/runs/${encodeURIComponent(runId)}/steps/${dead.step}?task=${encodeURIComponent(dead.taskId)}`);
   const group = page.locator(`section.group[data-task="${dead.taskId}"]`);
   const text = await group.innerText();
-  const rescueRows = await group.locator('h3:has-text("Rescue rollouts") + table tbody tr').evaluateAll((trs) =>
-    trs.map((tr) => [tr.querySelector('td')!.textContent!.trim(), tr.querySelectorAll('td a').length]));
+  const rescueRows = await group
+    .locator('h3:has-text("Rescue rollouts") + table tbody tr')
+    .evaluateAll((trs) => trs.map((tr) => [tr.querySelector('td')!.textContent!.trim(), tr.querySelectorAll('td a').length]));
   await page.close();
   expect(text).toContain(`Router ${decision.strategy}`);
   for (const harness of decision.chosen) expect(text).toContain(harness);
-  expect(rescueRows).toEqual(Object.entries(decision.outcome!).sort(([a], [b]) => a.localeCompare(b)).map(([harness, o]) => [harness, o.rollouts]));
+  expect(rescueRows).toEqual(
+    Object.entries(decision.outcome!)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([harness, o]) => [harness, o.rollouts]),
+  );
 });
 
 test("a step's filters keep only the groups with a matching rollout, and the task search finds one task", async () => {
@@ -157,7 +181,9 @@ test("a step's filters keep only the groups with a matching rollout, and the tas
   expect(shown.sort()).toEqual(expected);
 
   const search = await visit(`/runs/${encodeURIComponent(runId)}/steps/${dead.step}?task=${encodeURIComponent(dead.taskId)}&state=dead`);
-  const one = await search.page.locator('section.group').evaluateAll((s) => s.map((e) => [e.getAttribute('data-task'), e.getAttribute('data-state')]));
+  const one = await search.page
+    .locator('section.group')
+    .evaluateAll((s) => s.map((e) => [e.getAttribute('data-task'), e.getAttribute('data-state')]));
   await search.page.close();
   // Rescued groups are dead groups that a sibling saved: the state filter says which one this was.
   const state = rollouts.some((r) => r.taskId === dead.taskId && r.role === 'rescue' && r.success) ? 'rescued' : 'dead';
@@ -167,8 +193,16 @@ test("a step's filters keep only the groups with a matching rollout, and the tas
 test("a trajectory's page shows every stored message, the harness's interventions where they happened, the sampled tokens with log-probs and the reward", async () => {
   const dead = await deadTaskAt();
   const rescue = (await stack.store.rolloutSummaries(runId, 'train', dead.step, dead.taskId, dead.chosen))[0];
-  const stored = (await new ViewerStore(stack.store).trajectory(runId, { phase: 'train', step: dead.step, taskId: dead.taskId, harnessId: rescue.harnessId, sample: rescue.sample }))!;
-  const { page } = await visit(`/runs/${encodeURIComponent(runId)}/trajectories/train/${dead.step}/${encodeURIComponent(dead.taskId)}/${encodeURIComponent(rescue.harnessId)}/${rescue.sample}`);
+  const stored = (await new ViewerStore(stack.store).trajectory(runId, {
+    phase: 'train',
+    step: dead.step,
+    taskId: dead.taskId,
+    harnessId: rescue.harnessId,
+    sample: rescue.sample,
+  }))!;
+  const { page } = await visit(
+    `/runs/${encodeURIComponent(runId)}/trajectories/train/${dead.step}/${encodeURIComponent(dead.taskId)}/${encodeURIComponent(rescue.harnessId)}/${rescue.sample}`,
+  );
   const messages = await page.locator('.message').count();
   const marks = await page.locator('.message .intervention .badge.harness').allInnerTexts();
   const tokens = await page.locator('.tokens span[title*="log-prob"]').count();
@@ -204,7 +238,9 @@ test("the run's rollout search pages by key: the pages do not overlap and togeth
     after = next;
   }
   const { rows } = await stack.store.queryForTests(
-    "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND role = 'base' AND superseded_by IS NULL", [runId]);
+    "SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND role = 'base' AND superseded_by IS NULL",
+    [runId],
+  );
   expect(new Set(all).size).toBe(all.length);
   expect(all).toHaveLength(rows[0].n);
 
@@ -223,12 +259,29 @@ test("the run's rollout search pages by key: the pages do not overlap and togeth
 
 test("a rollout's text is shown as text: markup the policy wrote neither runs nor loads anything", async () => {
   const attack = '<script>document.title="owned"</script><img src="http://example.invalid/pixel.png"><a href="javascript:alert(1)">x</a>';
-  await stack.store.insertTrajectories(runId, 'train', 0, 'base', [{
-    taskId: 'attack-task', taskKind: 'attack', harnessId: 'base', sample: 0, policyVersion: 'p',
-    messages: [{ role: 'user', content: 'go' }, { role: 'assistant', content: attack }], samples: [],
-    reward: 0, success: false, failureType: 'wrong_answer', turns: 1, tokens: 0, promptTokens: 0, completionTokens: 0, latencyMs: 1,
-    interventions: [{ message: 1, kind: 'repair', detail: attack }],
-  }]);
+  await stack.store.insertTrajectories(runId, 'train', 0, 'base', [
+    {
+      taskId: 'attack-task',
+      taskKind: 'attack',
+      harnessId: 'base',
+      sample: 0,
+      policyVersion: 'p',
+      messages: [
+        { role: 'user', content: 'go' },
+        { role: 'assistant', content: attack },
+      ],
+      samples: [],
+      reward: 0,
+      success: false,
+      failureType: 'wrong_answer',
+      turns: 1,
+      tokens: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      latencyMs: 1,
+      interventions: [{ message: 1, kind: 'repair', detail: attack }],
+    },
+  ]);
   const { status, errors, elsewhere, page } = await visit(`/runs/${encodeURIComponent(runId)}/trajectories/train/0/attack-task/base/0`);
   const title = await page.title();
   const shown = await page.locator('.message.assistant pre').last().innerText();
@@ -296,7 +349,10 @@ test('the page-time bench seeds its store and times every page (here at 2,000 ro
 test('started against a database with no run store, or none at all, the viewer says so and what to do instead of serving errors', async () => {
   const empty = new URL(TEST_DATABASE_URL);
   empty.pathname = '/postgres';
-  const start = (databaseUrl: string) => serveRunStore({ databaseUrl, temporalAddress: TEST_TEMPORAL_ADDRESS, namespace: 'default', host: '127.0.0.1', port: 0 });
+  const start = (databaseUrl: string) =>
+    serveRunStore({ databaseUrl, temporalAddress: TEST_TEMPORAL_ADDRESS, namespace: 'default', host: '127.0.0.1', port: 0 });
   await expect(start(empty.toString())).rejects.toThrow(/holds no run store yet: start a worker or `harness-s dev`/);
-  await expect(start('postgresql://postgres:secret@127.0.0.1:1/none')).rejects.toThrow(/cannot read the run store at postgresql:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/none: connect ECONNREFUSED/);
+  await expect(start('postgresql://postgres:secret@127.0.0.1:1/none')).rejects.toThrow(
+    /cannot read the run store at postgresql:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/none: connect ECONNREFUSED/,
+  );
 });

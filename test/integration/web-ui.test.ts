@@ -22,7 +22,15 @@ beforeAll(async () => {
   stack = await startTestStack();
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   slowPolicy = await startFaultProxy(stack.sim.url);
 });
@@ -36,10 +44,22 @@ test("a run started from outside the CLI shows what it is and its running step's
   const runId = uniqueRunId('web-ui');
   // Each chat completion waits a little, so a step lasts long enough to be seen mid-way.
   for (let i = 0; i < 2000; i++) slowPolicy.faults.push({ match: (_m, p) => p === '/v1/chat/completions', delayMs: 400 });
-  const input = { config: stack.config({ name: 'from-the-ui', steps: 2, policy: { baseUrl: `${slowPolicy.url}/v1` }, eval: { enabled: false } }) };
+  const input = {
+    config: stack.config({ name: 'from-the-ui', steps: 2, policy: { baseUrl: `${slowPolicy.url}/v1` }, eval: { enabled: false } }),
+  };
   await promisify(execFile)(findTemporalCli()!.path, [
-    'workflow', 'start', '--address', TEST_TEMPORAL_ADDRESS, '--type', 'harnessSRun', '--task-queue', 'harness-s-control',
-    '--workflow-id', runId, '--input', JSON.stringify(input),
+    'workflow',
+    'start',
+    '--address',
+    TEST_TEMPORAL_ADDRESS,
+    '--type',
+    'harnessSRun',
+    '--task-queue',
+    'harness-s-control',
+    '--workflow-id',
+    runId,
+    '--input',
+    JSON.stringify(input),
   ]);
   const page = await browser.newPage();
   try {
@@ -49,11 +69,22 @@ test("a run started from outside the CLI shows what it is and its running step's
     while (Date.now() < deadline && !/base groups done/.test(text)) {
       await page.goto(url, { waitUntil: 'domcontentloaded' });
       // The UI shows a workflow's current details on its User Metadata tab (it queries the running workflow).
-      await page.getByRole('link', { name: 'User Metadata' }).or(page.getByRole('tab', { name: 'User Metadata' })).first().click();
+      await page
+        .getByRole('link', { name: 'User Metadata' })
+        .or(page.getByRole('tab', { name: 'User Metadata' }))
+        .first()
+        .click();
       for (let i = 0; i < 20 && !/base groups done/.test(text); i++) {
         await page.waitForTimeout(250);
         // The UI renders details (markdown) inside a sandboxed frame.
-        const texts = await Promise.all(page.frames().map((f) => f.locator('body').innerText().catch(() => '')));
+        const texts = await Promise.all(
+          page.frames().map((f) =>
+            f
+              .locator('body')
+              .innerText()
+              .catch(() => ''),
+          ),
+        );
         text = texts.find((t) => t.includes('Harness-S run from-the-ui'))?.trim() ?? '';
       }
     }

@@ -42,7 +42,9 @@ test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish
   const deadline = Date.now() + 60_000;
   for (;;) {
     const { rows } = await stack.store.queryForTests(
-      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 1`, [runId]);
+      `SELECT count(*)::int AS n FROM trajectories WHERE run_id = $1 AND phase = 'train' AND step = 1`,
+      [runId],
+    );
     const recorded = (await stack.store.steps(runId)).length;
     if (rows[0].n > 0 && recorded === 1) break;
     if (recorded > 1 || Date.now() > deadline) throw new Error('never caught the run in the middle of step 1');
@@ -63,8 +65,12 @@ test('a worker killed with SIGKILL mid-step, then restarted, lets the run finish
 
   // The trainer applied one optimizer step per training step with datums: none doubled.
   const trainer = await stack.store.trainerStep(runId, 0);
-  const info = (await (await fetch(`${stack.sim.url}/api/v1/get_info`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: trainer!.modelId }),
-  })).json()) as { optim_steps: number };
+  const info = (await (
+    await fetch(`${stack.sim.url}/api/v1/get_info`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_id: trainer!.modelId }),
+    })
+  ).json()) as { optim_steps: number };
   expect(info.optim_steps).toBe(steps.filter((s) => s.datums > 0).length);
 }, 240_000);

@@ -19,7 +19,14 @@ export function startWorkerProcess(queues?: string[], env: Record<string, string
   // node itself runs the worker (tsx as a loader, not a wrapper process), so SIGKILL hits the worker.
   const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', ...(queues ? ['--queues', queues.join(',')] : [])], {
     cwd: ROOT,
-    env: { ...process.env, TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'warn', HARNESS_S_METRICS_PORT: 'off', ...env },
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: TEST_TEMPORAL_ADDRESS,
+      DATABASE_URL: TEST_DATABASE_URL,
+      LOG_LEVEL: 'warn',
+      HARNESS_S_METRICS_PORT: 'off',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   live.add(child);

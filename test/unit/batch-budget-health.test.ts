@@ -12,18 +12,27 @@ import { budgetStepCap, parseBudget, planCompare } from '../../cli/compare';
 import { loadLatencyProfiles, modelledGpuSeconds } from '../../core/latency-profiles';
 
 const group = (rewards: number[], role: 'base' | 'rescue' = 'base', taskId = 't'): GroupSummary => ({
-  taskId, kind: 'k', role,
+  taskId,
+  kind: 'k',
+  role,
   rollouts: rewards.map((reward, sample) => ({
-    harnessId: role === 'base' ? 'base' : 'sib', sample, reward, success: reward >= 0.5, failureType: reward >= 0.5 ? null : 'wrong_answer', turns: 1, tokens: 10,
-    promptTokens: 30, completionTokens: 4,
+    harnessId: role === 'base' ? 'base' : 'sib',
+    sample,
+    reward,
+    success: reward >= 0.5,
+    failureType: reward >= 0.5 ? null : 'wrong_answer',
+    turns: 1,
+    tokens: 10,
+    promptTokens: 30,
+    completionTokens: 4,
   })),
 });
 
-describe('the step\'s task stream', () => {
+describe("the step's task stream", () => {
   const tasks = Array.from({ length: 40 }, (_, i) => ({ taskId: `t${i}`, kind: i % 2 ? 'a' : 'b' }));
   const sampling = (tasksPerStep: number) => ({ seed: 3, tasksPerStep, heldOut: 0.2, probeTasksPerKind: 1, evalTasksPerKind: 1 });
 
-  test('a longer draw of a step begins with the shorter one: a refilled task is the stream\'s next, the same in every arm', () => {
+  test("a longer draw of a step begins with the shorter one: a refilled task is the stream's next, the same in every arm", () => {
     const first = tasksFor(tasks, 'train', sampling(4), 5);
     const stream = tasksFor(tasks, 'train', sampling(12), 5);
     expect(stream.slice(0, 4)).toEqual(first);
@@ -62,7 +71,10 @@ describe('refills', () => {
       { taskId: 'a', kind: 'k', role: 'base' as const, rollouts: group([1, 0]).rollouts.map((r, i) => ({ ...r, advantage: i ? -1 : 1 })) },
       { taskId: 'b', kind: 'k', role: 'rescue' as const, rollouts: group([0, 0]).rollouts.map((r) => ({ ...r, advantage: 0 })) },
     ];
-    expect(keepGroupsWithSignal(training, 'dynamic')).toEqual({ kept: [training[0]], dropped: [{ taskId: 'b', role: 'rescue', reward: 0 }] });
+    expect(keepGroupsWithSignal(training, 'dynamic')).toEqual({
+      kept: [training[0]],
+      dropped: [{ taskId: 'b', role: 'rescue', reward: 0 }],
+    });
     expect(keepGroupsWithSignal(training, 'matched')).toEqual({ kept: training, dropped: [] });
   });
 
@@ -73,7 +85,9 @@ describe('refills', () => {
   });
 
   test('a config whose maxDraws is below tasksPerStep, or whose budget names both or neither measure, is refused where it is wrong', () => {
-    expect(() => parseRunConfig({ rollout: { tasksPerStep: 8 }, sampling: { refill: 'dynamic', maxDraws: 4 } })).toThrow(/sampling\.maxDraws.*at least that many/s);
+    expect(() => parseRunConfig({ rollout: { tasksPerStep: 8 }, sampling: { refill: 'dynamic', maxDraws: 4 } })).toThrow(
+      /sampling\.maxDraws.*at least that many/s,
+    );
     expect(() => parseRunConfig({ budget: { rollouts: 10, tokens: 10 } })).toThrow(/budget.*exactly one of rollouts or tokens/s);
     expect(() => parseRunConfig({ budget: {} })).toThrow(/budget.*exactly one of rollouts or tokens/s);
     expect(() => parseRunConfig({ sampling: { refill: 'always' } })).toThrow(/sampling\.refill/);
@@ -81,29 +95,58 @@ describe('refills', () => {
 });
 
 describe('spend', () => {
-  test('a step counts every rollout it ran, their server tokens and the trainer\'s tokens; the run sums its steps', () => {
+  test("a step counts every rollout it ran, their server tokens and the trainer's tokens; the run sums its steps", () => {
     const base = [group([0, 0, 0, 0], 'base', 'a'), group([1, 0, 1, 0], 'base', 'b')];
     const rescue = [group([1, 1, 0, 0], 'rescue', 'a')];
     const step = summarizeStep({
-      step: 0, policyVersionBefore: 'p0', policyVersion: 'p1', profileVersion: 1, baseGroups: base, rescueGroups: rescue, trainingGroups: [],
-      datums: 0, trainerMetrics: {}, durationSeconds: 1, trainerTokens: 500,
+      step: 0,
+      policyVersionBefore: 'p0',
+      policyVersion: 'p1',
+      profileVersion: 1,
+      baseGroups: base,
+      rescueGroups: rescue,
+      trainingGroups: [],
+      datums: 0,
+      trainerMetrics: {},
+      durationSeconds: 1,
+      trainerTokens: 500,
     });
     expect(step.spend).toEqual({ rollouts: 12, promptTokens: 12 * 30, completionTokens: 12 * 4, trainerTokens: 500 });
     // A step recorded before spend was counted still counts its rollouts.
     const old = { baseRollouts: 8, rescueRollouts: 4 };
-    expect(totalSpend([step, old])).toEqual({ rollouts: 24, policyTokens: 12 * 34, promptTokens: 360, completionTokens: 48, trainerTokens: 500, gpuSeconds: null });
+    expect(totalSpend([step, old])).toEqual({
+      rollouts: 24,
+      policyTokens: 12 * 34,
+      promptTokens: 360,
+      completionTokens: 48,
+      trainerTokens: 500,
+      gpuSeconds: null,
+    });
   });
 
-  test('SIMULATED GPU-seconds: prefill and full-batch decode per token, the trainer\'s step, an adapter load per replica', () => {
+  test("SIMULATED GPU-seconds: prefill and full-batch decode per token, the trainer's step, an adapter load per replica", () => {
     const profile = Object.values(loadLatencyProfiles())[0];
     const zero = modelledGpuSeconds(profile, { promptTokens: 0, completionTokens: 0, trainerTokens: 0 });
-    expect(zero).toBeCloseTo(profile.trainer.optimStepSeconds + profile.trainer.saveWeightsForSamplerSeconds + profile.publish.adapterLoadSeconds * profile.inference.servers, 9);
+    expect(zero).toBeCloseTo(
+      profile.trainer.optimStepSeconds +
+        profile.trainer.saveWeightsForSamplerSeconds +
+        profile.publish.adapterLoadSeconds * profile.inference.servers,
+      9,
+    );
     const s = profile.tokenScale;
     const n = profile.inference.maxSequencesPerServer;
-    expect(modelledGpuSeconds(profile, { promptTokens: 1000, completionTokens: 0, trainerTokens: 0 }) - zero).toBeCloseTo((1000 * s) / profile.inference.prefillTokensPerSecond, 9);
-    expect(modelledGpuSeconds(profile, { promptTokens: 0, completionTokens: 1000, trainerTokens: 0 }) - zero)
-      .toBeCloseTo((1000 * s * (n + profile.inference.halfSaturationSequences)) / (n * profile.inference.peakDecodeTokensPerSecond), 9);
-    expect(modelledGpuSeconds(profile, { promptTokens: 0, completionTokens: 0, trainerTokens: 1000 }) - zero).toBeCloseTo((1000 * s) / profile.trainer.trainTokensPerSecond, 9);
+    expect(modelledGpuSeconds(profile, { promptTokens: 1000, completionTokens: 0, trainerTokens: 0 }) - zero).toBeCloseTo(
+      (1000 * s) / profile.inference.prefillTokensPerSecond,
+      9,
+    );
+    expect(modelledGpuSeconds(profile, { promptTokens: 0, completionTokens: 1000, trainerTokens: 0 }) - zero).toBeCloseTo(
+      (1000 * s * (n + profile.inference.halfSaturationSequences)) / (n * profile.inference.peakDecodeTokensPerSecond),
+      9,
+    );
+    expect(modelledGpuSeconds(profile, { promptTokens: 0, completionTokens: 0, trainerTokens: 1000 }) - zero).toBeCloseTo(
+      (1000 * s) / profile.trainer.trainTokensPerSecond,
+      9,
+    );
   });
 });
 
@@ -111,7 +154,8 @@ describe('budgets in compare', () => {
   test('--budget reads rollouts=N or tokens=N and nothing else, saying what it wants', () => {
     expect(parseBudget('rollouts=2000')).toEqual({ rollouts: 2000 });
     expect(parseBudget('tokens=10')).toEqual({ tokens: 10 });
-    for (const bad of ['rollouts', 'rollouts=0', 'steps=3', 'tokens=1.5', '']) expect(() => parseBudget(bad)).toThrow(/--budget: .* is not rollouts=N or tokens=N/);
+    for (const bad of ['rollouts', 'rollouts=0', 'steps=3', 'tokens=1.5', ''])
+      expect(() => parseBudget(bad)).toThrow(/--budget: .* is not rollouts=N or tokens=N/);
   });
 
   test('the step cap is what the cheapest arm needs for a rollout budget, 10 x steps for tokens', () => {
@@ -123,7 +167,9 @@ describe('budgets in compare', () => {
 
   test('every arm of a budgeted compare carries the budget; each arm sets rescue and refill as its name says', () => {
     const arms = ['policy-only', 'harness-s', 'dynamic-sampling', 'policy-only-matched', 'harness-s+dynamic-sampling'];
-    const plan = planCompare({ sampling: { refill: 'dynamic', maxDraws: 40 } }, arms, [1], new Date(0), undefined, undefined, { rollouts: 100 });
+    const plan = planCompare({ sampling: { refill: 'dynamic', maxDraws: 40 } }, arms, [1], new Date(0), undefined, undefined, {
+      rollouts: 100,
+    });
     expect(plan.map((p) => [p.arm, p.config.rescue.enabled, p.config.sampling.refill, p.config.budget])).toEqual([
       ['policy-only', false, 'none', { rollouts: 100 }],
       ['harness-s', true, 'none', { rollouts: 100 }],
@@ -146,7 +192,9 @@ describe('run health', () => {
     for (const share of [0.1, 0.05]) window = afterStep(window, rule, share);
     expect(stalledReasons(rule, window)).toEqual([]); // two steps are not three
     window = afterStep(window, rule, 0.0);
-    expect(stalledReasons(rule, window)).toEqual(['fewer than 20.0% of groups had a learning signal in each of the last 3 steps (10.0%, 5.0%, 0.0%)']);
+    expect(stalledReasons(rule, window)).toEqual([
+      'fewer than 20.0% of groups had a learning signal in each of the last 3 steps (10.0%, 5.0%, 0.0%)',
+    ]);
     window = afterStep(window, rule, 0.5);
     expect(stalledReasons(rule, window)).toEqual([]);
     expect(window.liveShares).toHaveLength(3);
@@ -155,7 +203,9 @@ describe('run health', () => {
   test('no gain over the last evaluations stalls a run; a gain past minGain does not', () => {
     let window: HealthWindow = { liveShares: [], evalSuccess: [] };
     for (const success of [0.3, 0.32, 0.305]) window = afterEvaluation(window, rule, success);
-    expect(stalledReasons(rule, window)).toEqual(['base success on the eval split moved +0.5 points over the last 2 evaluations (30.0% → 32.0% → 30.5%), not more than 1.0']);
+    expect(stalledReasons(rule, window)).toEqual([
+      'base success on the eval split moved +0.5 points over the last 2 evaluations (30.0% → 32.0% → 30.5%), not more than 1.0',
+    ]);
     window = afterEvaluation(window, rule, 0.4);
     expect(stalledReasons(rule, window)).toEqual([]);
   });
@@ -165,6 +215,8 @@ describe('run health', () => {
     const first = assessHealth(rule, stalledWindow, LEARNING, 4);
     expect(first).toMatchObject({ state: 'stalled', sinceStep: 4 });
     expect(assessHealth(rule, stalledWindow, first, 5).sinceStep).toBe(4);
-    expect(assessHealth({ ...rule, minLiveShare: 0, evaluations: 0 }, { liveShares: [0, 0, 0], evalSuccess: [0, 0, 0] }, LEARNING, 5)).toEqual(LEARNING);
+    expect(
+      assessHealth({ ...rule, minLiveShare: 0, evaluations: 0 }, { liveShares: [0, 0, 0], evalSuccess: [0, 0, 0] }, LEARNING, 5),
+    ).toEqual(LEARNING);
   });
 });

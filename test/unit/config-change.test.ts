@@ -31,7 +31,11 @@ test('a section the config lacks (a run older than it) stays absent unless the c
 
 test('checkpoint settings may change during a run; a config without them gets the defaults it changes', () => {
   const config = parseRunConfig({});
-  expect(applyConfigChange(config, { checkpoint: { every: 10, onLoss: 'pause' } }, 0).checkpoint).toEqual({ every: 10, keep: 3, onLoss: 'pause' });
+  expect(applyConfigChange(config, { checkpoint: { every: 10, onLoss: 'pause' } }, 0).checkpoint).toEqual({
+    every: 10,
+    keep: 3,
+    onLoss: 'pause',
+  });
   expect(() => applyConfigChange(config, { checkpoint: { keep: 0 } }, 0)).toThrow(/checkpoint\.keep/);
 });
 
@@ -40,8 +44,13 @@ test('pipelining can be switched on or off during a run, also for a run whose co
   expect(applyConfigChange(config, { pipeline: { maxStaleness: 2 } }, 3).pipeline).toEqual({ maxStaleness: 2, whenStale: 'wait' });
   const older = { ...config } as Partial<typeof config>;
   delete older.pipeline;
-  expect(applyConfigChange(older as typeof config, { pipeline: { maxStaleness: 1 } }, 3).pipeline).toEqual({ maxStaleness: 1, whenStale: 'wait' });
-  expect(() => applyConfigChange(config, { pipeline: { whenStale: 'wait' } }, 3)).toThrow(/pipeline: cannot change during a run: whenStale/);
+  expect(applyConfigChange(older as typeof config, { pipeline: { maxStaleness: 1 } }, 3).pipeline).toEqual({
+    maxStaleness: 1,
+    whenStale: 'wait',
+  });
+  expect(() => applyConfigChange(config, { pipeline: { whenStale: 'wait' } }, 3)).toThrow(
+    /pipeline: cannot change during a run: whenStale/,
+  );
   expect(() => applyConfigChange(config, { pipeline: { maxStaleness: 9 } }, 3)).toThrow(/pipeline\.maxStaleness/);
 });
 
@@ -52,6 +61,12 @@ test('a run may get a budget, a new one, or other health settings while it runs;
   expect(applyConfigChange(config, { health: { pause: true } }, 3).health).toEqual({ ...config.health, pause: true });
   const older = { ...config } as Partial<typeof config>;
   delete older.health;
-  expect(applyConfigChange(older as typeof config, { health: { steps: 2 } }, 3).health).toEqual({ minLiveShare: 0.1, steps: 2, evaluations: 3, minGain: 0, pause: false });
+  expect(applyConfigChange(older as typeof config, { health: { steps: 2 } }, 3).health).toEqual({
+    minLiveShare: 0.1,
+    steps: 2,
+    evaluations: 3,
+    minGain: 0,
+    pause: false,
+  });
   expect(() => applyConfigChange(config, { health: { steps: 0 } }, 3)).toThrow(/health\.steps/);
 });

@@ -18,5 +18,7 @@ test('a whole number from 1 to 1000 is the pool size', () => {
 
 test.each(['0', '1001', '-5', '2.5', '1e2', 'ten', '0x10', '12abc'])('%s is refused, naming the variable and the value', (value) => {
   expect(() => dbPoolSizeFromEnv(withSize(value))).toThrow(DbPoolSizeError);
-  expect(() => dbPoolSizeFromEnv(withSize(value))).toThrow(`HARNESS_S_DB_POOL_SIZE='${value}' is not a connection pool size: use a whole number from 1 to 1000`);
+  expect(() => dbPoolSizeFromEnv(withSize(value))).toThrow(
+    `HARNESS_S_DB_POOL_SIZE='${value}' is not a connection pool size: use a whole number from 1 to 1000`,
+  );
 });

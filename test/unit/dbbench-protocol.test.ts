@@ -85,7 +85,7 @@ describe('reading an assistant message', () => {
   });
 });
 
-describe("the answer list AgentBench scores: list(eval(answer)), else [answer]", () => {
+describe('the answer list AgentBench scores: list(eval(answer)), else [answer]', () => {
   test('a list literal is its items', () => {
     expect(agentBenchAnswerItems(' ["March 19, 1998"]')).toEqual([s('March 19, 1998')]);
     expect(agentBenchAnswerItems(" ['a', 2, 3.5, None]")).toEqual([s('a'), i(2), f(3.5), py.none]);
@@ -155,8 +155,16 @@ describe('observations: str() of the fetched rows, as Python prints them', () =>
   // Ground truth: python3 -c 'print(repr(str(rows)))' for the same values.
   test('strings: quote choice, escapes, printable and non-printable characters', () => {
     const rows = [
-      [s('a')], [s("it's")], [s('say "hi"')], [s(`both ' and "`)], [s('back\\slash')], [s('tab\tnl\nret\r')],
-      [s('\x00\x1f\x7f')], [s('é ü 中文 😀')], [s('\xa0\u200b\u2028\x85')], [s('\u{e0001}')],
+      [s('a')],
+      [s("it's")],
+      [s('say "hi"')],
+      [s(`both ' and "`)],
+      [s('back\\slash')],
+      [s('tab\tnl\nret\r')],
+      [s('\x00\x1f\x7f')],
+      [s('é ü 中文 😀')],
+      [s('\xa0\u200b\u2028\x85')],
+      [s('\u{e0001}')],
     ];
     expect(rowsText(rows)).toBe(
       `[('a',), ("it's",), ('say "hi"',), ('both \\' and "',), ('back\\\\slash',), ('tab\\tnl\\nret\\r',), ('\\x00\\x1f\\x7f',), ('é ü 中文 😀',), ('\\xa0\\u200b\\u2028\\x85',), ('\\U000e0001',)]`,
@@ -165,8 +173,16 @@ describe('observations: str() of the fetched rows, as Python prints them', () =>
 
   test('numbers and None: ints, shortest float reprs, exponents', () => {
     const rows = [
-      [i(1), f(2), py.none], [f(2011)], [f(1e16)], [f(1.5e-5)], [f(0.0001)], [f(123456789012345680)], [f(0.1 + 0.2)],
-      [f(-0)], [f(Infinity)], [f(NaN)],
+      [i(1), f(2), py.none],
+      [f(2011)],
+      [f(1e16)],
+      [f(1.5e-5)],
+      [f(0.0001)],
+      [f(123456789012345680)],
+      [f(0.1 + 0.2)],
+      [f(-0)],
+      [f(Infinity)],
+      [f(NaN)],
     ];
     expect(rowsText(rows)).toBe(
       '[(1, 2.0, None), (2011.0,), (1e+16,), (1.5e-05,), (0.0001,), (1.2345678901234568e+17,), (0.30000000000000004,), (-0.0,), (inf,), (nan,)]',
@@ -183,10 +199,20 @@ describe('observations: str() of the fetched rows, as Python prints them', () =>
     const value = (text: string | null, columnType: number, characterSet = 63) =>
       mysqlValueToPy(text === null ? null : Buffer.from(text, 'latin1'), { columnType, characterSet });
     const row = [
-      value('2011', T.DOUBLE), value('3', T.LONGLONG), value('1.50', T.NEWDECIMAL), value('0.0000001', T.NEWDECIMAL),
-      value('0.0000000', T.NEWDECIMAL), value('-0.30', T.NEWDECIMAL), value(null, T.BLOB, 224),
-      value('2020-01-02', T.DATE), value('2020-01-02 03:04:05.5', T.DATETIME), value('2020-01-02 00:00:00', T.DATETIME),
-      value('-01:30:00', T.TIME), value('00:00:00', T.TIME), value('838:59:59', T.TIME), value('x', T.VAR_STRING),
+      value('2011', T.DOUBLE),
+      value('3', T.LONGLONG),
+      value('1.50', T.NEWDECIMAL),
+      value('0.0000001', T.NEWDECIMAL),
+      value('0.0000000', T.NEWDECIMAL),
+      value('-0.30', T.NEWDECIMAL),
+      value(null, T.BLOB, 224),
+      value('2020-01-02', T.DATE),
+      value('2020-01-02 03:04:05.5', T.DATETIME),
+      value('2020-01-02 00:00:00', T.DATETIME),
+      value('-01:30:00', T.TIME),
+      value('00:00:00', T.TIME),
+      value('838:59:59', T.TIME),
+      value('x', T.VAR_STRING),
       mysqlValueToPy(Buffer.from('Vitória', 'utf8'), { columnType: T.BLOB, characterSet: 224 }),
     ];
     expect(rowsText([row])).toBe(
@@ -197,9 +223,9 @@ describe('observations: str() of the fetched rows, as Python prints them', () =>
   });
 
   test('bytes print as Python bytes', () => {
-    expect(rowsText([[{ type: 'bytes', value: Buffer.from("it's \x00\xff\n", 'latin1') }], [{ type: 'bytes', value: Buffer.from(`'"`) }]])).toBe(
-      `[(b"it's \\x00\\xff\\n",), (b'\\'"',)]`,
-    );
+    expect(
+      rowsText([[{ type: 'bytes', value: Buffer.from("it's \x00\xff\n", 'latin1') }], [{ type: 'bytes', value: Buffer.from(`'"`) }]]),
+    ).toBe(`[(b"it's \\x00\\xff\\n",), (b'\\'"',)]`);
   });
 
   test('objects print by their repr inside rows', () => {

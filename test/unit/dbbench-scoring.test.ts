@@ -93,7 +93,16 @@ describe('normalized matching (the later function-calling version)', () => {
 
 describe('the table hash query', () => {
   test('is AgentBench md5 over sorted 5-digit row hashes, identifiers quoted', () => {
-    const table = { table_name: 'Game `Schedule`', table_info: { columns: [{ name: 'Game', type: 'TEXT' }, { name: 'Nr.', type: 'INT' }], rows: [] } };
+    const table = {
+      table_name: 'Game `Schedule`',
+      table_info: {
+        columns: [
+          { name: 'Game', type: 'TEXT' },
+          { name: 'Nr.', type: 'INT' },
+        ],
+        rows: [],
+      },
+    };
     expect(tableHashQuery(table)).toBe(
       "select md5(group_concat(rowhash order by rowhash)) as hash from( SELECT substring(MD5(CONCAT_WS(',', `Game`,`Nr.`)), 1, 5) AS rowhash FROM `Game ``Schedule```) as sub;",
     );
@@ -101,7 +110,14 @@ describe('the table hash query', () => {
 });
 
 describe('scoring an episode', () => {
-  const query: EpisodeScoreInput = { type: 'counting', label: ['3'], ending: 'answer', answer: ' ["3"]', lastStatementFailed: false, matching: 'exact' };
+  const query: EpisodeScoreInput = {
+    type: 'counting',
+    label: ['3'],
+    ending: 'answer',
+    answer: ' ["3"]',
+    lastStatementFailed: false,
+    matching: 'exact',
+  };
   const update: EpisodeScoreInput = {
     type: 'UPDATE',
     label: ['UPDATE t SET a = 1'],
@@ -135,7 +151,10 @@ describe('scoring an episode', () => {
   });
 
   test('running out of turns is turn_limit', () => {
-    expect(scoreEpisode({ ...query, ending: 'turn_limit', answer: undefined })).toMatchObject({ failureType: 'turn_limit', status: 'task_limit_reached' });
+    expect(scoreEpisode({ ...query, ending: 'turn_limit', answer: undefined })).toMatchObject({
+      failureType: 'turn_limit',
+      status: 'task_limit_reached',
+    });
   });
 
   test('DML is judged by the table hash, whatever was answered', () => {
@@ -144,11 +163,16 @@ describe('scoring an episode', () => {
   });
 
   test('as in AgentBench, a DML episode ending in a format error still scores by its table', () => {
-    expect(scoreEpisode({ ...update, ending: 'invalid', answer: undefined })).toMatchObject({ correct: true, status: 'agent_validation_failed' });
+    expect(scoreEpisode({ ...update, ending: 'invalid', answer: undefined })).toMatchObject({
+      correct: true,
+      status: 'agent_validation_failed',
+    });
   });
 
   test('a DML answer table that was not hashed is a wrong answer, its reason recorded, even after a failed statement', () => {
-    expect(scoreEpisode({ ...update, tableHash: undefined, tableRefused: "'t' is a VIEW, not a base table", lastStatementFailed: true })).toEqual({
+    expect(
+      scoreEpisode({ ...update, tableHash: undefined, tableRefused: "'t' is a VIEW, not a base table", lastStatementFailed: true }),
+    ).toEqual({
       correct: false,
       reward: 0,
       failureType: 'wrong_answer',
@@ -167,7 +191,13 @@ describe('scoring an episode', () => {
 
   test('an episode the sandbox refused is a wrong answer whatever its table or answer, the refusal recorded as the answer', () => {
     const refusal = "table 'c' is stored by CSV, which the sandbox does not allow (only InnoDB, MyISAM, Aria)";
-    const expected = { correct: false, reward: 0, failureType: 'wrong_answer', status: 'agent_invalid_action', answer: `(not scored: ${refusal})` };
+    const expected = {
+      correct: false,
+      reward: 0,
+      failureType: 'wrong_answer',
+      status: 'agent_invalid_action',
+      answer: `(not scored: ${refusal})`,
+    };
     // A table that would have hashed to the right answer, and a query answer that matches its label, count for nothing.
     expect(scoreEpisode({ ...update, ending: 'refused', refusal })).toEqual(expected);
     expect(scoreEpisode({ ...query, ending: 'refused', refusal })).toEqual(expected);
@@ -193,9 +223,18 @@ describe("AgentBench's per-type metrics", () => {
   test('every v0.2 key is reported, a type without tasks as 0', () => {
     const { metrics } = agentBenchReport(results);
     expect(Object.keys(metrics)).toEqual([
-      'other_accuracy', 'counting_accuracy', 'comparison_accuracy', 'ranking_accuracy', 'aggregation-SUM_accuracy',
-      'aggregation-MIN_accuracy', 'aggregation-MAX_accuracy', 'aggregation-AVG_accuracy', 'SELECT_accuracy', 'INSERT_accuracy',
-      'UPDATE_accuracy', 'overall_cat_accuracy',
+      'other_accuracy',
+      'counting_accuracy',
+      'comparison_accuracy',
+      'ranking_accuracy',
+      'aggregation-SUM_accuracy',
+      'aggregation-MIN_accuracy',
+      'aggregation-MAX_accuracy',
+      'aggregation-AVG_accuracy',
+      'SELECT_accuracy',
+      'INSERT_accuracy',
+      'UPDATE_accuracy',
+      'overall_cat_accuracy',
     ]);
     expect(metrics.counting_accuracy).toBe(0.5);
     expect(metrics.other_accuracy).toBe(0);

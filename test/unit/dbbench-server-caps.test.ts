@@ -1,6 +1,6 @@
 import { ibtmp1MaxBytes } from '../../core/envs/dbbench/server-caps';
 
-describe("reading the ibtmp1 cap from innodb_temp_data_file_path (what `harness-s doctor` reports)", () => {
+describe('reading the ibtmp1 cap from innodb_temp_data_file_path (what `harness-s doctor` reports)', () => {
   test('a max: with or without a unit is read in bytes', () => {
     expect(ibtmp1MaxBytes('ibtmp1:12M:autoextend:max:1G')).toBe(1024 ** 3);
     expect(ibtmp1MaxBytes('ibtmp1:12M:autoextend:max:1024M')).toBe(1024 ** 3);

@@ -38,7 +38,9 @@ describe('loading DBBench tasks', () => {
   test('a bad line names the file, the line and the field, and nothing is loaded', () => {
     const bad = { ...query, table: { ...query.table, table_info: { ...query.table.table_info, rows: [['1', '2']] } } };
     expect(() => parseDbBenchTasks(jsonl(query, bad), 'tasks.jsonl')).toThrow(DbBenchTaskFileError);
-    expect(() => parseDbBenchTasks(jsonl(query, bad), 'tasks.jsonl')).toThrow(/tasks\.jsonl:2: .*\n.*table\.table_info\.rows\.0: has 2 cells; the table has 1 columns/);
+    expect(() => parseDbBenchTasks(jsonl(query, bad), 'tasks.jsonl')).toThrow(
+      /tasks\.jsonl:2: .*\n.*table\.table_info\.rows\.0: has 2 cells; the table has 1 columns/,
+    );
   });
 
   test('a DML task without answer_md5 is refused', () => {

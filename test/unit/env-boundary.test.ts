@@ -24,7 +24,8 @@ const code = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\
 test('the config schema and the registry know the same env kinds', () => {
   expect([...ENV_REGISTRATIONS.keys()].sort()).toEqual([...ENV_KINDS].sort());
   // Each registration holds the very schema the config union checks, so the two cannot drift apart.
-  for (const [kind, registration] of ENV_REGISTRATIONS) expect(EnvConfig.options.find((schema) => schema.shape.kind.value === kind)).toBe(registration.config);
+  for (const [kind, registration] of ENV_REGISTRATIONS)
+    expect(EnvConfig.options.find((schema) => schema.shape.kind.value === kind)).toBe(registration.config);
 });
 
 // The simulator's kind is also named once at the bottom of core (sim-kind.ts), so

@@ -27,8 +27,16 @@ function raised(err: unknown): unknown {
 test.each([
   ['an unreachable policy endpoint', new APIConnectionError({ message: 'Connection error.' }), FAILURE_TYPES.PolicyUnavailable],
   ['a policy endpoint answering 503', new APIError(503, undefined, 'Service Unavailable', new Headers()), FAILURE_TYPES.PolicyUnavailable],
-  ['an inference server that cannot load the adapter yet', new PublishError('http://vllm:8000 is unreachable', true), FAILURE_TYPES.PolicyUnavailable],
-  ['an unreachable trainer', new TrainerError('trainer http://t is unreachable (forward_backward): ECONNREFUSED', 'server'), FAILURE_TYPES.TrainerUnavailable],
+  [
+    'an inference server that cannot load the adapter yet',
+    new PublishError('http://vllm:8000 is unreachable', true),
+    FAILURE_TYPES.PolicyUnavailable,
+  ],
+  [
+    'an unreachable trainer',
+    new TrainerError('trainer http://t is unreachable (forward_backward): ECONNREFUSED', 'server'),
+    FAILURE_TYPES.TrainerUnavailable,
+  ],
 ])('%s is an outage the run pauses on, named by its type', (_what, err, type) => {
   const failure = raised(err);
   expect(outageOf(failure)).toMatch(new RegExp(`^${type}: `));
@@ -37,8 +45,16 @@ test.each([
 
 test.each([
   ['a policy endpoint refusing the key', new APIError(401, undefined, 'Unauthorized', new Headers()), FAILURE_TYPES.PolicyRequestRefused],
-  ['a trainer refusing the request', new TrainerError('trainer http://t: LoRA rank 4096 is above the limit', 'user'), FAILURE_TYPES.TrainerRequestRefused],
-  ['an invalid run config', new RunConfigError('run config is invalid:\n  - steps: expected a number', ['steps']), FAILURE_TYPES.RunConfigError],
+  [
+    'a trainer refusing the request',
+    new TrainerError('trainer http://t: LoRA rank 4096 is above the limit', 'user'),
+    FAILURE_TYPES.TrainerRequestRefused,
+  ],
+  [
+    'an invalid run config',
+    new RunConfigError('run config is invalid:\n  - steps: expected a number', ['steps']),
+    FAILURE_TYPES.RunConfigError,
+  ],
   ['a fork without a checkpoint', new NoCheckpointError('run r has no checkpoint at or before step 3'), FAILURE_TYPES.NoCheckpointError],
 ])('%s fails the run at once, with its type', (_what, err, type) => {
   const failure = raised(err);

@@ -6,12 +6,26 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { contentHash, ensureFrozenPoolFolder, FrozenPoolError, poolHash, readFrozenPool, type PoolManifest } from '../../core/harness/frozen-pool';
+import {
+  contentHash,
+  ensureFrozenPoolFolder,
+  FrozenPoolError,
+  poolHash,
+  readFrozenPool,
+  type PoolManifest,
+} from '../../core/harness/frozen-pool';
 import { loadSimWorld, type SimHarness } from '../../core/envs/sim/world';
 
 function simPool(harnesses: SimHarness[]): { manifest: PoolManifest; specs: Record<string, unknown> } {
   const members = harnesses.map((h) => ({
-    id: h.id, parent: h.parent, direction: h.direction, version: contentHash(h), file: `${h.id}.json`, targets: [], bornRound: 0, measured: null,
+    id: h.id,
+    parent: h.parent,
+    direction: h.direction,
+    version: contentHash(h),
+    file: `${h.id}.json`,
+    targets: [],
+    bornRound: 0,
+    measured: null,
   }));
   return {
     manifest: { hash: poolHash('sim', members), env: 'sim', evolution: null, createdAt: '2025-01-01T00:00:00.000Z', members, effect: null },
@@ -64,16 +78,23 @@ test('a pool in neither place is refused, naming the folder it looked in and the
 });
 
 test('a stored pool whose specs do not hash to its manifest is refused and nothing is written', async () => {
-  const tampered = { manifest: pool.manifest, specs: { ...pool.specs, [world.harnesses[1].id]: { ...world.harnesses[1], description: 'edited after freezing' } } };
+  const tampered = {
+    manifest: pool.manifest,
+    specs: { ...pool.specs, [world.harnesses[1].id]: { ...world.harnesses[1], description: 'edited after freezing' } },
+  };
   await expect(ensureFrozenPoolFolder(root, hash, storeOf({ [hash]: tampered }))).rejects.toThrow(
-    new RegExp(`frozen pool ${hash} from the run store cannot be written to .*: cannot freeze pool ${hash}: member '${world.harnesses[1].id}' has version`),
+    new RegExp(
+      `frozen pool ${hash} from the run store cannot be written to .*: cannot freeze pool ${hash}: member '${world.harnesses[1].id}' has version`,
+    ),
   );
   expect(readdirSync(root)).toEqual([]);
 });
 
 test('a stored row under another hash than its manifest says is refused', async () => {
   const other = 'fedcba9876543210';
-  await expect(ensureFrozenPoolFolder(root, other, storeOf({ [other]: pool }))).rejects.toThrow(`the run store keeps pool ${hash} under hash ${other}`);
+  await expect(ensureFrozenPoolFolder(root, other, storeOf({ [other]: pool }))).rejects.toThrow(
+    `the run store keeps pool ${hash} under hash ${other}`,
+  );
 });
 
 test('a folder under the hash that holds something else is not overwritten; reading it refuses it as usual', async () => {

@@ -17,7 +17,10 @@ import { loadSimWorld, readSimHarnessDir, type SimHarness } from '../../core/env
 import { SimEnvironment } from '../../core/envs/sim/environment';
 
 /** A sim pool ready to freeze: its manifest and specs, as the evolution would hand them over. */
-function simPool(harnesses: SimHarness[], createdAt = '2025-01-01T00:00:00.000Z'): { manifest: PoolManifest; specs: Record<string, unknown> } {
+function simPool(
+  harnesses: SimHarness[],
+  createdAt = '2025-01-01T00:00:00.000Z',
+): { manifest: PoolManifest; specs: Record<string, unknown> } {
   const members = harnesses.map((h) => ({
     id: h.id,
     parent: h.parent,
@@ -97,7 +100,9 @@ test('a folder under the hash that holds another pool is refused, and so is a ma
   const ours = simPool([base, schemaHint]);
   renameSync(writeFrozenPool(root, other.manifest, other.specs), path.join(root, ours.manifest.hash));
   expect(() => writeFrozenPool(root, ours.manifest, ours.specs)).toThrow(FrozenPoolError);
-  expect(() => writeFrozenPool(root, ours.manifest, ours.specs)).toThrow(`${path.join(root, ours.manifest.hash)} already exists and holds something else`);
+  expect(() => writeFrozenPool(root, ours.manifest, ours.specs)).toThrow(
+    `${path.join(root, ours.manifest.hash)} already exists and holds something else`,
+  );
   const lying = { ...ours.manifest, hash: other.manifest.hash };
   expect(() => writeFrozenPool(root, lying, ours.specs)).toThrow(
     `the manifest's hash is ${other.manifest.hash}, but its env and members hash to ${ours.manifest.hash}`,
@@ -111,7 +116,9 @@ test('a member file edited after freezing is refused, naming the file and both h
   const edited = { ...schemaHint, hints: ['verify'] };
   writeFileSync(file, JSON.stringify(edited));
   const version = manifest.members[1].version;
-  expect(() => readFrozenPool(dir)).toThrow(`${file} was changed after the pool was frozen: its content hash is ${contentHash(edited)}, the manifest`);
+  expect(() => readFrozenPool(dir)).toThrow(
+    `${file} was changed after the pool was frozen: its content hash is ${contentHash(edited)}, the manifest`,
+  );
   expect(() => readFrozenPool(dir)).toThrow(`records ${version}`);
 });
 
@@ -125,10 +132,14 @@ test('a member file removed after freezing is refused, naming the file', () => {
 test('a pool read under another hash, or from a folder under another name, is refused with both hashes', () => {
   const { manifest, specs } = simPool([base, schemaHint]);
   const dir = writeFrozenPool(root, manifest, specs);
-  expect(() => readFrozenPool(dir, '0123456789abcdef')).toThrow(`pool 0123456789abcdef was asked for, but ${path.join(dir, POOL_MANIFEST_FILE)} holds pool ${manifest.hash}`);
+  expect(() => readFrozenPool(dir, '0123456789abcdef')).toThrow(
+    `pool 0123456789abcdef was asked for, but ${path.join(dir, POOL_MANIFEST_FILE)} holds pool ${manifest.hash}`,
+  );
   const moved = path.join(root, 'fedcba9876543210');
   renameSync(dir, moved);
-  expect(() => readFrozenPool(moved)).toThrow(`the folder is named fedcba9876543210, but ${path.join(moved, POOL_MANIFEST_FILE)} holds pool ${manifest.hash}`);
+  expect(() => readFrozenPool(moved)).toThrow(
+    `the folder is named fedcba9876543210, but ${path.join(moved, POOL_MANIFEST_FILE)} holds pool ${manifest.hash}`,
+  );
 });
 
 test('spec folder loaders do not take the manifest for a harness', () => {

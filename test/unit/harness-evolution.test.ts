@@ -9,8 +9,21 @@ import type { SiblingDirection } from '../../core/evolution/failure-directions';
 import { lineageOf } from '../../core/evolution/freeze';
 import { beatsBase, selectForDirection, summarizeCandidate, type CandidateRef } from '../../core/evolution/selection';
 
-const group = (candidateId: string, taskId: string, kind: string, successes: number, failures: EvolutionGroup['failures'] = {}, rollouts = 4): EvolutionGroup => ({
-  phase: 'x', candidateId, taskId, kind, rollouts, successes, failures,
+const group = (
+  candidateId: string,
+  taskId: string,
+  kind: string,
+  successes: number,
+  failures: EvolutionGroup['failures'] = {},
+  rollouts = 4,
+): EvolutionGroup => ({
+  phase: 'x',
+  candidateId,
+  taskId,
+  kind,
+  rollouts,
+  successes,
+  failures,
 });
 
 describe('failure directions', () => {
@@ -62,12 +75,22 @@ describe('selection', () => {
     { taskId: 't2', kind: 'b', failureType: 'wrong_answer' as const },
   ];
   const baseline = [group('base', 't1', 'a', 0), group('base', 't2', 'b', 1)];
-  const ref = (candidateId: string, slot: number): CandidateRef => ({ candidateId, direction: 'procedural_skill', round: 1, slot, parent: 'base', version: 'v' });
+  const ref = (candidateId: string, slot: number): CandidateRef => ({
+    candidateId,
+    direction: 'procedural_skill',
+    round: 1,
+    slot,
+    parent: 'base',
+    version: 'v',
+  });
   const result = (candidateId: string, slot: number, t1: number, t2: number, regression: number) =>
     summarizeCandidate({
       candidate: ref(candidateId, slot),
       groups: [group(candidateId, 't1', 'a', t1), group(candidateId, 't2', 'b', t2), group(candidateId, 'r1', 'a', regression)],
-      targets, regressionTaskIds: ['r1'], baseline, penalty: 1,
+      targets,
+      regressionTaskIds: ['r1'],
+      baseline,
+      penalty: 1,
     });
 
   test("a candidate's rescue rate, the base's on the same targets, and its regressions make its score", () => {
@@ -82,7 +105,13 @@ describe('selection', () => {
   test('the best score is kept, and a regression costs a candidate its lead', () => {
     const breaker = result('ps-r1-c1', 1, 4, 4, 0);
     const careful = result('ps-r1-c2', 2, 4, 2, 4);
-    const { best, decision } = selectForDirection({ round: 1, direction: 'procedural_skill', previous: null, results: [breaker, careful], dropped: [{ slot: 3, reason: 'invalid' }] });
+    const { best, decision } = selectForDirection({
+      round: 1,
+      direction: 'procedural_skill',
+      previous: null,
+      results: [breaker, careful],
+      dropped: [{ slot: 3, reason: 'invalid' }],
+    });
     expect(best?.candidateId).toBe('ps-r1-c2');
     expect(decision.ranked.map((r) => r.candidateId)).toEqual(['ps-r1-c2', 'ps-r1-c1']);
     expect(decision.dropped).toEqual([{ slot: 3, reason: 'invalid' }]);
@@ -115,7 +144,9 @@ describe('measurePoolEffect', () => {
 
   test('siblings that each help their own cells, with 95% confidence over the tasks, show locality and complementarity', () => {
     const effect = measurePoolEffect({
-      targets, base: 'base', siblings: ['ec', 'ar'],
+      targets,
+      base: 'base',
+      siblings: ['ec', 'ar'],
       groups: [...base, ...on('ec', { l1: 4, l2: 3 }), ...on('ar', { a1: 4, a2: 4 })],
     });
     expect(effect.cells).toEqual(['api/format_error', 'lookup/wrong_answer']);
@@ -127,7 +158,9 @@ describe('measurePoolEffect', () => {
 
   test('a gain on one task of a cell is no help with confidence; a sibling that helps everywhere shows neither (control)', () => {
     const effect = measurePoolEffect({
-      targets, base: 'base', siblings: ['all', 'lucky'],
+      targets,
+      base: 'base',
+      siblings: ['all', 'lucky'],
       groups: [...base, ...on('all', { l1: 4, l2: 3, a1: 4, a2: 4 }), ...on('lucky', { a1: 4 })],
     });
     expect(effect.helps).toEqual({ all: ['api/format_error', 'lookup/wrong_answer'], lucky: [] });
@@ -156,18 +189,22 @@ describe('EvolutionConfig', () => {
 
   test('an unknown key, a repeated direction and a literal API key are refused, each named by its path', () => {
     expect(() => parseEvolutionConfig({ round: 2 })).toThrow(/round/);
-    expect(() => parseEvolutionConfig({ directions: ['procedural_skill', 'procedural_skill'] })).toThrow(/directions: list each direction once/);
+    expect(() => parseEvolutionConfig({ directions: ['procedural_skill', 'procedural_skill'] })).toThrow(
+      /directions: list each direction once/,
+    );
     expect(() => parseEvolutionConfig({ proposers: [{ baseUrl: 'http://x/v1', model: 'm', apiKey: 'sk-123' }] })).toThrow(/proposers\.0/);
   });
 
-  test("the base direction is no direction to evolve along", () => {
+  test('the base direction is no direction to evolve along', () => {
     expect(() => parseEvolutionConfig({ directions: ['base'] })).toThrow(/directions\.0/);
   });
 });
 
 describe('EvolutionConfig for envs other than the sim', () => {
   test('the SIMULATED sim-proposer (the default) is refused for DBBench, naming the proposer', () => {
-    expect(() => parseEvolutionConfig({ env: { kind: 'dbbench', data: 'x.jsonl' } })).toThrow(/proposers\.0\.model: the SIMULATED sim-proposer proposes sim harnesses only/);
+    expect(() => parseEvolutionConfig({ env: { kind: 'dbbench', data: 'x.jsonl' } })).toThrow(
+      /proposers\.0\.model: the SIMULATED sim-proposer proposes sim harnesses only/,
+    );
   });
 });
 
@@ -181,23 +218,41 @@ describe('judging a proposer answer', () => {
 
   test('a patch of the base in the asked direction becomes a whole spec with the id and parent the workflow gives', () => {
     const verdict = judge(fenced({ patch: { hints: ['read_docs'], description: 'Points at the tool docs.' } }));
-    expect(verdict).toMatchObject({ verdict: 'accepted', spec: { id: 'ec-r1-c1', parent: 'base', direction: 'environment_contract', hints: ['read_docs'] } });
+    expect(verdict).toMatchObject({
+      verdict: 'accepted',
+      spec: { id: 'ec-r1-c1', parent: 'base', direction: 'environment_contract', hints: ['read_docs'] },
+    });
   });
 
   test('in the sim, environment_contract may add only behaviours that consult the environment, and procedural skill only the others', () => {
-    expect(judge(fenced({ patch: { hints: ['plan'] } }))).toMatchObject({ verdict: 'off_direction', reason: expect.stringContaining('plan is procedure') });
+    expect(judge(fenced({ patch: { hints: ['plan'] } }))).toMatchObject({
+      verdict: 'off_direction',
+      reason: expect.stringContaining('plan is procedure'),
+    });
     expect(judge(fenced({ patch: { hints: ['inspect_schema'] } }), 'procedural_skill')).toMatchObject({ verdict: 'off_direction' });
     expect(judge(fenced({ patch: { hints: ['plan', 'verify'] } }), 'procedural_skill')).toMatchObject({ verdict: 'accepted' });
   });
 
   test('a change to a field another direction owns is out of direction, naming the field', () => {
-    expect(judge(fenced({ patch: { formatHint: true } }))).toMatchObject({ verdict: 'off_direction', reason: expect.stringContaining('formatHint') });
+    expect(judge(fenced({ patch: { formatHint: true } }))).toMatchObject({
+      verdict: 'off_direction',
+      reason: expect.stringContaining('formatHint'),
+    });
   });
 
   test('an unknown behaviour, an unchanged spec, a list patch and prose are refused, each saying why', () => {
-    expect(judge(fenced({ patch: { hints: ['teleport'] } }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining("unknown behaviour 'teleport'") });
-    expect(judge(fenced({ patch: { description: 'New words only.' } }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining('changes nothing') });
-    expect(judge(fenced({ patch: [{ op: 'add', path: '/hints/-', value: 'read_docs' }] }))).toMatchObject({ verdict: 'invalid', reason: expect.stringContaining('RFC 7386') });
+    expect(judge(fenced({ patch: { hints: ['teleport'] } }))).toMatchObject({
+      verdict: 'invalid',
+      reason: expect.stringContaining("unknown behaviour 'teleport'"),
+    });
+    expect(judge(fenced({ patch: { description: 'New words only.' } }))).toMatchObject({
+      verdict: 'invalid',
+      reason: expect.stringContaining('changes nothing'),
+    });
+    expect(judge(fenced({ patch: [{ op: 'add', path: '/hints/-', value: 'read_docs' }] }))).toMatchObject({
+      verdict: 'invalid',
+      reason: expect.stringContaining('RFC 7386'),
+    });
     expect(judge('I would hint read_docs.')).toEqual({ verdict: 'invalid', reason: 'the answer holds no ```json block' });
   });
 });

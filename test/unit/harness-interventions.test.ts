@@ -19,7 +19,10 @@ function env(): Environment {
 
 /** Context, a scaffold action, a repair, a refusal with feedback, a hint and a cut observation. */
 const busy: Harness = {
-  id: 'busy', parent: 'base', direction: 'base', description: 'test',
+  id: 'busy',
+  parent: 'base',
+  direction: 'base',
+  description: 'test',
   systemPrompt: () => 'Docs: the schema is injected here.',
   scaffoldActions: () => ['look'],
   realizeAction: (text) => {
@@ -35,7 +38,17 @@ test('the system prompt, a scaffold action, a repair, a refusal and shaped obser
   const replies = [' step', 'bad', 'finish'];
   let turn = 0;
   const policy: Policy = { complete: async () => ({ content: replies[turn++], promptTokenIds: [1], tokenIds: [2], logprobs: [-0.5] }) };
-  const t = await runEpisode({ env: env(), harness: busy, policy, model: 'm', taskId: 't', sample: 0, maxTurns: 5, temperature: 0, seed: 1 });
+  const t = await runEpisode({
+    env: env(),
+    harness: busy,
+    policy,
+    model: 'm',
+    taskId: 't',
+    sample: 0,
+    maxTurns: 5,
+    temperature: 0,
+    seed: 1,
+  });
   const marked = (t.interventions ?? []).map((i) => [t.messages[i.message].role, i.kind, i.detail]);
   expect(marked).toEqual([
     ['system', 'context', 'system prompt of harness busy'],
@@ -49,8 +62,24 @@ test('the system prompt, a scaffold action, a repair, a refusal and shaped obser
 });
 
 test('a harness that changes nothing leaves no mark', async () => {
-  const plain: Harness = { ...busy, systemPrompt: () => '', scaffoldActions: () => [], shapeObservation: (o) => o, realizeAction: (text) => ({ ok: true, action: text, repaired: false }) };
+  const plain: Harness = {
+    ...busy,
+    systemPrompt: () => '',
+    scaffoldActions: () => [],
+    shapeObservation: (o) => o,
+    realizeAction: (text) => ({ ok: true, action: text, repaired: false }),
+  };
   const policy: Policy = { complete: async () => ({ content: 'finish', promptTokenIds: [1], tokenIds: [2], logprobs: [-0.5] }) };
-  const t = await runEpisode({ env: env(), harness: plain, policy, model: 'm', taskId: 't', sample: 0, maxTurns: 2, temperature: 0, seed: 1 });
+  const t = await runEpisode({
+    env: env(),
+    harness: plain,
+    policy,
+    model: 'm',
+    taskId: 't',
+    sample: 0,
+    maxTurns: 2,
+    temperature: 0,
+    seed: 1,
+  });
   expect(t.interventions).toEqual([]);
 });

@@ -9,7 +9,9 @@ const pool = [
 
 test('a pool has exactly one base harness: none or two are refused, naming the count', () => {
   expect(basePoolIssue(pool)).toBeNull();
-  expect(basePoolIssue(pool.filter((h) => h.id !== 'base'))).toBe("a harness pool needs exactly one base harness (direction 'base'); found 0");
+  expect(basePoolIssue(pool.filter((h) => h.id !== 'base'))).toBe(
+    "a harness pool needs exactly one base harness (direction 'base'); found 0",
+  );
   expect(() => splitPool([...pool, { id: 'base2', direction: 'base' }])).toThrow('found 2');
 });
 
@@ -23,7 +25,10 @@ test('a pool is listed base first, siblings in their order', () => {
 test("a run's harnessPool picks from the env's pool in its order, and names every id the env lacks", () => {
   expect(selectPool(pool, []).pool.map((h) => h.id)).toEqual(['tr', 'base', 'ar']);
   expect(selectPool(pool, ['ar', 'base'])).toEqual({ pool: [pool[2], pool[1]], unknown: [] });
-  expect(selectPool(pool, ['base', 'nope', 'ar', 'gone']).unknown).toEqual([{ index: 1, id: 'nope' }, { index: 3, id: 'gone' }]);
+  expect(selectPool(pool, ['base', 'nope', 'ar', 'gone']).unknown).toEqual([
+    { index: 1, id: 'nope' },
+    { index: 3, id: 'gone' },
+  ]);
 });
 
 test('a run stored before evaluation existed keeps training on every task and never evaluates; others are unchanged', () => {

@@ -6,7 +6,13 @@ import type { TurnContext } from '../../core/harness/harness';
 
 const POOL_DIR = path.resolve(__dirname, '../../core/envs/dbbench/harnesses');
 const poolFiles = readdirSync(POOL_DIR).map((f) => path.join(POOL_DIR, f));
-const ctx = (overrides: Partial<TurnContext> = {}): TurnContext => ({ turn: 0, budget: 5, previousActions: [], lastObservationKind: null, ...overrides });
+const ctx = (overrides: Partial<TurnContext> = {}): TurnContext => ({
+  turn: 0,
+  budget: 5,
+  previousActions: [],
+  lastObservationKind: null,
+  ...overrides,
+});
 
 test('the DBBench pool loads: one base harness first and a sibling for each repair direction', () => {
   const pool = loadHarnessPool(poolFiles);
@@ -18,7 +24,15 @@ test('the DBBench pool loads: one base harness first and a sibling for each repa
 });
 
 test('an invalid spec is refused with the path of each bad field', () => {
-  const text = JSON.stringify({ id: 'Bad Id', parent: null, direction: 'sideways', description: 'x', env: 'dbbench', budget: { extraTurns: -1 }, actions: { reject: [{ pattern: '(', feedback: 'no' }] } });
+  const text = JSON.stringify({
+    id: 'Bad Id',
+    parent: null,
+    direction: 'sideways',
+    description: 'x',
+    env: 'dbbench',
+    budget: { extraTurns: -1 },
+    actions: { reject: [{ pattern: '(', feedback: 'no' }] },
+  });
   expect(() => parseHarnessSpec(text, 'bad.json')).toThrow(HarnessSpecError);
   try {
     parseHarnessSpec(text, 'bad.json');
@@ -40,26 +54,45 @@ test('format repairs turn near-miss replies into the protocol the env parses', (
   expect(applyRepairs('```sql\nSELECT 1\n```', ['add_missing_operation_line']).text).toBe('Action: Operation\n```sql\nSELECT 1\n```');
   expect(applyRepairs('Final Answer: ["a"]', ['add_missing_answer_line']).text).toBe('Action: Answer\nFinal Answer: ["a"]');
   expect(applyRepairs('SELECT * FROM t', ['wrap_bare_sql']).text).toBe('Action: Operation\n```sql\nSELECT * FROM t\n```');
-  expect(applyRepairs('Action: Operation\n```sql\nSELECT 1\n```\nAction: Answer\nFinal Answer: [1]', ['keep_last_action']).text).toBe('Action: Answer\nFinal Answer: [1]');
-  expect(applyRepairs('Action: Answer\nFinal Answer: [1]', ['add_missing_answer_line', 'wrap_bare_sql'])).toEqual({ text: 'Action: Answer\nFinal Answer: [1]', repaired: false });
+  expect(applyRepairs('Action: Operation\n```sql\nSELECT 1\n```\nAction: Answer\nFinal Answer: [1]', ['keep_last_action']).text).toBe(
+    'Action: Answer\nFinal Answer: [1]',
+  );
+  expect(applyRepairs('Action: Answer\nFinal Answer: [1]', ['add_missing_answer_line', 'wrap_bare_sql'])).toEqual({
+    text: 'Action: Answer\nFinal Answer: [1]',
+    repaired: false,
+  });
 });
 
 test('the finish guard refuses an answer before any operation, with feedback, and accepts it after one', () => {
   const pool = loadHarnessPool(poolFiles);
-  const harness = specHarness(pool.find((p) => p.spec.id === 'tr-verify-budget')!, 'env prompt');
+  const harness = specHarness(
+    pool.find((p) => p.spec.id === 'tr-verify-budget')!,
+    'env prompt',
+  );
   const early = harness.realizeAction('Action: Answer\nFinal Answer: [1]', ctx());
   expect(early).toMatchObject({ ok: false, retry: true });
-  const later = harness.realizeAction('Action: Answer\nFinal Answer: [1]', ctx({ previousActions: ['Action: Operation\n```sql\nSELECT 1\n```'] }));
+  const later = harness.realizeAction(
+    'Action: Answer\nFinal Answer: [1]',
+    ctx({ previousActions: ['Action: Operation\n```sql\nSELECT 1\n```'] }),
+  );
   expect(later).toMatchObject({ ok: true });
   expect(harness.turnBudget(15)).toBe(18);
 });
 
 test('observations are annotated on errors and get the hints whose moment has come', () => {
   const pool = loadHarnessPool(poolFiles);
-  const contract = specHarness(pool.find((p) => p.spec.id === 'ec-mysql-contract')!, 'env prompt');
-  expect(contract.shapeObservation("1054 (42S22): Unknown column 'x' in 'field list'", ctx())).toMatch(/Note: copy table and column names exactly/);
+  const contract = specHarness(
+    pool.find((p) => p.spec.id === 'ec-mysql-contract')!,
+    'env prompt',
+  );
+  expect(contract.shapeObservation("1054 (42S22): Unknown column 'x' in 'field list'", ctx())).toMatch(
+    /Note: copy table and column names exactly/,
+  );
   expect(contract.systemPrompt({ taskId: 't', kind: 'k' })).toMatch(/^env prompt\n\n.*backticks/s);
-  const budget = specHarness(pool.find((p) => p.spec.id === 'tr-verify-budget')!, '');
+  const budget = specHarness(
+    pool.find((p) => p.spec.id === 'tr-verify-budget')!,
+    '',
+  );
   expect(budget.shapeObservation('[]', ctx({ turn: 4, budget: 5 }))).toMatch(/last round/);
   expect(budget.shapeObservation('[]', ctx({ turn: 2, budget: 5 }))).toBe('[]');
 });

@@ -16,7 +16,8 @@ function expectCheckedIn(file: string, generated: unknown): void {
   try {
     expect(JSON.parse(JSON.stringify(generated))).toEqual(checkedIn);
   } catch (err) {
-    if (err instanceof Error) err.message = `examples/${file} differs from the schema the code gives: run \`npm run schema\` and check in the result.\n\n${err.message}`;
+    if (err instanceof Error)
+      err.message = `examples/${file} differs from the schema the code gives: run \`npm run schema\` and check in the result.\n\n${err.message}`;
     throw err;
   }
 }

@@ -11,7 +11,10 @@ import { promisify } from 'node:util';
 const ROOT = path.resolve(__dirname, '../..');
 const run = promisify(execFile);
 
-interface LintResult { filePath: string; messages: { ruleId: string | null; message: string }[] }
+interface LintResult {
+  filePath: string;
+  messages: { ruleId: string | null; message: string }[];
+}
 
 const planted = {
   // The harness is below the store: the domain never reads the database.
@@ -37,15 +40,30 @@ test('lint refuses an import that runs up the layers, and a file in no layer; an
     mkdirSync(path.dirname(full), { recursive: true });
     writeFileSync(full, text);
   }
-  const lint = await run(process.execPath, [path.join(ROOT, 'node_modules/eslint/bin/eslint.js'), '--format', 'json', ...Object.keys(planted)], { cwd: ROOT, maxBuffer: 1 << 24 })
-    .then((r) => ({ code: 0, stdout: r.stdout }), (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }));
+  const lint = await run(
+    process.execPath,
+    [path.join(ROOT, 'node_modules/eslint/bin/eslint.js'), '--format', 'json', ...Object.keys(planted)],
+    { cwd: ROOT, maxBuffer: 1 << 24 },
+  ).then(
+    (r) => ({ code: 0, stdout: r.stdout }),
+    (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+  );
   expect(lint.code).toBe(1);
   const results = JSON.parse(lint.stdout) as LintResult[];
   const layerMessages = (file: string) =>
-    results.find((r) => r.filePath === path.join(ROOT, file))!.messages.filter((m) => m.ruleId === 'house/layer-order').map((m) => m.message);
-  expect(layerMessages('core/harness/planted-upward.ts')).toEqual([expect.stringContaining("'../store/run-store' is in layer core-store, above this file's layer core-harness")]);
-  expect(layerMessages('activities/planted-upward.ts')).toEqual([expect.stringContaining("'../workflows/definitions' is in layer workflows, above this file's layer activities")]);
-  expect(layerMessages('infra/planted-upward.ts')).toEqual([expect.stringContaining("'../cli/commands/shared' is in layer cli, above this file's layer infra")]);
+    results
+      .find((r) => r.filePath === path.join(ROOT, file))!
+      .messages.filter((m) => m.ruleId === 'house/layer-order')
+      .map((m) => m.message);
+  expect(layerMessages('core/harness/planted-upward.ts')).toEqual([
+    expect.stringContaining("'../store/run-store' is in layer core-store, above this file's layer core-harness"),
+  ]);
+  expect(layerMessages('activities/planted-upward.ts')).toEqual([
+    expect.stringContaining("'../workflows/definitions' is in layer workflows, above this file's layer activities"),
+  ]);
+  expect(layerMessages('infra/planted-upward.ts')).toEqual([
+    expect.stringContaining("'../cli/commands/shared' is in layer cli, above this file's layer infra"),
+  ]);
   expect(layerMessages('core/planted-folder/planted.ts')).toEqual([expect.stringContaining('in no layer of eslint/layers.mjs')]);
   expect(results.find((r) => r.filePath === path.join(ROOT, 'core/store/planted-downward.ts'))!.messages).toEqual([]);
 }, 120_000);

@@ -34,7 +34,12 @@ afterEach(() => {
   sessions.close();
 });
 
-const run = (runId: string, sessionId: string, trainerBaseUrl: string, trainerApiKeyEnv: string | null = null): LiveTrainerSession => ({ runId, sessionId, trainerBaseUrl, trainerApiKeyEnv });
+const run = (runId: string, sessionId: string, trainerBaseUrl: string, trainerApiKeyEnv: string | null = null): LiveTrainerSession => ({
+  runId,
+  sessionId,
+  trainerBaseUrl,
+  trainerApiKeyEnv,
+});
 
 test("each live run's session is kept by the keeper of its trainer and key", async () => {
   live = [run('r1', 's1', 'http://a'), run('r2', 's2', 'http://a'), run('r3', 's3', 'http://b', 'TRAINER_A_API_KEY')];

@@ -42,7 +42,7 @@ test('a port already in use fails with an error naming HARNESS_S_METRICS_PORT an
   }
 });
 
-test('/metrics serves the project\'s metrics, and says so when the Temporal SDK\'s exporter does not answer', async () => {
+test("/metrics serves the project's metrics, and says so when the Temporal SDK's exporter does not answer", async () => {
   const free = await occupyPort();
   const port = (free.address() as AddressInfo).port;
   await new Promise((resolve) => free.close(resolve));

@@ -20,23 +20,37 @@ describe('the openenv env config', () => {
   test('an empty config starts the shipped keypad env locally, with text actions in the message field', () => {
     const config = OpenEnvEnvConfig.parse({ kind: 'openenv' });
     expect(config.servers).toBeUndefined();
-    expect(config).toMatchObject({ local: { instances: 1, sessions: 4 }, actions: 'text', actionField: 'message', successReward: 0.9, stepSeconds: 30 });
+    expect(config).toMatchObject({
+      local: { instances: 1, sessions: 4 },
+      actions: 'text',
+      actionField: 'message',
+      successReward: 0.9,
+      stepSeconds: 30,
+    });
   });
 
   test('servers already running and an app to start are refused together', () => {
-    const parsed = OpenEnvEnvConfig.safeParse({ kind: 'openenv', servers: [{ url: 'http://127.0.0.1:8000' }], local: { appDir: '/srv/app', app: 'app:app' } });
+    const parsed = OpenEnvEnvConfig.safeParse({
+      kind: 'openenv',
+      servers: [{ url: 'http://127.0.0.1:8000' }],
+      local: { appDir: '/srv/app', app: 'app:app' },
+    });
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues[0].message).toMatch(/either servers already running/);
   });
 
   test('a local app needs its folder and its module:attribute', () => {
-    expect(OpenEnvEnvConfig.safeParse({ kind: 'openenv', local: { appDir: '/srv/app' } }).error?.issues[0].message).toMatch(/needs both appDir/);
+    expect(OpenEnvEnvConfig.safeParse({ kind: 'openenv', local: { appDir: '/srv/app' } }).error?.issues[0].message).toMatch(
+      /needs both appDir/,
+    );
     expect(OpenEnvEnvConfig.safeParse({ kind: 'openenv', local: { appDir: '/srv/app', app: 'not an app' } }).success).toBe(false);
   });
 
   test('a server URL must be http(s), and its sessions default to one', () => {
     expect(OpenEnvEnvConfig.safeParse({ kind: 'openenv', servers: [{ url: 'ftp://host' }] }).success).toBe(false);
-    expect(OpenEnvEnvConfig.parse({ kind: 'openenv', servers: [{ url: 'https://env.example:8000' }] }).servers).toEqual([{ url: 'https://env.example:8000', sessions: 1 }]);
+    expect(OpenEnvEnvConfig.parse({ kind: 'openenv', servers: [{ url: 'https://env.example:8000' }] }).servers).toEqual([
+      { url: 'https://env.example:8000', sessions: 1 },
+    ]);
   });
 
   test('unknown fields are refused', () => {
@@ -64,7 +78,12 @@ describe('an observation as the policy reads it', () => {
   test("a tool call's outcome reads as its result's text, or its error", () => {
     const result = { content: [{ type: 'text', text: 'click' }], data: 'click', is_error: false };
     expect(renderObservation({ tool_name: 'enter', result, error: null, metadata: {} }, undefined)).toBe('click');
-    expect(renderObservation({ tool_name: 'nope', result: null, error: { error_type: 'tool_not_found', message: "Unknown tool: 'nope'" } }, undefined)).toBe("error (tool_not_found): Unknown tool: 'nope'");
+    expect(
+      renderObservation(
+        { tool_name: 'nope', result: null, error: { error_type: 'tool_not_found', message: "Unknown tool: 'nope'" } },
+        undefined,
+      ),
+    ).toBe("error (tool_not_found): Unknown tool: 'nope'");
     expect(renderObservation({ tool_name: 'add', result: { data: 3 }, error: null }, undefined)).toBe('3');
   });
 });
@@ -79,18 +98,27 @@ describe('the action a reply becomes', () => {
   });
 
   test("tools: the runtime's tool call as openenv's call_tool action", () => {
-    expect(openEnvAction('{"tool":"enter","arguments":{"code":"4821"}}', calls, tools)).toEqual({ type: 'call_tool', tool_name: 'enter', arguments: { code: '4821' } });
+    expect(openEnvAction('{"tool":"enter","arguments":{"code":"4821"}}', calls, tools)).toEqual({
+      type: 'call_tool',
+      tool_name: 'enter',
+      arguments: { code: '4821' },
+    });
     expect(openEnvAction('{"tool":"look"}', calls, tools)).toEqual({ type: 'call_tool', tool_name: 'look', arguments: {} });
   });
 
   test('tools: a reply in text, an unknown tool or arguments that are not an object are told to the policy', () => {
-    expect(openEnvAction('I would type 1234', calls, tools)).toBe('Act by calling one of the tools (look, enter); a reply in text does nothing here.');
+    expect(openEnvAction('I would type 1234', calls, tools)).toBe(
+      'Act by calling one of the tools (look, enter); a reply in text does nothing here.',
+    );
     expect(openEnvAction('{"tool":"force","arguments":{}}', calls, tools)).toBe("There is no tool 'force'; the tools are: look, enter.");
     expect(openEnvAction('{"tool":"enter","arguments":"4821"}', calls, tools)).toMatch(/must be a JSON object/);
   });
 
   test('a listed tool is offered as an OpenAI function with its input schema', () => {
-    expect(toolDefinition(tools[1])).toEqual({ type: 'function', function: { name: 'enter', description: 'Type a code.', parameters: tools[1].input_schema } });
+    expect(toolDefinition(tools[1])).toEqual({
+      type: 'function',
+      function: { name: 'enter', description: 'Type a code.', parameters: tools[1].input_schema },
+    });
   });
 });
 
@@ -110,7 +138,9 @@ describe('the task file', () => {
   test('a bad file names itself and what is wrong', () => {
     expect(() => loadOpenEnvTasks(write('not json'))).toThrow(/cannot read it as JSON/);
     expect(() => loadOpenEnvTasks(write('{"tasks": [{"id": "a"}]}'))).toThrow(/tasks\.0\.kind/);
-    expect(() => loadOpenEnvTasks(write('{"tasks": [{"id": "a", "kind": "k"}, {"id": "a", "kind": "k"}]}'))).toThrow(/task id 'a' appears twice/);
+    expect(() => loadOpenEnvTasks(write('{"tasks": [{"id": "a", "kind": "k"}, {"id": "a", "kind": "k"}]}'))).toThrow(
+      /task id 'a' appears twice/,
+    );
   });
 });
 

@@ -49,7 +49,11 @@ interface Replica {
 const replicas: Replica[] = [];
 const balancers: ReplicaBalancer[] = [];
 
-async function startReplica(port = 0, dataDir = mkdtempSync(path.join(os.tmpdir(), 'hs-replica-')), latency?: { profile: string; speedup: number }): Promise<Replica> {
+async function startReplica(
+  port = 0,
+  dataDir = mkdtempSync(path.join(os.tmpdir(), 'hs-replica-')),
+  latency?: { profile: string; speedup: number },
+): Promise<Replica> {
   const cluster = await startSimCluster({ world, dataDir, logger, port, latency });
   const replica = { cluster, url: `${cluster.url}/v1`, port: cluster.port, dataDir };
   replicas.push(replica);
@@ -82,9 +86,21 @@ async function served(replica: Replica): Promise<number> {
 async function loadAdapter(replica: Replica, name: string): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hs-adapter-'));
   await fs.writeFile(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 8, base_model_name_or_path: BASE }));
-  const record = { version: 1, modelId: 'm', name, baseModel: BASE, optimSteps: 1, savedAt: new Date().toISOString(), params: initialParams(world) };
+  const record = {
+    version: 1,
+    modelId: 'm',
+    name,
+    baseModel: BASE,
+    optimSteps: 1,
+    savedAt: new Date().toISOString(),
+    params: initialParams(world),
+  };
   await fs.writeFile(path.join(dir, SIM_ADAPTER_PARAMS_FILE), JSON.stringify(record));
-  const response = await fetch(`${replica.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: name, lora_path: dir }) });
+  const response = await fetch(`${replica.url}/load_lora_adapter`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ lora_name: name, lora_path: dir }),
+  });
   expect(response.status).toBe(200);
 }
 
@@ -96,7 +112,10 @@ afterEach(async () => {
 describe('the replica balancer', () => {
   test('spreads episodes evenly over the replicas', async () => {
     const rs = [await startReplica(), await startReplica(), await startReplica()];
-    const policy = policyOver(balancer(), rs.map((r) => r.url));
+    const policy = policyOver(
+      balancer(),
+      rs.map((r) => r.url),
+    );
     for (let i = 0; i < 30; i++) await policy.episode().complete({ model: BASE, messages, temperature: 1, seed: i });
     expect(await Promise.all(rs.map(served))).toEqual([10, 10, 10]);
   });
@@ -104,12 +123,18 @@ describe('the replica balancer', () => {
   test("keeps an episode's turns on the replica it started on", async () => {
     const rs = [await startReplica(), await startReplica()];
     const b = balancer();
-    const policy = policyOver(b, rs.map((r) => r.url));
+    const policy = policyOver(
+      b,
+      rs.map((r) => r.url),
+    );
     // Two episodes in flight at once, four turns each: each stays where it started.
     const first = policy.episode();
     const second = policy.episode();
     for (let turn = 0; turn < 4; turn++) {
-      await Promise.all([first.complete({ model: BASE, messages, temperature: 1, seed: turn }), second.complete({ model: BASE, messages, temperature: 1, seed: turn })]);
+      await Promise.all([
+        first.complete({ model: BASE, messages, temperature: 1, seed: turn }),
+        second.complete({ model: BASE, messages, temperature: 1, seed: turn }),
+      ]);
     }
     expect((await Promise.all(rs.map(served))).sort()).toEqual([4, 4]);
   });
@@ -136,7 +161,10 @@ describe('the replica balancer', () => {
   test('a replica that dies leaves the rotation; its turns go to the others; it comes back when it answers again', async () => {
     const rs = [await startReplica(), await startReplica()];
     const b = balancer();
-    const policy = policyOver(b, rs.map((r) => r.url));
+    const policy = policyOver(
+      b,
+      rs.map((r) => r.url),
+    );
     const { port, dataDir } = rs[0];
     await stopReplica(rs[0]);
     for (let i = 0; i < 6; i++) await policy.episode().complete({ model: BASE, messages, temperature: 1, seed: i });
@@ -155,7 +183,14 @@ describe('the replica balancer', () => {
     const slow = await startReplica(0, undefined, { profile: 'balanced', speedup: 1 });
     const other = await startReplica();
     const relay = await startRelay(slow.port);
-    const b = new ReplicaBalancer({ readiness: new Readiness(), logger, healthCheckMs: 100, watchMs: 200, healthTimeoutMs: 300, watchTimeoutMs: 300 });
+    const b = new ReplicaBalancer({
+      readiness: new Readiness(),
+      logger,
+      healthCheckMs: 100,
+      watchMs: 200,
+      healthTimeoutMs: 300,
+      watchTimeoutMs: 300,
+    });
     balancers.push(b);
     const cutOff = `http://127.0.0.1:${relay.port}/v1`;
     const policy = policyOver(b, [cutOff, other.url]);
@@ -175,10 +210,23 @@ describe('the replica balancer', () => {
   test('a replica that wants a key stays in rotation while its turns take long: its health checks send the key', async () => {
     const slow = await startReplica(0, undefined, { profile: 'balanced', speedup: 1 });
     const gate = await startKeyGate(slow.port, 'sk-replica');
-    const b = new ReplicaBalancer({ readiness: new Readiness(), logger, healthCheckMs: 100, watchMs: 100, healthTimeoutMs: 300, watchTimeoutMs: 300 });
+    const b = new ReplicaBalancer({
+      readiness: new Readiness(),
+      logger,
+      healthCheckMs: 100,
+      watchMs: 100,
+      healthTimeoutMs: 300,
+      watchTimeoutMs: 300,
+    });
     balancers.push(b);
     const keyed = `http://127.0.0.1:${gate.port}/v1`;
-    const policy = new ReplicaPolicy(b, { servers: [keyed], baseModel: BASE, apiKey: 'sk-replica', requestTimeoutSeconds: 30, maxInFlightPerServer: 4 });
+    const policy = new ReplicaPolicy(b, {
+      servers: [keyed],
+      baseModel: BASE,
+      apiKey: 'sk-replica',
+      requestTimeoutSeconds: 30,
+      maxInFlightPerServer: 4,
+    });
     const reply = await policy.episode().complete({ model: BASE, messages, temperature: 1, seed: 1 });
     expect(reply.content.length).toBeGreaterThan(0);
     // Its health was checked while the turn was in flight, with the key, and it never left the rotation.
@@ -193,7 +241,10 @@ describe('the replica balancer', () => {
     const readiness = new Readiness();
     await loadAdapter(rs[1], 'run-v1');
     readiness.ready.set('run-v1', new Set([rs[1].url]));
-    const policy = policyOver(balancer(readiness), rs.map((r) => r.url));
+    const policy = policyOver(
+      balancer(readiness),
+      rs.map((r) => r.url),
+    );
     for (let i = 0; i < 6; i++) await policy.episode().complete({ model: 'run-v1', messages, temperature: 1, seed: i });
     expect(await Promise.all(rs.map(served))).toEqual([0, 6, 0]);
   });
@@ -203,7 +254,10 @@ describe('the replica balancer', () => {
     const readiness = new Readiness();
     for (const r of rs) await loadAdapter(r, 'run-v2');
     readiness.ready.set('run-v2', new Set(rs.map((r) => r.url)));
-    const policy = policyOver(balancer(readiness), rs.map((r) => r.url));
+    const policy = policyOver(
+      balancer(readiness),
+      rs.map((r) => r.url),
+    );
     // The first replica restarts and forgets its runtime-loaded adapters, as vLLM does.
     const { port, dataDir } = rs[0];
     await stopReplica(rs[0]);
@@ -219,11 +273,20 @@ describe('the replica balancer', () => {
     // A store read that lags: both replicas ready since t=0, whatever happens.
     let readyAt = 0;
     const stale: ReplicaReadiness = {
-      readyReplicas: async () => ({ known: true, ready: new Map([[rs[0].url, readyAt], [rs[1].url, 0]]) }),
+      readyReplicas: async () => ({
+        known: true,
+        ready: new Map([
+          [rs[0].url, readyAt],
+          [rs[1].url, 0],
+        ]),
+      }),
       markLost: async () => 1,
     };
     const b = balancer(stale);
-    const policy = policyOver(b, rs.map((r) => r.url));
+    const policy = policyOver(
+      b,
+      rs.map((r) => r.url),
+    );
     const { port, dataDir } = rs[0];
     await stopReplica(rs[0]);
     const restarted = await startReplica(port, dataDir);
@@ -250,7 +313,10 @@ describe('the replica balancer', () => {
   test('a version the store has no record of (published by an older worker) goes to every replica', async () => {
     const rs = [await startReplica(), await startReplica()];
     for (const r of rs) await loadAdapter(r, 'legacy-v');
-    const policy = policyOver(balancer(new Readiness()), rs.map((r) => r.url));
+    const policy = policyOver(
+      balancer(new Readiness()),
+      rs.map((r) => r.url),
+    );
     for (let i = 0; i < 4; i++) await policy.episode().complete({ model: 'legacy-v', messages, temperature: 1, seed: i });
     expect(await Promise.all(rs.map(served))).toEqual([2, 2]);
   });
@@ -258,8 +324,16 @@ describe('the replica balancer', () => {
   test('a request the replica refuses itself (an unknown base model) fails at once, with no replica blamed', async () => {
     const r = await startReplica();
     const b = balancer();
-    const policy = new ReplicaPolicy(b, { servers: [r.url], baseModel: 'no-such-model', apiKey: 'x', requestTimeoutSeconds: 10, maxInFlightPerServer: 4 });
-    await expect(policy.episode().complete({ model: 'no-such-model', messages, temperature: 1, seed: 1 })).rejects.toMatchObject({ status: 404 });
+    const policy = new ReplicaPolicy(b, {
+      servers: [r.url],
+      baseModel: 'no-such-model',
+      apiKey: 'x',
+      requestTimeoutSeconds: 10,
+      maxInFlightPerServer: 4,
+    });
+    await expect(policy.episode().complete({ model: 'no-such-model', messages, temperature: 1, seed: 1 })).rejects.toMatchObject({
+      status: 404,
+    });
     expect(b.views([r.url])[0]).toMatchObject({ healthy: true, inFlight: 0 });
   });
 });
@@ -268,14 +342,21 @@ describe('replica addresses', () => {
   test('a host name with several addresses is one replica per address; one address or an IP stays as given', async () => {
     const addresses = new ReplicaAddresses(async (host) => (host === 'vllm' ? ['172.18.0.7', '172.18.0.5', '172.18.0.6'] : ['10.0.0.9']));
     expect(await addresses.expand(['http://vllm:8000/v1/', 'http://trainer-box:8000/v1', 'http://10.1.2.3:8000/v1'])).toEqual([
-      'http://172.18.0.5:8000/v1', 'http://172.18.0.6:8000/v1', 'http://172.18.0.7:8000/v1', 'http://trainer-box:8000/v1', 'http://10.1.2.3:8000/v1',
+      'http://172.18.0.5:8000/v1',
+      'http://172.18.0.6:8000/v1',
+      'http://172.18.0.7:8000/v1',
+      'http://trainer-box:8000/v1',
+      'http://10.1.2.3:8000/v1',
     ]);
   });
 
   test('a name is looked up again after a while, so replicas added later are found', async () => {
     let now = 0;
     let answer = ['172.18.0.5', '172.18.0.6'];
-    const addresses = new ReplicaAddresses(async () => answer, () => now);
+    const addresses = new ReplicaAddresses(
+      async () => answer,
+      () => now,
+    );
     expect(await addresses.expand(['http://vllm:8000/v1'])).toHaveLength(2);
     answer = ['172.18.0.5', '172.18.0.6', '172.18.0.7'];
     expect(await addresses.expand(['http://vllm:8000/v1'])).toHaveLength(2);
@@ -318,14 +399,21 @@ async function startKeyGate(target: number, key: string): Promise<{ port: number
       res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"invalid API key"}');
       return;
     }
-    const upstream = http.request({ host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const upstream = http.request(
+      { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     req.pipe(upstream);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return { port: (server.address() as net.AddressInfo).port, modelChecks, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    modelChecks,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {

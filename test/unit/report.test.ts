@@ -29,7 +29,15 @@ beforeAll(async () => {
 
 test('the run report draws every chart as inline SVG with its marks', () => {
   const charts = figures(runPage);
-  expect([...charts.keys()]).toEqual(['step-success', 'evaluation', 'dead-rescued', 'rescue-heatmap', 'router-picks', 'trainer-metrics', 'logprob-mismatch']);
+  expect([...charts.keys()]).toEqual([
+    'step-success',
+    'evaluation',
+    'dead-rescued',
+    'rescue-heatmap',
+    'router-picks',
+    'trainer-metrics',
+    'logprob-mismatch',
+  ]);
   const marks: Record<string, string[]> = {
     'step-success': ['mark-line', 'mark-symbol', 'base-harness success', 'live-group fraction'],
     evaluation: ['mark-line', 'base harness', 'Rank-1 routing', 'steps trained'],
@@ -69,7 +77,14 @@ test('a run on a real env carries no SIMULATED label', async () => {
 });
 
 test('the header gives the run id, name, env, steps and the run summary figures', () => {
-  for (const text of ['run-1', 'report-test', '3 of 3 completed', '20.0% at the first step -&gt; 40.0% at the last', 'base harness 50.0%, Rank-1 routing 62.5% (after 3 steps)', 'v1, v2']) {
+  for (const text of [
+    'run-1',
+    'report-test',
+    '3 of 3 completed',
+    '20.0% at the first step -&gt; 40.0% at the last',
+    'base harness 50.0%, Rank-1 routing 62.5% (after 3 steps)',
+    'v1, v2',
+  ]) {
     expect(runPage).toContain(text);
   }
 });
@@ -92,7 +107,10 @@ test('every chart spec compiles and renders without a Vega-Lite or Vega warning'
 test('a run without evaluations, profiles, routing decisions or trainer metrics says so where those charts would be', async () => {
   const data = runReportData();
   const page = await runReportPage({
-    ...data, evaluations: [], profiles: [], decisions: [],
+    ...data,
+    evaluations: [],
+    profiles: [],
+    decisions: [],
     steps: data.steps.map((s) => ({ ...s, trainerMetrics: {}, logprobMismatch: null, publishProbeMeanAbsDiff: null })),
   });
   const charts = figures(page);
@@ -123,7 +141,13 @@ test('trainer metrics share a panel with those that measure the same thing, for 
 
 test('a curve over seeds is their mean at each step with the min–max band, over the seeds that reached the step', () => {
   const band = bandOverSeeds({
-    a: [[{ step: 0, value: 0.2 }, { step: 1, value: 0.4 }], [{ step: 0, value: 0.4 }]],
+    a: [
+      [
+        { step: 0, value: 0.2 },
+        { step: 1, value: 0.4 },
+      ],
+      [{ step: 0, value: 0.4 }],
+    ],
     b: [[{ step: 0, value: 0.5 }]],
   });
   expect(band).toEqual([
@@ -133,9 +157,16 @@ test('a curve over seeds is their mean at each step with the min–max band, ove
   ]);
 });
 
-test('the compare report draws each arm\'s curves with a band, the final success per seed, the differences, and says how the band is made', () => {
+test("the compare report draws each arm's curves with a band, the final success per seed, the differences, and says how the band is made", () => {
   const charts = figures(comparePage);
-  expect([...charts.keys()]).toEqual(['base-success', 'live-groups', 'success-by-rollouts', 'success-by-tokens', 'eval-end', 'differences']);
+  expect([...charts.keys()]).toEqual([
+    'base-success',
+    'live-groups',
+    'success-by-rollouts',
+    'success-by-tokens',
+    'eval-end',
+    'differences',
+  ]);
   for (const id of ['success-by-rollouts', 'success-by-tokens']) {
     expect(charts.get(id)).toContain('mark-line');
     expect(charts.get(id)).toContain('harness-s');
@@ -157,6 +188,8 @@ test('the compare report draws each arm\'s curves with a band, the final success
 
 test('the compare report tabulates every difference with its interval and whether it excludes 0', () => {
   const table = comparePage.slice(comparePage.indexOf('id="difference-table"'));
-  expect(table).toContain('<td>harness-s - policy-only</td><td>base-harness success at the end</td><td class="num">+15.0 pts</td><td class="num">[+10.0 pts, +20.0 pts]</td><td>yes</td>');
+  expect(table).toContain(
+    '<td>harness-s - policy-only</td><td>base-harness success at the end</td><td class="num">+15.0 pts</td><td class="num">[+10.0 pts, +20.0 pts]</td><td>yes</td>',
+  );
   expect(table).toContain('<td>extra rollouts</td><td class="num">+16.0</td><td class="num">[+16.0, +16.0]</td><td>no</td>');
 });

@@ -2,24 +2,39 @@ import type { GroupSummary } from '../../core/rl/groups';
 import { assembleTrainingGroups, failureCounts, planRescueGroup } from '../../core/rl/rescue';
 
 const rollout = (harnessId: string, sample: number, success: boolean, failureType: string | null = success ? null : 'wrong_answer') => ({
-  harnessId, sample, reward: success ? 1 : 0, success, failureType, turns: 3, tokens: 30,
+  harnessId,
+  sample,
+  reward: success ? 1 : 0,
+  success,
+  failureType,
+  turns: 3,
+  tokens: 30,
 });
 
 const deadBase: GroupSummary = {
-  taskId: 't1', kind: 'lookup', role: 'base',
+  taskId: 't1',
+  kind: 'lookup',
+  role: 'base',
   rollouts: [0, 1, 2, 3].map((i) => rollout('base', i, false, i % 2 ? 'format_error' : 'wrong_answer')),
 };
 const liveBase: GroupSummary = {
-  taskId: 't2', kind: 'aggregate', role: 'base',
+  taskId: 't2',
+  kind: 'aggregate',
+  role: 'base',
   rollouts: [0, 1, 2, 3].map((i) => rollout('base', i, i === 0)),
 };
 const rescue: GroupSummary = {
-  taskId: 't1', kind: 'lookup', role: 'rescue',
+  taskId: 't1',
+  kind: 'lookup',
+  role: 'rescue',
   rollouts: [rollout('ec-schema', 0, true), rollout('ec-schema', 1, false), rollout('ps-recipe', 0, false), rollout('ps-recipe', 1, false)],
 };
 
 test('a rescue group gives each of the k harnesses G/k rollouts, so it keeps size G', () => {
-  expect(planRescueGroup(['a', 'b'], 8)).toEqual([{ harnessId: 'a', samples: 4 }, { harnessId: 'b', samples: 4 }]);
+  expect(planRescueGroup(['a', 'b'], 8)).toEqual([
+    { harnessId: 'a', samples: 4 },
+    { harnessId: 'b', samples: 4 },
+  ]);
   const uneven = planRescueGroup(['a', 'b', 'c'], 8);
   expect(uneven.reduce((n, p) => n + p.samples, 0)).toBe(8);
 });

@@ -4,15 +4,28 @@ import { routeByValidation } from '../../core/router/validation';
 
 const ids = ['a', 'b', 'c', 'd', 'e'];
 const profiles = buildProfiles(
-  [{
-    taskId: 'p', kind: 'k', baseHarnessId: 'base',
-    base: [{ success: false, failureType: 'wrong_answer', turns: 3 }],
-    siblings: Object.fromEntries(ids.map((id, i) => [id, Array.from({ length: 4 }, (_, j) => ({ success: j < i, turns: 3, tokens: 9 }))])),
-  }],
+  [
+    {
+      taskId: 'p',
+      kind: 'k',
+      baseHarnessId: 'base',
+      base: [{ success: false, failureType: 'wrong_answer', turns: 3 }],
+      siblings: Object.fromEntries(
+        ids.map((id, i) => [id, Array.from({ length: 4 }, (_, j) => ({ success: j < i, turns: 3, tokens: 9 }))]),
+      ),
+    },
+  ],
   { version: 3, policyVersion: 'p', priorStrength: 2 },
 );
 const request = (overrides: Partial<RouteRequest>): RouteRequest => ({
-  strategy: 'validation', profiles, k: 2, groupSize: 8, seed: 1, step: 0, voters: [], taskText: '',
+  strategy: 'validation',
+  profiles,
+  k: 2,
+  groupSize: 8,
+  seed: 1,
+  step: 0,
+  voters: [],
+  taskText: '',
   siblings: ids.map((id) => ({ id, direction: 'procedural_skill', description: id })),
   group: { taskId: 't1', kind: 'k', failureCounts: { wrong_answer: 8 } },
   ...overrides,
@@ -21,8 +34,14 @@ const request = (overrides: Partial<RouteRequest>): RouteRequest => ({
 test('every decision says what the router saw: kind, failure summary and its digest, profile version', async () => {
   const decision = await routeDeadGroup(request({}));
   expect(decision).toMatchObject({
-    taskId: 't1', kind: 'k', strategy: 'validation', profileVersion: 3, fallback: false, votes: [],
-    failureSummary: '8/8 base attempts failed: wrong_answer x8', failureCounts: { wrong_answer: 8 },
+    taskId: 't1',
+    kind: 'k',
+    strategy: 'validation',
+    profileVersion: 3,
+    fallback: false,
+    votes: [],
+    failureSummary: '8/8 base attempts failed: wrong_answer x8',
+    failureCounts: { wrong_answer: 8 },
     failureDigest: failureDigest('t1', '8/8 base attempts failed: wrong_answer x8'),
   });
   expect(decision.chosen).toEqual(routeByValidation(profiles, ids, decision, 2).chosen);
@@ -34,7 +53,9 @@ test('random picks k distinct siblings, the same for the same seed, step and tas
   expect(new Set(first.chosen).size).toBe(2);
   expect((await routeDeadGroup(request({ strategy: 'random' }))).chosen).toEqual(first.chosen);
   const draws = await Promise.all(
-    Array.from({ length: 20 }, (_, i) => routeDeadGroup(request({ strategy: 'random', group: { taskId: `t${i}`, kind: 'k', failureCounts: { wrong_answer: 8 } } }))),
+    Array.from({ length: 20 }, (_, i) =>
+      routeDeadGroup(request({ strategy: 'random', group: { taskId: `t${i}`, kind: 'k', failureCounts: { wrong_answer: 8 } } })),
+    ),
   );
   expect(new Set(draws.map((d) => d.chosen.join())).size).toBeGreaterThan(3);
 });
@@ -46,7 +67,9 @@ test('all sends the group to every sibling; with more siblings than G rollouts, 
 });
 
 test('vote without a usable voter falls back to the validation rule and says so', async () => {
-  const decision = await routeDeadGroup(request({ strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:9/v1', model: 'm', timeoutSeconds: 1 }] }));
+  const decision = await routeDeadGroup(
+    request({ strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:9/v1', model: 'm', timeoutSeconds: 1 }] }),
+  );
   expect(decision).toMatchObject({ strategy: 'vote', fallback: true, chosen: ['e', 'd'] });
   expect(decision.votes).toHaveLength(1);
   expect(decision.votes[0].ok).toBe(false);

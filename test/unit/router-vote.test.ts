@@ -14,8 +14,13 @@ const attempts = (successes: number, failures: number, turns = 3) => [
 const profiles = buildProfiles(
   [
     {
-      taskId: 'probe-1', kind: 'lookup', baseHarnessId: 'base',
-      base: [{ success: false, failureType: 'wrong_answer', turns: 3 }, { success: false, failureType: 'turn_limit', turns: 8 }],
+      taskId: 'probe-1',
+      kind: 'lookup',
+      baseHarnessId: 'base',
+      base: [
+        { success: false, failureType: 'wrong_answer', turns: 3 },
+        { success: false, failureType: 'turn_limit', turns: 8 },
+      ],
       siblings: { 'ec-schema': attempts(3, 1, 4), 'tr-budget': attempts(0, 1, 6) },
     },
   ],
@@ -41,14 +46,29 @@ const context: VoteContext = {
 describe('bordaCount', () => {
   test('with n candidates, position i of a ranking earns n - i points, summed over the ballots', () => {
     // n = 4. a: 4 + 3 + 1 = 8; b: 3 + 4 + 4 = 11; c: 2 + 0 + 3 = 5; d: 0 + 0 + 2 = 2.
-    const result = bordaCount([['a', 'b', 'c'], ['b', 'a'], ['b', 'c', 'd', 'a']], ['a', 'b', 'c', 'd'], ['d', 'c', 'b', 'a']);
+    const result = bordaCount(
+      [
+        ['a', 'b', 'c'],
+        ['b', 'a'],
+        ['b', 'c', 'd', 'a'],
+      ],
+      ['a', 'b', 'c', 'd'],
+      ['d', 'c', 'b', 'a'],
+    );
     expect(result.points).toEqual({ a: 8, b: 11, c: 5, d: 2 });
     expect(result.ranked).toEqual(['b', 'a', 'c', 'd']);
   });
 
   test('equal points are broken by the validation order, then by id', () => {
     // n = 4: a and b both get 4 + 3 = 7; c and d get 0.
-    const result = bordaCount([['a', 'b'], ['b', 'a']], ['a', 'b', 'c', 'd'], ['b', 'a']);
+    const result = bordaCount(
+      [
+        ['a', 'b'],
+        ['b', 'a'],
+      ],
+      ['a', 'b', 'c', 'd'],
+      ['b', 'a'],
+    );
     expect(result.points).toEqual({ a: 7, b: 7, c: 0, d: 0 });
     // b before a by the validation order; c and d are not in it, so by id.
     expect(result.ranked).toEqual(['b', 'a', 'c', 'd']);
@@ -84,7 +104,8 @@ describe('parseBallot', () => {
   });
 
   test('accepts a ballot surrounded by prose, even prose with braces in it', () => {
-    const answer = 'The base hit {turn_limit} often, so budget first. {"ranking": ["tr-budget", "ec-schema", "ps-recipe"]} Hope this helps.';
+    const answer =
+      'The base hit {turn_limit} often, so budget first. {"ranking": ["tr-budget", "ec-schema", "ps-recipe"]} Hope this helps.';
     expect(parseBallot(answer, siblingIds)).toEqual({ ok: true, ranking: ['tr-budget', 'ec-schema', 'ps-recipe'] });
   });
 
@@ -96,7 +117,10 @@ describe('parseBallot', () => {
   });
 
   test('rejects an empty ranking', () => {
-    expect(parseBallot('{"ranking": []}', siblingIds)).toEqual({ ok: false, reason: 'answer out of schema: ranking: list at least one harness id' });
+    expect(parseBallot('{"ranking": []}', siblingIds)).toEqual({
+      ok: false,
+      reason: 'answer out of schema: ranking: list at least one harness id',
+    });
   });
 
   test('rejects ids that are not siblings, naming them and the valid ids', () => {
@@ -107,7 +131,10 @@ describe('parseBallot', () => {
   });
 
   test('rejects an answer without any JSON object', () => {
-    expect(parseBallot('I would pick ec-schema, then ps-recipe.', siblingIds)).toEqual({ ok: false, reason: 'no JSON object in the answer' });
+    expect(parseBallot('I would pick ec-schema, then ps-recipe.', siblingIds)).toEqual({
+      ok: false,
+      reason: 'no JSON object in the answer',
+    });
   });
 
   test('rejects an answer whose object is not valid JSON, with the parser message', () => {
@@ -154,8 +181,11 @@ describe('voterMessages', () => {
     expect(user.role).toBe('user');
     expect(user.content).toContain(context.taskText);
     expect(user.content).toContain('8/8 base attempts failed: wrong_answer x5, turn_limit x3');
-    for (const sibling of context.siblings) expect(user.content).toContain(`- ${sibling.id} (direction: ${sibling.direction}): ${sibling.description}`);
-    expect(user.content).toContain('Answer with only {"ranking": [...]} listing the best harness first. Rank at least 2 of these ids: ec-schema, ps-recipe, tr-budget.');
+    for (const sibling of context.siblings)
+      expect(user.content).toContain(`- ${sibling.id} (direction: ${sibling.direction}): ${sibling.description}`);
+    expect(user.content).toContain(
+      'Answer with only {"ranking": [...]} listing the best harness first. Rank at least 2 of these ids: ec-schema, ps-recipe, tr-budget.',
+    );
   });
 
   test('each sibling shows its evidence for the kind: rescue rate, attempts, thin cells marked, mean turns', () => {
@@ -178,5 +208,7 @@ describe('voterMessages', () => {
 });
 
 test("a voter's label is its model at its base URL", () => {
-  expect(voterLabel({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'qwen3-32b', timeoutSeconds: 30 })).toBe('qwen3-32b@http://127.0.0.1:8000/v1');
+  expect(voterLabel({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'qwen3-32b', timeoutSeconds: 30 })).toBe(
+    'qwen3-32b@http://127.0.0.1:8000/v1',
+  );
 });

@@ -9,18 +9,30 @@ const attempts = (successes: number, failures: number, turns = 3) => [
 
 const outcomes: ProbeOutcome[] = [
   {
-    taskId: 'lookup-1', kind: 'lookup',
-    baseHarnessId: 'base', base: [{ success: false, failureType: 'wrong_answer', turns: 5 }, { success: false, failureType: 'wrong_answer', turns: 5 }],
+    taskId: 'lookup-1',
+    kind: 'lookup',
+    baseHarnessId: 'base',
+    base: [
+      { success: false, failureType: 'wrong_answer', turns: 5 },
+      { success: false, failureType: 'wrong_answer', turns: 5 },
+    ],
     siblings: { schema: attempts(4, 0), recipe: attempts(0, 4), budget: attempts(1, 3, 6) },
   },
   {
-    taskId: 'api-1', kind: 'api_call',
-    baseHarnessId: 'base', base: [{ success: false, failureType: 'format_error', turns: 1 }, { success: true, failureType: null, turns: 2 }],
+    taskId: 'api-1',
+    kind: 'api_call',
+    baseHarnessId: 'base',
+    base: [
+      { success: false, failureType: 'format_error', turns: 1 },
+      { success: true, failureType: null, turns: 2 },
+    ],
     siblings: { schema: attempts(0, 4), recipe: attempts(0, 4), format: attempts(3, 1) },
   },
   {
-    taskId: 'lookup-2', kind: 'lookup',
-    baseHarnessId: 'base', base: [{ success: true, failureType: null, turns: 2 }],
+    taskId: 'lookup-2',
+    kind: 'lookup',
+    baseHarnessId: 'base',
+    base: [{ success: true, failureType: null, turns: 2 }],
     siblings: { schema: attempts(0, 4) },
   },
 ];
@@ -46,27 +58,52 @@ test('cells with fewer attempts than twice the prior are thin', () => {
 });
 
 test('the validation rule picks the top-k siblings for the dead group kind and failure types', () => {
-  const lookup = routeByValidation(profiles, ['schema', 'recipe', 'budget', 'format'], { taskId: 't', kind: 'lookup', failureCounts: { wrong_answer: 8 } }, 2);
+  const lookup = routeByValidation(
+    profiles,
+    ['schema', 'recipe', 'budget', 'format'],
+    { taskId: 't', kind: 'lookup', failureCounts: { wrong_answer: 8 } },
+    2,
+  );
   // format was never tried on lookup: it gets the prior (5/12), above budget's measured (1 + 2 * 5/12) / 6.
   expect(lookup.chosen).toEqual(['schema', 'format']);
   expect(lookup.scores.budget).toBeLessThan(lookup.scores.format);
-  const api = routeByValidation(profiles, ['schema', 'recipe', 'budget', 'format'], { taskId: 't', kind: 'api_call', failureCounts: { format_error: 8 } }, 1);
+  const api = routeByValidation(
+    profiles,
+    ['schema', 'recipe', 'budget', 'format'],
+    { taskId: 't', kind: 'api_call', failureCounts: { format_error: 8 } },
+    1,
+  );
   expect(api.chosen).toEqual(['format']);
 });
 
 test('equal evidence is broken by cost: fewer turns first, then by id', () => {
   const tied = buildProfiles(
-    [{ taskId: 'a', kind: 'k', baseHarnessId: 'base', base: [{ success: false, failureType: 'f', turns: 5 }], siblings: { slow: attempts(2, 2, 8), fast: attempts(2, 2, 2), also: attempts(2, 2, 2) } }],
+    [
+      {
+        taskId: 'a',
+        kind: 'k',
+        baseHarnessId: 'base',
+        base: [{ success: false, failureType: 'f', turns: 5 }],
+        siblings: { slow: attempts(2, 2, 8), fast: attempts(2, 2, 2), also: attempts(2, 2, 2) },
+      },
+    ],
     { version: 2, policyVersion: 'p', priorStrength: 0 },
   );
-  expect(routeByValidation(tied, ['slow', 'fast', 'also'], { taskId: 't', kind: 'k', failureCounts: { f: 1 } }, 3).chosen).toEqual(['also', 'fast', 'slow']);
+  expect(routeByValidation(tied, ['slow', 'fast', 'also'], { taskId: 't', kind: 'k', failureCounts: { f: 1 } }, 3).chosen).toEqual([
+    'also',
+    'fast',
+    'slow',
+  ]);
 });
 
 test('the shift between two profile versions is the mean absolute change of the rescue rates', () => {
   const same = buildProfiles(outcomes, { version: 2, policyVersion: 'later', priorStrength: 2 });
   expect(profileShift(profiles, same)).toBe(0);
   const moved = buildProfiles(
-    outcomes.map((o) => ({ ...o, siblings: Object.fromEntries(Object.entries(o.siblings).map(([id, a]) => [id, a.map((x) => ({ ...x, success: !x.success }))])) })),
+    outcomes.map((o) => ({
+      ...o,
+      siblings: Object.fromEntries(Object.entries(o.siblings).map(([id, a]) => [id, a.map((x) => ({ ...x, success: !x.success }))])),
+    })),
     { version: 2, policyVersion: 'later', priorStrength: 2 },
   );
   expect(profileShift(profiles, moved)).toBeGreaterThan(0.1);
@@ -96,26 +133,48 @@ test('Rank-1 routes a kind to the harness with the best smoothed success on all 
 
 test('a sibling attempt on a task the base failed in two ways counts once in the matrix, though it is evidence for both failure types', () => {
   const twoWays = buildProfiles(
-    [{
-      taskId: 'm1', kind: 'multi', baseHarnessId: 'base',
-      base: [{ success: false, failureType: 'wrong_answer', turns: 5 }, { success: false, failureType: 'turn_limit', turns: 5 }],
-      siblings: { recipe: attempts(3, 1) },
-    }],
+    [
+      {
+        taskId: 'm1',
+        kind: 'multi',
+        baseHarnessId: 'base',
+        base: [
+          { success: false, failureType: 'wrong_answer', turns: 5 },
+          { success: false, failureType: 'turn_limit', turns: 5 },
+        ],
+        siblings: { recipe: attempts(3, 1) },
+      },
+    ],
     { version: 1, policyVersion: 'p', priorStrength: 0 },
   );
-  expect(twoWays.cells.filter((c) => c.harnessId === 'recipe').map((c) => [c.failureType, c.attempts])).toEqual([['turn_limit', 4], ['wrong_answer', 4]]);
+  expect(twoWays.cells.filter((c) => c.harnessId === 'recipe').map((c) => [c.failureType, c.attempts])).toEqual([
+    ['turn_limit', 4],
+    ['wrong_answer', 4],
+  ]);
   expect(profileMatrix(twoWays).cells.recipe.multi).toMatchObject({ attempts: 4, successes: 3, rescueRate: 0.75 });
 });
 
 test('Rank-1 judges a kind on the fixed probe sample only: recent dead groups probed for rescue evidence do not skew it', () => {
   const outcome = (taskId: string, fixedSample: boolean, baseOk: boolean, hardOk: boolean) => ({
-    taskId, kind: 'k', baseHarnessId: 'base', fixedSample,
-    base: [{ success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 }, { success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 }],
+    taskId,
+    kind: 'k',
+    baseHarnessId: 'base',
+    fixedSample,
+    base: [
+      { success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 },
+      { success: baseOk, failureType: baseOk ? null : 'wrong_answer', turns: 2 },
+    ],
     siblings: { hard: attempts(hardOk ? 2 : 0, hardOk ? 0 : 2) },
   });
   // On the fixed sample the base solves everything and `hard` nothing; on dead groups only `hard` rescues.
   const measured = buildProfiles(
-    [outcome('f1', true, true, false), outcome('f2', true, true, false), outcome('d1', false, false, true), outcome('d2', false, false, true), outcome('d3', false, false, true)],
+    [
+      outcome('f1', true, true, false),
+      outcome('f2', true, true, false),
+      outcome('d1', false, false, true),
+      outcome('d2', false, false, true),
+      outcome('d3', false, false, true),
+    ],
     { version: 2, policyVersion: 'p', priorStrength: 2 },
   );
   expect(rank1Harness(measured, ['base', 'hard'], 'base', 'k')).toBe('base');

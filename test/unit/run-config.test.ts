@@ -44,7 +44,9 @@ test('a group of one is refused: GRPO needs at least two rollouts to compare', (
 
 test('the exported JSON Schema describes the config for the UI', () => {
   const schema = runConfigJsonSchema() as { properties: Record<string, unknown> };
-  expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(['env', 'policy', 'trainer', 'rollout', 'rescue', 'router', 'steps', 'seed']));
+  expect(Object.keys(schema.properties)).toEqual(
+    expect.arrayContaining(['env', 'policy', 'trainer', 'rollout', 'rescue', 'router', 'steps', 'seed']),
+  );
 });
 
 test('the vote strategy needs at least one voter, each with an absolute URL and a model', () => {
@@ -68,7 +70,9 @@ test('an endpoint key named by apiKeyEnv is read from the worker environment; a 
   } finally {
     delete process.env.HARNESS_S_TEST_TINKER_API_KEY;
   }
-  expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow("trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_API_KEY, which is not set in this worker's environment");
+  expect(() => apiKeyOf(config.trainer, 'trainer')).toThrow(
+    "trainer.apiKeyEnv names $HARNESS_S_TEST_TINKER_API_KEY, which is not set in this worker's environment",
+  );
   expect(apiKeyOf(parseRunConfig({}).trainer, 'trainer')).toBe('EMPTY');
   expect(() => parseRunConfig({ policy: { apiKeyEnv: 'not a name' } })).toThrow(/policy\.apiKeyEnv/);
 });
@@ -82,7 +86,12 @@ test('a typo anywhere in a config is refused, naming its path and the nearest kn
     }
     throw new Error('accepted');
   };
-  const typos = problems({ stepz: 40, rollout: { groupsize: 4 }, env: { kind: 'sim', wrld: 'w.json' }, router: { voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeout: 3 }] } });
+  const typos = problems({
+    stepz: 40,
+    rollout: { groupsize: 4 },
+    env: { kind: 'sim', wrld: 'w.json' },
+    router: { voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeout: 3 }] },
+  });
   expect(typos.message).toContain('stepz: unknown; did you mean steps?');
   expect(typos.message).toContain('rollout.groupsize: unknown; did you mean groupSize?');
   expect(typos.message).toContain('env.wrld: unknown; did you mean world?');
@@ -92,15 +101,24 @@ test('a typo anywhere in a config is refused, naming its path and the nearest kn
 });
 
 test('a literal API key is refused with what to do instead; the old "EMPTY" placeholder is no key and is dropped', () => {
-  expect(() => parseRunConfig({ policy: { apiKey: 'sk-live-123' } })).toThrow(/policy\.apiKey: a literal API key is not accepted.*"policy": \{"apiKeyEnv": "VLLM_API_KEY"\}/);
-  expect(() => parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey: 'sk-x' }] } })).toThrow(/router\.voters\.0\.apiKey: a literal API key/);
+  expect(() => parseRunConfig({ policy: { apiKey: 'sk-live-123' } })).toThrow(
+    /policy\.apiKey: a literal API key is not accepted.*"policy": \{"apiKeyEnv": "VLLM_API_KEY"\}/,
+  );
+  expect(() =>
+    parseRunConfig({ router: { strategy: 'vote', voters: [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey: 'sk-x' }] } }),
+  ).toThrow(/router\.voters\.0\.apiKey: a literal API key/);
   const config = parseRunConfig({ policy: { apiKey: 'EMPTY' }, trainer: { apiKey: 'EMPTY' } });
   expect(config.policy).not.toHaveProperty('apiKey');
   expect(JSON.stringify(config)).not.toContain('apiKey"');
 });
 
 test('a config stored by an older version still loads: its placeholder keys and retired keys are dropped', () => {
-  const stored = { ...parseRunConfig({ steps: 7 }), policy: { ...parseRunConfig({}).policy, apiKey: 'EMPTY' }, trainer: { ...parseRunConfig({}).trainer, apiKey: 'old-literal' }, retired: 1 };
+  const stored = {
+    ...parseRunConfig({ steps: 7 }),
+    policy: { ...parseRunConfig({}).policy, apiKey: 'EMPTY' },
+    trainer: { ...parseRunConfig({}).trainer, apiKey: 'old-literal' },
+    retired: 1,
+  };
   const config = parseStoredRunConfig(stored, 'stored config of run-x');
   expect(config.steps).toBe(7);
   expect(JSON.stringify(config)).not.toMatch(/apiKey"|old-literal|retired/);
@@ -122,11 +140,15 @@ test('a frozen pool and a harness folder cannot both be named', () => {
     /env\.pool: name either a frozen pool \(pool\) or a folder of harness files \(harnessDir\), not both/,
   );
   expect(() => parseRunConfig({ env: { kind: 'charset', pool: '0123456789abcdef', harnessDir: 'my-harnesses' } })).toThrow(/env\.pool:/);
-  expect(parseRunConfig({ env: { kind: 'dbbench', data: 'tasks.jsonl', pool: '0123456789abcdef' } }).env).toMatchObject({ pool: '0123456789abcdef' });
+  expect(parseRunConfig({ env: { kind: 'dbbench', data: 'tasks.jsonl', pool: '0123456789abcdef' } }).env).toMatchObject({
+    pool: '0123456789abcdef',
+  });
 });
 
 test("env.pool must be a frozen pool's hash, and the message says where hashes come from", () => {
-  expect(() => parseRunConfig({ env: { kind: 'sim', pool: 'my-pool' } })).toThrow(/env\.pool: a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve`/);
+  expect(() => parseRunConfig({ env: { kind: 'sim', pool: 'my-pool' } })).toThrow(
+    /env\.pool: a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve`/,
+  );
 });
 
 test('apiKeyEnv reads only names that look like keys, or those the operator lists, so a config cannot send another variable out', () => {
@@ -134,8 +156,11 @@ test('apiKeyEnv reads only names that look like keys, or those the operator list
   expect(apiKeyOf({ apiKeyEnv: 'VLLM_API_KEY' }, 'policy', env)).toBe('sk-1');
   expect(apiKeyOf({ apiKeyEnv: 'HF_TOKEN' }, 'trainer', env)).toBe('hf-1');
   expect(() => apiKeyOf({ apiKeyEnv: 'DATABASE_URL' }, 'policy', env)).toThrow(
-    /policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key: only variables named \*_API_KEY or \*_TOKEN are.*HARNESS_S_KEY_ENV_ALLOW/);
-  expect(() => apiKeyOf({ apiKeyEnv: 'JUDGE_SECRET' }, 'router.voters.0', env)).toThrow(/router\.voters\.0\.apiKeyEnv names \$JUDGE_SECRET/);
+    /policy\.apiKeyEnv names \$DATABASE_URL, which is not read as an API key: only variables named \*_API_KEY or \*_TOKEN are.*HARNESS_S_KEY_ENV_ALLOW/,
+  );
+  expect(() => apiKeyOf({ apiKeyEnv: 'JUDGE_SECRET' }, 'router.voters.0', env)).toThrow(
+    /router\.voters\.0\.apiKeyEnv names \$JUDGE_SECRET/,
+  );
   // A name that only contains the suffix is not a key's name.
   expect(() => apiKeyOf({ apiKeyEnv: 'API_KEY_PATH' }, 'policy', { ...env, API_KEY_PATH: '/x' })).toThrow(/not read as an API key/);
   const operator = { ...env, HARNESS_S_KEY_ENV_ALLOW: ' JUDGE_SECRET , OTHER' };

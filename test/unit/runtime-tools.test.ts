@@ -5,7 +5,9 @@ import { runEpisode, toolCallAction } from '../../core/harness/runtime';
 import type { Policy, PolicyReply, PolicyRequest } from '../../core/policy/client';
 import type { ToolCall } from '../../core/policy/trajectory';
 
-const TOOLS = [{ type: 'function' as const, function: { name: 'act', description: 'do it', parameters: { type: 'object', properties: {} } } }];
+const TOOLS = [
+  { type: 'function' as const, function: { name: 'act', description: 'do it', parameters: { type: 'object', properties: {} } } },
+];
 
 function env(steps: string[]): Environment {
   const episode: Episode = {
@@ -24,9 +26,16 @@ function env(steps: string[]): Environment {
 
 /** A harness that refuses the second turn's action (feedback, the episode goes on) and takes the others (the context counts the turn being handled from 1). */
 const refusingOnce: Harness = {
-  id: 'h', parent: null, direction: 'base', description: 'test',
-  systemPrompt: () => '', scaffoldActions: () => [], shapeObservation: (o) => o, turnBudget: (n) => n,
-  realizeAction: (text, context) => (context.turn === 2 ? { ok: false, retry: true, error: 'not yet' } : { ok: true, action: text, repaired: false }),
+  id: 'h',
+  parent: null,
+  direction: 'base',
+  description: 'test',
+  systemPrompt: () => '',
+  scaffoldActions: () => [],
+  shapeObservation: (o) => o,
+  turnBudget: (n) => n,
+  realizeAction: (text, context) =>
+    context.turn === 2 ? { ok: false, retry: true, error: 'not yet' } : { ok: true, action: text, repaired: false },
 };
 
 const call = (id: string, args: object): ToolCall => ({ id, type: 'function', function: { name: 'act', arguments: JSON.stringify(args) } });
@@ -40,7 +49,17 @@ test('the first call of a turn runs; every call is answered by one tool message,
   ];
   const policy: Policy = { complete: async (request) => (requests.push(request), replies[requests.length - 1]) };
   const steps: string[] = [];
-  const t = await runEpisode({ env: env(steps), harness: refusingOnce, policy, model: 'm', taskId: 't', sample: 0, maxTurns: 5, temperature: 0, seed: 1 });
+  const t = await runEpisode({
+    env: env(steps),
+    harness: refusingOnce,
+    policy,
+    model: 'm',
+    taskId: 't',
+    sample: 0,
+    maxTurns: 5,
+    temperature: 0,
+    seed: 1,
+  });
   expect(steps).toEqual([toolCallAction(call('a1', { n: 1 })), toolCallAction(call('c1', { n: 4 }))]);
   expect(JSON.parse(steps[0])).toEqual({ tool: 'act', arguments: { n: 1 } });
   expect(requests.every((r) => r.tools === TOOLS)).toBe(true);
@@ -60,7 +79,17 @@ test('a reply without a call under a tools env reaches the env as its text', asy
   const steps: string[] = [];
   const policy: Policy = { complete: async () => ({ content: 'just talking', promptTokenIds: [], tokenIds: [], logprobs: [] }) };
   const harness = { ...refusingOnce, realizeAction: (text: string) => ({ ok: true as const, action: text, repaired: false }) };
-  const t = await runEpisode({ env: env(steps), harness, policy, model: 'm', taskId: 't', sample: 0, maxTurns: 2, temperature: 0, seed: 1 });
+  const t = await runEpisode({
+    env: env(steps),
+    harness,
+    policy,
+    model: 'm',
+    taskId: 't',
+    sample: 0,
+    maxTurns: 2,
+    temperature: 0,
+    seed: 1,
+  });
   expect(steps).toEqual(['just talking', 'just talking']);
   expect(t.messages.filter((m) => m.role === 'tool')).toEqual([]);
 });

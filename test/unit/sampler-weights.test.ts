@@ -19,7 +19,10 @@ async function checkpointsWith(modelId: string, name: string): Promise<string> {
   writeFileSync(path.join(adapter, 'adapter_model.safetensors'), 'weights');
   const dir = path.join(root, modelId, 'sampler_weights');
   mkdirSync(dir, { recursive: true });
-  await tarCreate({ gzip: true, file: path.join(dir, `${name}.tar.gz`), cwd: adapter }, ['adapter_config.json', 'adapter_model.safetensors']);
+  await tarCreate({ gzip: true, file: path.join(dir, `${name}.tar.gz`), cwd: adapter }, [
+    'adapter_config.json',
+    'adapter_model.safetensors',
+  ]);
   return root;
 }
 
@@ -27,7 +30,12 @@ test("hosted Tinker's model ids ('<uuid>:train:0') are valid sampler paths", asy
   const modelId = '0f8e2c1a-5b6d-4e3f-9a7b-1c2d3e4f5a6b:train:0';
   const checkpointsDir = await checkpointsWith(modelId, 'step-1');
   const adapterDir = mkdtempSync(path.join(os.tmpdir(), 'adapters-'));
-  const dir = await resolveSamplerWeights({ samplerPath: `tinker://${modelId}/sampler_weights/step-1`, trainer: unreachable, checkpointsDir, adapterDir });
+  const dir = await resolveSamplerWeights({
+    samplerPath: `tinker://${modelId}/sampler_weights/step-1`,
+    trainer: unreachable,
+    checkpointsDir,
+    adapterDir,
+  });
   expect(dir).toBe(path.join(adapterDir, modelId, 'step-1'));
   expect(readFileSync(path.join(dir, 'adapter_model.safetensors'), 'utf8')).toBe('weights');
 });
@@ -36,14 +44,20 @@ test('workers unpacking the same step at once all get the complete directory', a
   const checkpointsDir = await checkpointsWith('model_1', 'step-2');
   const adapterDir = mkdtempSync(path.join(os.tmpdir(), 'adapters-'));
   const dirs = await Promise.all(
-    Array.from({ length: 4 }, () => resolveSamplerWeights({ samplerPath: 'tinker://model_1/step-2', trainer: unreachable, checkpointsDir, adapterDir })),
+    Array.from({ length: 4 }, () =>
+      resolveSamplerWeights({ samplerPath: 'tinker://model_1/step-2', trainer: unreachable, checkpointsDir, adapterDir }),
+    ),
   );
   expect(new Set(dirs).size).toBe(1);
   expect(JSON.parse(readFileSync(path.join(dirs[0], 'adapter_config.json'), 'utf8'))).toMatchObject({ r: 8 });
 });
 
 test('a path that is no sampler path is refused, for good', async () => {
-  const refused = await resolveSamplerWeights({ samplerPath: 'tinker://../etc/passwd', trainer: unreachable, adapterDir: os.tmpdir() }).catch((err: unknown) => err);
+  const refused = await resolveSamplerWeights({
+    samplerPath: 'tinker://../etc/passwd',
+    trainer: unreachable,
+    adapterDir: os.tmpdir(),
+  }).catch((err: unknown) => err);
   expect(refused).toBeInstanceOf(SamplerWeightsError);
   expect(refused).toMatchObject({ retryable: false });
 });

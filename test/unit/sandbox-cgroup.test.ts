@@ -34,7 +34,8 @@ function runIn(group: SandboxCgroup, argv: string[]): Promise<{ code: number | n
 
 /** Four forked children, each touching every page of `each` bytes, then holding it for a second: what a red team did against the per-process limit. */
 const FOUR_CHILDREN = (each: number) => [
-  'python3', '-c',
+  'python3',
+  '-c',
   [
     'import os, time',
     'for i in range(4):',
@@ -67,7 +68,9 @@ describe('choosing the cgroup version', () => {
 
   test('none, with the reason, when neither is there', () => {
     expect(chooseLayout(mounts(['proc /proc proc rw 0 0']), () => null)).toEqual({ reason: 'no cgroup file system is mounted' });
-    expect(chooseLayout(mounts(['cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0']), () => null)).toMatchObject({ reason: expect.stringMatching(/memory and pids hierarchies.*\/sys\/fs\/cgroup\/memory \(cgroup\)/) });
+    expect(chooseLayout(mounts(['cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0']), () => null)).toMatchObject({
+      reason: expect.stringMatching(/memory and pids hierarchies.*\/sys\/fs\/cgroup\/memory \(cgroup\)/),
+    });
   });
 });
 
@@ -147,7 +150,11 @@ describe('a cgroup per sandbox', () => {
     expect(left.length).toBeGreaterThan(10);
     expect(left.length).toBeLessThanOrEqual(20);
     await group.remove();
-    expect(left.filter((pid) => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(spawnSync('cat', [`/proc/${pid}/status`], { encoding: 'utf8' }).stdout))).toEqual([]);
+    expect(
+      left.filter(
+        (pid) => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(spawnSync('cat', [`/proc/${pid}/status`], { encoding: 'utf8' }).stdout),
+      ),
+    ).toEqual([]);
     expect(existsSync(group.pidsDir)).toBe(false);
   });
 
@@ -204,12 +211,18 @@ print('all held' if all(c == 0 for c in codes) else 'some were killed', flush=Tr
 /** This worker's sandbox groups still there (none once its commands ended). */
 function groupsLeft(): string[] {
   if (!support.available) return [];
-  return support.parents.flatMap((parent) => readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith(`w${process.pid}-`)).map((e) => path.join(parent, e.name)));
+  return support.parents.flatMap((parent) =>
+    readdirSync(parent, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && e.name.startsWith(`w${process.pid}-`))
+      .map((e) => path.join(parent, e.name)),
+  );
 }
 
 /** Live processes of the SWE sandbox's user, as the host sees them. */
 function sandboxUserProcesses(): string[] {
-  const rows = spawnSync('ps', ['-eo', 'uid=,stat=,pid='], { encoding: 'utf8' }).stdout.split('\n').map((l) => l.trim().split(/\s+/));
+  const rows = spawnSync('ps', ['-eo', 'uid=,stat=,pid='], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .map((l) => l.trim().split(/\s+/));
   return rows.filter((r) => r[0] === String(SANDBOX_UID) && !r[1].startsWith('Z')).map((r) => r[2]);
 }
 
@@ -222,24 +235,27 @@ describe("a SWE command's sandbox in its own cgroup", () => {
     return dir;
   };
 
-  withCgroups('four forked children cannot together hold more than its memory: the command is killed, the host saw no more than the limit, and the group is gone', async () => {
-    const dir = workspace();
-    const limits = { sandboxMemoryBytes: LIMIT };
-    // 4 x 100 MiB against 256 MiB for the sandbox, each child far under the 4 GiB per-process limit; the control: 4 x 40 MiB.
-    const over = await runSandboxed(fourChildren(100), { workspace: dir, limits });
-    const fits = await runSandboxed(fourChildren(40), { workspace: dir, limits });
-    spawnSync('rm', ['-rf', dir]);
-    expect(over.output).not.toContain('all held');
-    expect(over).toMatchObject({ memoryLimitReached: true, exitCode: null });
-    expect(over.peakMemoryBytes).toBeGreaterThan(0);
-    expect(over.peakMemoryBytes!).toBeLessThanOrEqual(LIMIT);
-    expect(fits.output).toContain('all held');
-    expect(fits).toMatchObject({ memoryLimitReached: false, exitCode: 0 });
-    expect(fits.peakMemoryBytes!).toBeGreaterThan(4 * 40 * MiB);
-    expect(groupsLeft()).toEqual([]);
-  });
+  withCgroups(
+    'four forked children cannot together hold more than its memory: the command is killed, the host saw no more than the limit, and the group is gone',
+    async () => {
+      const dir = workspace();
+      const limits = { sandboxMemoryBytes: LIMIT };
+      // 4 x 100 MiB against 256 MiB for the sandbox, each child far under the 4 GiB per-process limit; the control: 4 x 40 MiB.
+      const over = await runSandboxed(fourChildren(100), { workspace: dir, limits });
+      const fits = await runSandboxed(fourChildren(40), { workspace: dir, limits });
+      spawnSync('rm', ['-rf', dir]);
+      expect(over.output).not.toContain('all held');
+      expect(over).toMatchObject({ memoryLimitReached: true, exitCode: null });
+      expect(over.peakMemoryBytes).toBeGreaterThan(0);
+      expect(over.peakMemoryBytes!).toBeLessThanOrEqual(LIMIT);
+      expect(fits.output).toContain('all held');
+      expect(fits).toMatchObject({ memoryLimitReached: false, exitCode: 0 });
+      expect(fits.peakMemoryBytes!).toBeGreaterThan(4 * 40 * MiB);
+      expect(groupsLeft()).toEqual([]);
+    },
+  );
 
-  withCgroups("a fork bomb is stopped at its process limit (the group counts the refused forks), and nothing of it is left", async () => {
+  withCgroups('a fork bomb is stopped at its process limit (the group counts the refused forks), and nothing of it is left', async () => {
     const dir = workspace();
     const bomb = `python3 -c "
 import os, time

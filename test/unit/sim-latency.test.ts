@@ -17,7 +17,13 @@ const PROFILE: LatencyProfile = {
   description: 'test',
   sources: 'test',
   tokenScale: 1,
-  inference: { servers: 1, prefillTokensPerSecond: 1000, peakDecodeTokensPerSecond: 100, halfSaturationSequences: 4, maxSequencesPerServer: 2 },
+  inference: {
+    servers: 1,
+    prefillTokensPerSecond: 1000,
+    peakDecodeTokensPerSecond: 100,
+    halfSaturationSequences: 4,
+    maxSequencesPerServer: 2,
+  },
   trainer: { trainTokensPerSecond: 1000, optimStepSeconds: 0.5, saveWeightsForSamplerSeconds: 2, saveWeightsSeconds: 3 },
   publish: { adapterLoadSeconds: 1 },
 };
@@ -43,7 +49,7 @@ describe('latency model: inference', () => {
     expect(times).toEqual([...times].sort((a, b) => a - b));
     expect(new Set(times).size).toBe(4);
     // Aggregate decode (n sequences at peak/(n+h) each) rises with n and stays below the peak.
-    const aggregate = [1, 2, 8, 64, 4096].map((n) => (n * 10) / (latency.completionSeconds(0, 10, n)));
+    const aggregate = [1, 2, 8, 64, 4096].map((n) => (n * 10) / latency.completionSeconds(0, 10, n));
     expect(aggregate).toEqual([...aggregate].sort((a, b) => a - b));
     expect(aggregate.at(-1)!).toBeLessThan(100);
     expect(aggregate.at(-1)!).toBeGreaterThan(99);
@@ -118,7 +124,9 @@ describe('latency model: trainer and publish', () => {
   it('runs trainer ops one at a time, whichever model sent them, and accounts them', async () => {
     const latency = model();
     const t0 = performance.now();
-    const done = [latency.trainerOp('forward_backward', 1000), latency.trainerOp('optim_step')].map((p) => p.then(() => performance.now() - t0));
+    const done = [latency.trainerOp('forward_backward', 1000), latency.trainerOp('optim_step')].map((p) =>
+      p.then(() => performance.now() - t0),
+    );
     await jest.advanceTimersByTimeAsync(2000);
     expect(await Promise.all(done)).toEqual([1000, 1500]);
     expect(latency.report().trainer).toEqual({ busySeconds: 1.5, ops: 2, tokens: 1000 });

@@ -49,11 +49,20 @@ describe('sim policy model', () => {
   it('stops pulling towards a hinted behaviour once the episode has done it', () => {
     const params = initialParams(world);
     const afterVerify = (lines: string[]) =>
-      probabilities(params, prefix([
-        system(...lines), task('multi_step'),
-        { role: 'assistant', content: 'Action: verify' }, { role: 'user', content: 'Observation: verify done' },
-        { role: 'assistant', content: 'Action: plan' }, { role: 'user', content: 'Observation: plan done' },
-      ], 'Action:'));
+      probabilities(
+        params,
+        prefix(
+          [
+            system(...lines),
+            task('multi_step'),
+            { role: 'assistant', content: 'Action: verify' },
+            { role: 'user', content: 'Observation: verify done' },
+            { role: 'assistant', content: 'Action: plan' },
+            { role: 'user', content: 'Observation: plan done' },
+          ],
+          'Action:',
+        ),
+      );
     // verify was done earlier (prev is plan): its hint no longer changes its probability.
     expect(afterVerify(['Hint: verify']).get('verify')).toBeCloseTo(afterVerify([]).get('verify')!, 12);
     // compute was not done: its hint still raises it.
@@ -104,20 +113,24 @@ describe('sim policy model', () => {
   });
 
   it('after work the harness did itself, the context is one the base harness never shows', () => {
-    const ids = prefix([
+    const ids = prefix([system(), task('multi_step'), { role: 'user', content: 'Observation: compute done by harness' }]);
+    expect(model.readContext(ids)).toMatchObject({ prev: 'harness', done: ['compute'] });
+    const after = prefix([
       system(),
       task('multi_step'),
       { role: 'user', content: 'Observation: compute done by harness' },
+      { role: 'assistant', content: 'Action: plan' },
     ]);
-    expect(model.readContext(ids)).toMatchObject({ prev: 'harness', done: ['compute'] });
-    const after = prefix([system(), task('multi_step'), { role: 'user', content: 'Observation: compute done by harness' }, { role: 'assistant', content: 'Action: plan' }]);
     expect(model.readContext(after)).toMatchObject({ prev: 'plan', done: expect.arrayContaining(['compute', 'plan']) });
   });
 
   it('matches a finite-difference gradient in the behaviour slot and in the format slot', () => {
     const params = jitteredParams();
     const cases = [
-      { ids: prefix([system('Hint: compute'), task('aggregate'), { role: 'assistant', content: 'Action: inspect_schema' }], 'Maybe:'), target: 'compute' },
+      {
+        ids: prefix([system('Hint: compute'), task('aggregate'), { role: 'assistant', content: 'Action: inspect_schema' }], 'Maybe:'),
+        target: 'compute',
+      },
       { ids: prefix([system(), task('api_call')]), target: 'Maybe:' },
     ];
     for (const { ids, target } of cases) {
@@ -152,7 +165,9 @@ describe('sim policy model', () => {
     const params = initialParams(world);
     const ids = prefix([system(), task('multi_step')]);
     const turn = (seed: number) =>
-      tokenizer.decode(model.generate(params, ids, { temperature: 1, maxTokens: 3, random: seededRandom(seed, ids.length) }).map((t) => t.id));
+      tokenizer.decode(
+        model.generate(params, ids, { temperature: 1, maxTokens: 3, random: seededRandom(seed, ids.length) }).map((t) => t.id),
+      );
     expect(turn(42)).toBe(turn(42));
     expect(turn(42)).toMatch(/^(Action:|Maybe:) \S+ <\|end\|>$/);
     expect(new Set(Array.from({ length: 50 }, (_, seed) => turn(seed))).size).toBeGreaterThan(1);

@@ -68,7 +68,11 @@ function request(direction: Direction, options: RequestOptions = {}) {
     parent: options.parent ?? base,
     specSchema: {},
     mayChange: [],
-    envFacts: { behaviours: options.behaviours ?? BEHAVIOURS, contractBehaviours: options.contractBehaviours ?? CONTRACT, finish: 'finish' },
+    envFacts: {
+      behaviours: options.behaviours ?? BEHAVIOURS,
+      contractBehaviours: options.contractBehaviours ?? CONTRACT,
+      finish: 'finish',
+    },
     failures: options.failures ?? failures,
     parentResults: null,
   };
@@ -94,7 +98,14 @@ function specOf(answer: string): SimHarness {
 
 /** The fields a move may change, and the rest of the spec (which must be the parent's). */
 function effects(h: SimHarness) {
-  return { hints: h.hints, avoid: h.avoid, formatHint: h.formatHint, performs: h.scaffold.performs, repairFormat: h.scaffold.repairFormat, extraTurns: h.extraTurns };
+  return {
+    hints: h.hints,
+    avoid: h.avoid,
+    formatHint: h.formatHint,
+    performs: h.scaffold.performs,
+    repairFormat: h.scaffold.repairFormat,
+    extraTurns: h.extraTurns,
+  };
 }
 
 function child(id: string, direction: Direction, fields: Partial<SimHarness>): SimHarness {
@@ -126,7 +137,9 @@ describe('the answer opens with a sentence of reasoning and its description says
       '[SIMULATED proposer] environment_contract, slot 1: focus kind multi_step (3 of 5 failing trajectories), ' +
         'whose failures skipped contract behaviours read_docs 3/3, inspect_schema 1/3, so this candidate hints read_docs.',
     );
-    expect(specOf(answer).description).toBe("Evolved by the SIMULATED proposer (round 1, slot 1) from 'base' for its multi_step failures: hints read_docs.");
+    expect(specOf(answer).description).toBe(
+      "Evolved by the SIMULATED proposer (round 1, slot 1) from 'base' for its multi_step failures: hints read_docs.",
+    );
   });
 
   test('action_realization and trajectory_regulation name what all failures skipped, and the move', () => {
@@ -135,7 +148,9 @@ describe('the answer opens with a sentence of reasoning and its description says
       '[SIMULATED proposer] action_realization, slot 1: failing trajectories skipped verify 5/5, read_docs 4/5, plan 4/5, inspect_schema 3/5, compute 3/5, ' +
         'so this candidate states the action format (formatHint).',
     );
-    expect(specOf(answer).description).toBe("Evolved by the SIMULATED proposer (round 1, slot 1) from 'base': states the action format (formatHint).");
+    expect(specOf(answer).description).toBe(
+      "Evolved by the SIMULATED proposer (round 1, slot 1) from 'base': states the action format (formatHint).",
+    );
   });
 });
 
@@ -185,7 +200,9 @@ describe('environment_contract and procedural_skill focus each slot on one task 
   });
 
   test("a slot whose focus kind's move an earlier slot gave (the same hints, in any order) takes the next kind's", () => {
-    const lookupComputes = failures.map((f) => (f.kind === 'lookup' ? { ...f, turns: [{ role: 'assistant', content: 'Action: compute' }, ...f.turns] } : f));
+    const lookupComputes = failures.map((f) =>
+      f.kind === 'lookup' ? { ...f, turns: [{ role: 'assistant', content: 'Action: compute' }, ...f.turns] } : f,
+    );
     const withApiCall = [
       ...lookupComputes,
       failing('api_call-001', 'wrong_answer', [
@@ -201,7 +218,10 @@ describe('environment_contract and procedural_skill focus each slot on one task 
 });
 
 describe('with contractBehaviours empty or absent, every behaviour is a contract behaviour (and every one procedure)', () => {
-  const docsDone = child('ec-1', 'environment_contract', { hints: ['read_docs'], scaffold: { performs: ['read_docs'], repairFormat: false } });
+  const docsDone = child('ec-1', 'environment_contract', {
+    hints: ['read_docs'],
+    scaffold: { performs: ['read_docs'], repairFormat: false },
+  });
 
   test('environment_contract goes on to verify after read_docs, where the contract list would give inspect_schema', () => {
     expect(specOf(ask('environment_contract', { parent: docsDone })).hints).toEqual(['read_docs', 'inspect_schema']);
@@ -218,7 +238,11 @@ describe('with contractBehaviours empty or absent, every behaviour is a contract
 describe('slots of one round give different candidates, in the documented order', () => {
   test('action_realization: format hint, then format repair, then both', () => {
     const specs = [1, 2, 3].map((slot) => specOf(ask('action_realization', { slot })));
-    expect(specs.map((s) => [s.formatHint, s.scaffold.repairFormat])).toEqual([[true, false], [false, true], [true, true]]);
+    expect(specs.map((s) => [s.formatHint, s.scaffold.repairFormat])).toEqual([
+      [true, false],
+      [false, true],
+      [true, true],
+    ]);
   });
 
   test('environment_contract: each kind its hint, then each kind its behaviour performed by the harness', () => {
@@ -241,7 +265,9 @@ describe('slots of one round give different candidates, in the documented order'
   });
 
   test("trajectory_regulation's last move only adds turns in a world without verify", () => {
-    const spec = specOf(ask('trajectory_regulation', { slot: 3, behaviours: ['inspect_schema', 'plan'], contractBehaviours: ['inspect_schema'] }));
+    const spec = specOf(
+      ask('trajectory_regulation', { slot: 3, behaviours: ['inspect_schema', 'plan'], contractBehaviours: ['inspect_schema'] }),
+    );
     expect(effects(spec)).toEqual({ ...effects(base), extraTurns: 2 });
   });
 });
@@ -261,8 +287,14 @@ describe('a child of a parent that already has a move gets the next one', () => 
   });
 
   test("environment_contract: a parent hinting and performing read_docs gets the next-ranked contract behaviour's hint", () => {
-    const parent = child('ec-2', 'environment_contract', { hints: ['read_docs'], scaffold: { performs: ['read_docs'], repairFormat: false } });
-    expect(effects(specOf(ask('environment_contract', { parent })))).toEqual({ ...effects(parent), hints: ['read_docs', 'inspect_schema'] });
+    const parent = child('ec-2', 'environment_contract', {
+      hints: ['read_docs'],
+      scaffold: { performs: ['read_docs'], repairFormat: false },
+    });
+    expect(effects(specOf(ask('environment_contract', { parent })))).toEqual({
+      ...effects(parent),
+      hints: ['read_docs', 'inspect_schema'],
+    });
   });
 
   test('procedural_skill: a parent hinting verify gets the rest of the recipe', () => {
@@ -287,7 +319,9 @@ describe('with no move left, it answers plain text with no json block, saying wh
     const parent = child('ar-2', 'action_realization', { formatHint: true, scaffold: { performs: [], repairFormat: true } });
     const answer = ask('action_realization', { parent });
     expect(answer).not.toContain('```');
-    expect(answer).toBe("[SIMULATED proposer] No candidate: no action_realization move is left for slot 1 of round 1: only 0 move(s) of the search change parent 'ar-2'.");
+    expect(answer).toBe(
+      "[SIMULATED proposer] No candidate: no action_realization move is left for slot 1 of round 1: only 0 move(s) of the search change parent 'ar-2'.",
+    );
   });
 
   test('a slot past the last environment_contract move', () => {
@@ -322,7 +356,11 @@ describe('an unreadable request is answered in plain text saying what is wrong',
     ['no request block', [{ role: 'user', content: 'Propose a harness, please.' }], 'no ```json proposal-request block'],
     ['a block that is not JSON', [{ role: 'user', content: '```json proposal-request\n{"env": "sim",\n```' }], 'its block is not JSON'],
     ['another env', messages({ ...request('environment_contract'), env: 'dbbench' }), "env: this proposer only answers for env 'sim'"],
-    ['the base direction', messages({ ...request('environment_contract'), direction: 'base' }), 'direction: expected a repair direction (not base)'],
+    [
+      'the base direction',
+      messages({ ...request('environment_contract'), direction: 'base' }),
+      'direction: expected a repair direction (not base)',
+    ],
     ['no behaviours', messages({ ...request('environment_contract'), envFacts: {} }), 'envFacts.behaviours'],
     [
       'a contract behaviour that is not a behaviour',
@@ -341,7 +379,11 @@ describe('an unreadable request is answered in plain text saying what is wrong',
 test('after a refusal it reads the request from the earlier user message and gives the same answer', () => {
   const first = messages(request('procedural_skill', { slot: 2 }));
   const answer = answerProposalRequest(first);
-  const retried = [...first, { role: 'assistant', content: answer }, { role: 'user', content: 'Your answer was refused: direction must be procedural_skill.' }];
+  const retried = [
+    ...first,
+    { role: 'assistant', content: answer },
+    { role: 'user', content: 'Your answer was refused: direction must be procedural_skill.' },
+  ];
   expect(answerProposalRequest(retried)).toBe(answer);
 });
 

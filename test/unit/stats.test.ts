@@ -22,12 +22,17 @@ test('a difference that changes sign across seeds has an interval around 0', () 
 });
 
 test('one seed gives a difference but no interval; unpaired lengths are refused', () => {
-  expect(pairedDifference([0.7], [0.5])).toMatchObject({ n: 1, lo: expect.closeTo(0.2, 12), hi: expect.closeTo(0.2, 12), excludesZero: false });
+  expect(pairedDifference([0.7], [0.5])).toMatchObject({
+    n: 1,
+    lo: expect.closeTo(0.2, 12),
+    hi: expect.closeTo(0.2, 12),
+    excludesZero: false,
+  });
   expect(() => pairedDifference([1, 2], [1])).toThrow('paired difference of 2 and 1 values');
 });
 
 test("a success rate's standard error is binomial", () => {
-  expect(rateStdErr(0.25, 300)).toBeCloseTo(Math.sqrt(0.25 * 0.75 / 300), 12);
+  expect(rateStdErr(0.25, 300)).toBeCloseTo(Math.sqrt((0.25 * 0.75) / 300), 12);
   expect(rateStdErr(0.5, 0)).toBe(0);
 });
 

@@ -27,7 +27,9 @@ describe('the largest step a config may ask for', () => {
     expect(() => parseRunConfig({ rollout: { tasksPerStep: 200 }, sampling: { refill: 'dynamic' } })).toThrow(
       /sampling\.maxDraws: draws up to 600 tasks \(3 x rollout\.tasksPerStep when sampling\.maxDraws is absent\): at most 512/,
     );
-    expect(() => parseRunConfig({ rollout: { tasksPerStep: 256 }, sampling: { refill: 'matched', maxDraws: 513 } })).toThrow(/draws up to 513 tasks: at most 512/);
+    expect(() => parseRunConfig({ rollout: { tasksPerStep: 256 }, sampling: { refill: 'matched', maxDraws: 513 } })).toThrow(
+      /draws up to 513 tasks: at most 512/,
+    );
     expect(parseRunConfig({ rollout: { tasksPerStep: 256 }, sampling: { refill: 'matched', maxDraws: 512 } }).sampling.maxDraws).toBe(512);
     expect(() => parseRunConfig({ rollout: { tasksPerStep: 64, groupSize: 64 }, sampling: { refill: 'dynamic', maxDraws: 512 } })).toThrow(
       /up to 512 tasks x G=64 is 32768 rollouts a step; at most 16384/,
@@ -36,7 +38,9 @@ describe('the largest step a config may ask for', () => {
 
   test('a slice may hold at most the 512 base rollouts measured', () => {
     expect(parseRunConfig({}).rollout.rolloutsPerSlice).toBe(512);
-    expect(() => parseRunConfig({ rollout: { rolloutsPerSlice: 1024 } })).toThrow(/rollout\.rolloutsPerSlice: at most 512: the slice size measured/);
+    expect(() => parseRunConfig({ rollout: { rolloutsPerSlice: 1024 } })).toThrow(
+      /rollout\.rolloutsPerSlice: at most 512: the slice size measured/,
+    );
   });
 
   test('a config the store already holds loads past the limits: a run started before them goes on', () => {
@@ -52,8 +56,12 @@ describe('slices', () => {
     expect(tasksPerSlice(8, 4)).toBe(2);
   });
 
-  test('a step\'s tasks are cut into slices in stream order, the last one smaller', () => {
-    expect(sliceRanges(5, 2)).toEqual([{ slice: 0, first: 0, count: 2 }, { slice: 1, first: 2, count: 2 }, { slice: 2, first: 4, count: 1 }]);
+  test("a step's tasks are cut into slices in stream order, the last one smaller", () => {
+    expect(sliceRanges(5, 2)).toEqual([
+      { slice: 0, first: 0, count: 2 },
+      { slice: 1, first: 2, count: 2 },
+      { slice: 2, first: 4, count: 1 },
+    ]);
     expect(sliceRanges(2048, 64)).toHaveLength(32);
     expect(() => sliceRanges(5, 0)).toThrow(/tasks per slice must be a whole number >= 1, not 0/);
   });
@@ -68,12 +76,19 @@ describe('slices', () => {
 
 describe('the batch by reference', () => {
   const group = (taskId: string, rollouts: number): BatchGroup => ({
-    taskId, role: 'base', rollouts: Array.from({ length: rollouts }, (_, sample) => ({ harnessId: 'base', sample, advantage: 0.5 })),
+    taskId,
+    role: 'base',
+    rollouts: Array.from({ length: rollouts }, (_, sample) => ({ harnessId: 'base', sample, advantage: 0.5 })),
   });
 
   test('a batch is cut into chunks of at most the rollouts given, in order; a larger group is a chunk of its own', () => {
     const chunks = batchChunks([group('a', 4), group('b', 4), group('c', 4), group('d', 12), group('e', 2)], 8);
-    expect(chunks.map((c) => [c.first, c.groups.map((g) => g.taskId)])).toEqual([[0, ['a', 'b']], [2, ['c']], [3, ['d']], [4, ['e']]]);
+    expect(chunks.map((c) => [c.first, c.groups.map((g) => g.taskId)])).toEqual([
+      [0, ['a', 'b']],
+      [2, ['c']],
+      [3, ['d']],
+      [4, ['e']],
+    ]);
     expect(batchChunks([], 8)).toEqual([]);
   });
 
@@ -82,8 +97,12 @@ describe('the batch by reference', () => {
     const store = { groups: async (_runId: string, _key: string, count: number) => stored.slice(0, count) };
     await expect(readTrainingBatch(store, 'r', 2, { key: 'r/step-2', groups: 2, rollouts: 7 })).resolves.toEqual(stored);
     await expect(readTrainingBatch(store, 'r', 2, { key: 'r/step-2', groups: 2, rollouts: 8 })).rejects.toThrow(
-      new IncompleteBatchError('step 2 of run r: the run store holds 2 groups and 7 rollouts of batch r/step-2, not the 2 groups and 8 rollouts the step wrote; run the step again (harness-s run recover r)'),
+      new IncompleteBatchError(
+        'step 2 of run r: the run store holds 2 groups and 7 rollouts of batch r/step-2, not the 2 groups and 8 rollouts the step wrote; run the step again (harness-s run recover r)',
+      ),
     );
-    await expect(readTrainingBatch(store, 'r', 2, { key: 'r/step-2', groups: 3, rollouts: 7 })).rejects.toBeInstanceOf(IncompleteBatchError);
+    await expect(readTrainingBatch(store, 'r', 2, { key: 'r/step-2', groups: 3, rollouts: 7 })).rejects.toBeInstanceOf(
+      IncompleteBatchError,
+    );
   });
 });

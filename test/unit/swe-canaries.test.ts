@@ -179,9 +179,16 @@ function makeProject(): string {
 function pytest(root: string, conftest?: string): { statuses: Map<string, TestStatus>; exitCode: number | null; log: string } {
   if (conftest) writeFileSync(path.join(root, 'conftest.py'), conftest);
   try {
-    const result = spawnSync(python, ['-m', 'pytest', '-rA', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--color=no', '-c', 'pytest.ini', ...TEST_FILES], {
-      cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH, PYTHONDONTWRITEBYTECODE: '1' }, timeout: 120_000,
-    });
+    const result = spawnSync(
+      python,
+      ['-m', 'pytest', '-rA', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--color=no', '-c', 'pytest.ini', ...TEST_FILES],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, PYTHONDONTWRITEBYTECODE: '1' },
+        timeout: 120_000,
+      },
+    );
     const log = `${result.stdout}${result.stderr}`;
     return { statuses: parsePytestLog(log), exitCode: result.status, log };
   } finally {
@@ -207,11 +214,15 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const idsOf = (file: string) => canaries.filter((c) => c.file === file).map((c) => c.id).sort();
+const idsOf = (file: string) =>
+  canaries
+    .filter((c) => c.file === file)
+    .map((c) => c.id)
+    .sort();
 const nameOf = (id: string) => id.split('::').pop()!.replace(/\[.*$/, '');
 
-describe('canaries copied from the file\'s own tests', () => {
-  test('every test that passes and has an assertion every run reaches is copied, in its own class, under a name of the file\'s own words', () => {
+describe("canaries copied from the file's own tests", () => {
+  test("every test that passes and has an assertion every run reaches is copied, in its own class, under a name of the file's own words", () => {
     expect(canaries.map((c) => [c.file, c.source]).sort()).toEqual([
       ['tests/test_funcs.py', 'TestInc::test_inc_is_int'],
       ['tests/test_funcs.py', 'TestInc::test_inc_twice'],
@@ -243,8 +254,16 @@ describe('canaries copied from the file\'s own tests', () => {
       expect(name.split('_').pop()).toBe(original.split('_').pop());
       expect(Object.values(FILES).some((text) => text.includes(name))).toBe(false);
     }
-    expect(idsOf('tests/test_params.py').map((id) => id.replace(/::\w+\[/, '::x[')).sort()).toEqual([
-      'tests/test_params.py::x[-1-0]', 'tests/test_params.py::x[1-2]', 'tests/test_params.py::x[10-11]', 'tests/test_params.py::x[a]', 'tests/test_params.py::x[b]',
+    expect(
+      idsOf('tests/test_params.py')
+        .map((id) => id.replace(/::\w+\[/, '::x['))
+        .sort(),
+    ).toEqual([
+      'tests/test_params.py::x[-1-0]',
+      'tests/test_params.py::x[1-2]',
+      'tests/test_params.py::x[10-11]',
+      'tests/test_params.py::x[a]',
+      'tests/test_params.py::x[b]',
     ]);
   });
 
@@ -262,7 +281,9 @@ describe('canaries copied from the file\'s own tests', () => {
     expect(planted['tests/test_units.py']).toMatch(/self\.assertGreets\("world", "Iello, world!"\)/);
     expect(planted['tests/test_units.py']).toMatch(/self\.assertFalse\(pairs\(\["ab"\]\)\)/);
     // A parametrized copy keeps its decorator (its cases) and turns the assertion round.
-    expect(planted['tests/test_params.py'].match(/@pytest\.mark\.parametrize\("value, expected", \[\(1, 2\), \(10, 11\), \(-1, 0\)\]\)/g)).toHaveLength(2);
+    expect(
+      planted['tests/test_params.py'].match(/@pytest\.mark\.parametrize\("value, expected", \[\(1, 2\), \(10, 11\), \(-1, 0\)\]\)/g),
+    ).toHaveLength(2);
     expect(planted['tests/test_params.py']).toMatch(/assert inc\(value\) != expected/);
     expect(planted['tests/test_params.py']).toMatch(/assert greet\(name\)\.endswith\("!"\) == False/);
   });
@@ -295,7 +316,16 @@ describe('canaries copied from the file\'s own tests', () => {
       }
     });
     for (const pick of picks) expect(new Set(pick.filter((c) => c.file === 'tests/test_units.py').map((c) => c.source)).size).toBe(3);
-    expect(new Set(picks.map((p) => p.map((c) => c.id).sort().join(' '))).size).toBeGreaterThan(1);
+    expect(
+      new Set(
+        picks.map((p) =>
+          p
+            .map((c) => c.id)
+            .sort()
+            .join(' '),
+        ),
+      ).size,
+    ).toBeGreaterThan(1);
   });
 });
 
@@ -305,22 +335,40 @@ describe('run by pytest', () => {
     expect({ errors: [...statuses].filter(([, s]) => s === 'ERROR'), exitCode }).toEqual({ errors: [], exitCode: 1 });
     for (const c of canaries) expect({ id: c.id, status: statuses.get(c.id) }).toEqual({ id: c.id, status: 'FAILED' });
     for (const id of passToPass) expect({ id, status: statuses.get(id) }).toEqual({ id, status: 'PASSED' });
-    expect(distrust(parsePytestLog(log, canaries.map((c) => c.id)), canaries, exitCode, true)).toBeNull();
+    expect(
+      distrust(
+        parsePytestLog(
+          log,
+          canaries.map((c) => c.id),
+        ),
+        canaries,
+        exitCode,
+        true,
+      ),
+    ).toBeNull();
   }, 60_000);
 
   test.each([
     ['every report forced to passed', PASS_EVERY_REPORT, TEST_FILES],
-    ['every report but hex-named ones forced to passed', PASS_ALL_BUT_HEX, ['tests/test_units.py', 'tests/test_funcs.py', 'tests/test_params.py']],
+    [
+      'every report but hex-named ones forced to passed',
+      PASS_ALL_BUT_HEX,
+      ['tests/test_units.py', 'tests/test_funcs.py', 'tests/test_params.py'],
+    ],
     ["unittest's TestCase.__call__ a no-op", UNITTEST_NOOP, ['tests/test_units.py']],
-  ])('%s: the canaries pass, and the verdict names them', (_what, tamper, caughtIn) => {
-    const { statuses, exitCode } = pytest(dir, tamper);
-    const caught = canaries.filter((c) => caughtIn.includes(c.file));
-    expect(caught.length).toBeGreaterThan(0);
-    for (const c of caught) expect({ id: c.id, status: statuses.get(c.id) }).toEqual({ id: c.id, status: 'PASSED' });
-    // The tamper did its work on the real tests: all pass.
-    for (const id of passToPass.filter((i) => caughtIn.some((f) => i.startsWith(`${f}::`)))) expect(statuses.get(id)).toBe('PASSED');
-    const verdict = distrust(statuses, canaries, exitCode, true);
-    expect(verdict).toMatch(/^tampered with: the scoring's own failing tests were reported PASSED/);
-    for (const c of caught) expect(verdict).toContain(c.id);
-  }, 60_000);
+  ])(
+    '%s: the canaries pass, and the verdict names them',
+    (_what, tamper, caughtIn) => {
+      const { statuses, exitCode } = pytest(dir, tamper);
+      const caught = canaries.filter((c) => caughtIn.includes(c.file));
+      expect(caught.length).toBeGreaterThan(0);
+      for (const c of caught) expect({ id: c.id, status: statuses.get(c.id) }).toEqual({ id: c.id, status: 'PASSED' });
+      // The tamper did its work on the real tests: all pass.
+      for (const id of passToPass.filter((i) => caughtIn.some((f) => i.startsWith(`${f}::`)))) expect(statuses.get(id)).toBe('PASSED');
+      const verdict = distrust(statuses, canaries, exitCode, true);
+      expect(verdict).toMatch(/^tampered with: the scoring's own failing tests were reported PASSED/);
+      for (const c of caught) expect(verdict).toContain(c.id);
+    },
+    60_000,
+  );
 });

@@ -11,7 +11,11 @@ describe("a workspace's measure", () => {
     for (const name of ['a', 'b', 'sub/c']) writeFileSync(path.join(dir, name), Buffer.alloc(8192, 1));
     for (let i = 0; i < 100; i++) writeFileSync(path.join(dir, 'sub', `empty-${i}`), '');
     const size = await measureTree(dir);
-    expect(size).toEqual({ entries: 105, bytes: Number(execFileSync('du', ['-s', '--block-size=1', dir], { encoding: 'utf8' }).split('\t')[0]), complete: true });
+    expect(size).toEqual({
+      entries: 105,
+      bytes: Number(execFileSync('du', ['-s', '--block-size=1', dir], { encoding: 'utf8' }).split('\t')[0]),
+      complete: true,
+    });
     expect(size.bytes).toBeGreaterThanOrEqual(3 * 8192);
   });
 

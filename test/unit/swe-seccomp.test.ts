@@ -8,6 +8,11 @@ describe("the SWE sandbox's seccomp filter", () => {
   });
 
   test('a rule naming no syscall is refused, naming it', () => {
-    expect(() => compileSeccomp([{ syscall: 'mount', errno: 1 }, { syscall: 'mounnt', errno: 1 }])).toThrow(/no syscall named 'mounnt'/);
+    expect(() =>
+      compileSeccomp([
+        { syscall: 'mount', errno: 1 },
+        { syscall: 'mounnt', errno: 1 },
+      ]),
+    ).toThrow(/no syscall named 'mounnt'/);
   });
 });

@@ -28,7 +28,13 @@ describe('pytest -rA logs', () => {
   ].join('\n');
 
   test("pytest 9's failed subtests fail their test, though the test itself is reported PASSED", () => {
-    const results = parsePytestLog(['PASSED tests/t.py::T::test_many', 'SUBFAILED(x=2) tests/t.py::T::test_many - AssertionError', 'PASSED tests/t.py::T::test_one'].join('\n'));
+    const results = parsePytestLog(
+      [
+        'PASSED tests/t.py::T::test_many',
+        'SUBFAILED(x=2) tests/t.py::T::test_many - AssertionError',
+        'PASSED tests/t.py::T::test_one',
+      ].join('\n'),
+    );
     expect(Object.fromEntries(results)).toEqual({ 'tests/t.py::T::test_many': 'FAILED', 'tests/t.py::T::test_one': 'PASSED' });
   });
 
@@ -50,24 +56,39 @@ describe('pytest -rA logs', () => {
 
 describe('instance files', () => {
   const instance = {
-    instance_id: 'pkg-1.1', repo: 'pypi/pkg', base_commit: 'abc', problem_statement: 'it breaks', patch: '', test_patch: '',
-    FAIL_TO_PASS: '["t.py::a"]', PASS_TO_PASS: ['t.py::b'], version: 1.0,
+    instance_id: 'pkg-1.1',
+    repo: 'pypi/pkg',
+    base_commit: 'abc',
+    problem_statement: 'it breaks',
+    patch: '',
+    test_patch: '',
+    FAIL_TO_PASS: '["t.py::a"]',
+    PASS_TO_PASS: ['t.py::b'],
+    version: 1.0,
   };
 
   test('SWE-bench JSONL loads, its JSON-text test lists too; a bad line is named by file and line', () => {
     const [loaded] = parseSweInstances(`${JSON.stringify(instance)}\n`, 'x.jsonl');
     expect(loaded.FAIL_TO_PASS).toEqual(['t.py::a']);
     expect(loaded.version).toBe('1');
-    expect(() => parseSweInstances(`${JSON.stringify(instance)}\n{"instance_id": 3}\n`, 'x.jsonl')).toThrow(/x\.jsonl:2 is not a SWE-bench instance:\n.*instance_id/s);
-    expect(() => parseSweInstances(`${JSON.stringify({ ...instance, FAIL_TO_PASS: 'not json' })}\n`, 'x.jsonl')).toThrow(/FAIL_TO_PASS: a list of test ids/);
-    expect(() => parseSweInstances(`${JSON.stringify(instance)}\n${JSON.stringify(instance)}\n`, 'x.jsonl')).toThrow(/instance_id 'pkg-1\.1' appears twice/);
+    expect(() => parseSweInstances(`${JSON.stringify(instance)}\n{"instance_id": 3}\n`, 'x.jsonl')).toThrow(
+      /x\.jsonl:2 is not a SWE-bench instance:\n.*instance_id/s,
+    );
+    expect(() => parseSweInstances(`${JSON.stringify({ ...instance, FAIL_TO_PASS: 'not json' })}\n`, 'x.jsonl')).toThrow(
+      /FAIL_TO_PASS: a list of test ids/,
+    );
+    expect(() => parseSweInstances(`${JSON.stringify(instance)}\n${JSON.stringify(instance)}\n`, 'x.jsonl')).toThrow(
+      /instance_id 'pkg-1\.1' appears twice/,
+    );
     expect(() => parseSweInstances('{oops\n', 'x.jsonl')).toThrow(SweDataError);
   });
 
   test('the shipped set is strict: an unknown key is named with the nearest known one', () => {
     const set = { description: '', environment: { python: '/usr/bin/python3', requirements: [] }, instances: [] };
     expect(parseInstanceSet(JSON.stringify(set), 's.json').instances).toEqual([]);
-    expect(() => parseInstanceSet(JSON.stringify({ ...set, enviroment: {} }), 's.json')).toThrow(/enviroment: unknown; did you mean environment\?/);
+    expect(() => parseInstanceSet(JSON.stringify({ ...set, enviroment: {} }), 's.json')).toThrow(
+      /enviroment: unknown; did you mean environment\?/,
+    );
   });
 
   test('the shipped set in data/swe is valid, its ids unique, each with fail-to-pass tests and a statement', () => {
@@ -99,39 +120,77 @@ describe('tool actions', () => {
     const text = toolCallAction({ id: 'c1', type: 'function', function: { name: 'execute_bash', arguments: '{"command":"ls"}' } });
     expect(parseSweAction(text)).toEqual({ ok: true, action: { tool: 'execute_bash', arguments: { command: 'ls' } } });
     expect(parseSweAction('I think I am done')).toMatchObject({ ok: false, error: expect.stringMatching(/no tool call/) });
-    expect(parseSweAction(JSON.stringify({ tool: 'rm_rf', arguments: {} }))).toMatchObject({ ok: false, error: expect.stringMatching(/no tool named 'rm_rf'/) });
-    expect(parseSweAction(toolCallAction({ id: 'c', type: 'function', function: { name: 'execute_bash', arguments: '{"command": ' } }))).toMatchObject({ ok: false, error: expect.stringMatching(/not a JSON object/) });
-    expect(parseSweAction(JSON.stringify({ tool: 'str_replace_editor', arguments: { command: 'str_replace', path: '/workspace/a' } }))).toMatchObject({ ok: false, error: expect.stringMatching(/old_str/) });
+    expect(parseSweAction(JSON.stringify({ tool: 'rm_rf', arguments: {} }))).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/no tool named 'rm_rf'/),
+    });
+    expect(
+      parseSweAction(toolCallAction({ id: 'c', type: 'function', function: { name: 'execute_bash', arguments: '{"command": ' } })),
+    ).toMatchObject({ ok: false, error: expect.stringMatching(/not a JSON object/) });
+    expect(
+      parseSweAction(JSON.stringify({ tool: 'str_replace_editor', arguments: { command: 'str_replace', path: '/workspace/a' } })),
+    ).toMatchObject({ ok: false, error: expect.stringMatching(/old_str/) });
   });
 
   test('tool_call_from_text recovers a call written as a <tool_call> tag or a JSON block, and leaves real calls and prose alone', () => {
     const call = { name: 'execute_bash', arguments: { command: 'ls' } };
     const want = JSON.stringify({ tool: 'execute_bash', arguments: { command: 'ls' } });
-    expect(applyRepairs(`Let me look.\n<tool_call>${JSON.stringify(call)}</tool_call>`, ['tool_call_from_text'])).toEqual({ text: want, repaired: true });
-    expect(applyRepairs(`\`\`\`json\n${JSON.stringify({ ...call, arguments: JSON.stringify(call.arguments) })}\n\`\`\``, ['tool_call_from_text'])).toEqual({ text: want, repaired: true });
+    expect(applyRepairs(`Let me look.\n<tool_call>${JSON.stringify(call)}</tool_call>`, ['tool_call_from_text'])).toEqual({
+      text: want,
+      repaired: true,
+    });
+    expect(
+      applyRepairs(`\`\`\`json\n${JSON.stringify({ ...call, arguments: JSON.stringify(call.arguments) })}\n\`\`\``, [
+        'tool_call_from_text',
+      ]),
+    ).toEqual({ text: want, repaired: true });
     expect(applyRepairs(want, ['tool_call_from_text'])).toEqual({ text: want, repaired: false });
     expect(applyRepairs('All done, thanks!', ['tool_call_from_text'])).toEqual({ text: 'All done, thanks!', repaired: false });
   });
 });
 
 describe("the answer policy: what of the model's patch is scored", () => {
-  const scope = packageScopeOf(['pkg/__init__.py', 'pkg/core.py', 'src/other/__init__.py', 'single.py', 'setup.py', 'tests/__init__.py', 'tests/test_x.py', 'README.md'], ['.']);
+  const scope = packageScopeOf(
+    [
+      'pkg/__init__.py',
+      'pkg/core.py',
+      'src/other/__init__.py',
+      'single.py',
+      'setup.py',
+      'tests/__init__.py',
+      'tests/test_x.py',
+      'README.md',
+    ],
+    ['.'],
+  );
   const part = (file: string) => `diff --git a/${file} b/${file}\n--- a/${file}\n+++ b/${file}\n@@ -1 +1 @@\n-a\n+b\n`;
   const created = (file: string, ...lines: string[]) =>
     `diff --git a/${file} b/${file}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/${file}\n@@ -0,0 +1,${lines.length} @@\n${lines.map((l) => `+${l}\n`).join('')}`;
 
-  test("the package is its folders with an __init__.py under the pythonpath, and its single-file modules; setup.py and tests are not", () => {
+  test('the package is its folders with an __init__.py under the pythonpath, and its single-file modules; setup.py and tests are not', () => {
     expect(scope).toEqual({ packageDirs: ['pkg'], modules: ['single.py'] });
     expect(packageScopeOf(['src/a/__init__.py', 'src/a/x.py', 'a/__init__.py'], ['src'])).toEqual({ packageDirs: ['src/a'], modules: [] });
   });
 
   test('tests and test configuration are left out, and named; so is what lies outside the package (a reproduce script, the README)', () => {
-    const patch = [part('pkg/core.py'), part('tests/conftest.py'), part('pytest.ini'), created('pkg/new.py', 'x = 1'), part('tests/test_x.py'), created('reproduce.py', 'print(1)'), part('README.md'), part('single.py')].join('');
+    const patch = [
+      part('pkg/core.py'),
+      part('tests/conftest.py'),
+      part('pytest.ini'),
+      created('pkg/new.py', 'x = 1'),
+      part('tests/test_x.py'),
+      created('reproduce.py', 'print(1)'),
+      part('README.md'),
+      part('single.py'),
+    ].join('');
     const decision = applyAnswerPolicy(patch, scope);
     expect(decision.refused).toBeNull();
     expect(decision.dropped).toEqual([
-      { file: 'tests/conftest.py', why: 'protected' }, { file: 'pytest.ini', why: 'protected' }, { file: 'tests/test_x.py', why: 'protected' },
-      { file: 'reproduce.py', why: 'outside' }, { file: 'README.md', why: 'outside' },
+      { file: 'tests/conftest.py', why: 'protected' },
+      { file: 'pytest.ini', why: 'protected' },
+      { file: 'tests/test_x.py', why: 'protected' },
+      { file: 'reproduce.py', why: 'outside' },
+      { file: 'README.md', why: 'outside' },
     ]);
     expect(decision.patch).toBe(part('pkg/core.py') + created('pkg/new.py', 'x = 1') + part('single.py'));
   });
@@ -151,18 +210,30 @@ describe("the answer policy: what of the model's patch is scored", () => {
   });
 
   test('symlinks, binary changes, quoted paths and unreadable headers are refused', () => {
-    const symlink = 'diff --git a/pkg/link.py b/pkg/link.py\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n+++ b/pkg/link.py\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n';
+    const symlink =
+      'diff --git a/pkg/link.py b/pkg/link.py\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n+++ b/pkg/link.py\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n';
     expect(applyAnswerPolicy(symlink, scope).refused).toMatch(/pkg\/link\.py: a symlink/);
-    expect(applyAnswerPolicy('diff --git a/pkg/x.dat b/pkg/x.dat\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral 3\nKcmZ>@00961\n\n', scope).refused).toMatch(/a binary change/);
+    expect(
+      applyAnswerPolicy(
+        'diff --git a/pkg/x.dat b/pkg/x.dat\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral 3\nKcmZ>@00961\n\n',
+        scope,
+      ).refused,
+    ).toMatch(/a binary change/);
     expect(applyAnswerPolicy('diff --git "a/pkg/a\\tb.py" "b/pkg/a\\tb.py"\n', scope).refused).toMatch(/quotes/);
     expect(applyAnswerPolicy('junk\n' + part('pkg/core.py'), scope).refused).toMatch(/before the first file/);
   });
 
   test('a deletion and a mode change in the package are kept; a rename out of it is left out', () => {
-    const deletion = 'diff --git a/pkg/core.py b/pkg/core.py\ndeleted file mode 100644\nindex 1111111..0000000\n--- a/pkg/core.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n';
+    const deletion =
+      'diff --git a/pkg/core.py b/pkg/core.py\ndeleted file mode 100644\nindex 1111111..0000000\n--- a/pkg/core.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n';
     const mode = 'diff --git a/pkg/core.py b/pkg/core.py\nold mode 100644\nnew mode 100755\n';
     const rename = 'diff --git a/pkg/core.py b/core.py\nsimilarity index 100%\nrename from pkg/core.py\nrename to core.py\n';
-    expect(applyAnswerPolicy(deletion + mode + rename, scope)).toEqual({ patch: deletion + mode, dropped: [{ file: 'core.py', why: 'outside' }], refused: null, files: ['pkg/core.py'] });
+    expect(applyAnswerPolicy(deletion + mode + rename, scope)).toEqual({
+      patch: deletion + mode,
+      dropped: [{ file: 'core.py', why: 'outside' }],
+      refused: null,
+      files: ['pkg/core.py'],
+    });
   });
 
   test('a header whose paths lack a/ and b/ is refused: git apply would strip their first folder and write outside the package', () => {
@@ -204,23 +275,38 @@ describe("the answer policy: what of the model's patch is scored", () => {
 
   test("ordinary library code passes the scan, and so do comments and other libraries' compile methods", () => {
     const code = [
-      '# -*- coding: utf-8 -*-', 'import re', 'PATTERN = re.compile(r"x")', 'value = getattr(obj, name, None)', '# pytest runs this', 'self.eval_ctx = ctx',
-      'sys.stdout.write(text)', 'if sys.version_info >= (3, 8):', 'from importlib.machinery import ModuleSpec', ') -> CodeType: ...', "if hasattr(func, '__code__'):",
+      '# -*- coding: utf-8 -*-',
+      'import re',
+      'PATTERN = re.compile(r"x")',
+      'value = getattr(obj, name, None)',
+      '# pytest runs this',
+      'self.eval_ctx = ctx',
+      'sys.stdout.write(text)',
+      'if sys.version_info >= (3, 8):',
+      'from importlib.machinery import ModuleSpec',
+      ') -> CodeType: ...',
+      "if hasattr(func, '__code__'):",
     ];
     expect(reachIntoTestMachinery(code)).toBeNull();
   });
 });
 
 describe('the verdict', () => {
-  const canaries = [{ file: 't/test_a.py', id: 't/test_a.py::test_c1', source: 'test_c' }, { file: 't/test_b.py', id: 't/test_b.py::test_c2', source: null }];
-  const statuses = (canary: 'FAILED' | 'PASSED' | null) => new Map([['t/test_a.py::test_real', 'PASSED' as const], ...canaries.filter(() => canary).map((c) => [c.id, canary!] as const)]);
+  const canaries = [
+    { file: 't/test_a.py', id: 't/test_a.py::test_c1', source: 'test_c' },
+    { file: 't/test_b.py', id: 't/test_b.py::test_c2', source: null },
+  ];
+  const statuses = (canary: 'FAILED' | 'PASSED' | null) =>
+    new Map([['t/test_a.py::test_real', 'PASSED' as const], ...canaries.filter(() => canary).map((c) => [c.id, canary!] as const)]);
 
   test('is believed when every canary failed and pytest exited 1 (tests failed)', () => {
     expect(distrust(statuses('FAILED'), canaries, 1, true)).toBeNull();
   });
 
   test('is not believed when a canary passed (whatever the real tests did), or, when the real tests all passed, when canaries are missing or the exit status disagrees', () => {
-    expect(distrust(statuses('PASSED'), canaries, 0, true)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED, PASSED/);
+    expect(distrust(statuses('PASSED'), canaries, 0, true)).toMatch(
+      /tampered with: the scoring's own failing tests were reported PASSED, PASSED/,
+    );
     expect(distrust(statuses('PASSED'), canaries, 1, false)).toMatch(/tampered with: the scoring's own failing tests were reported PASSED/);
     expect(distrust(statuses(null), canaries, 0, true)).toMatch(/not reported \(t\/test_a\.py::test_c1, t\/test_b\.py::test_c2\)/);
     expect(distrust(statuses(null), canaries, 1, true)).toMatch(/not reported/);
@@ -256,8 +342,12 @@ describe('the editor', () => {
 
   test('view, str_replace (unique only), insert, create and undo_edit', async () => {
     expect(await editor.run({ command: 'view', path: '/workspace/pkg/a.py' })).toContain('     2\ty = 2');
-    await expect(editor.run({ command: 'str_replace', path: '/workspace/pkg/a.py', old_str: 'x = 1', new_str: 'x = 3' })).rejects.toThrow(/occurs 2 times/);
-    await expect(editor.run({ command: 'str_replace', path: '/workspace/pkg/a.py', old_str: 'z', new_str: '' })).rejects.toThrow(/does not occur/);
+    await expect(editor.run({ command: 'str_replace', path: '/workspace/pkg/a.py', old_str: 'x = 1', new_str: 'x = 3' })).rejects.toThrow(
+      /occurs 2 times/,
+    );
+    await expect(editor.run({ command: 'str_replace', path: '/workspace/pkg/a.py', old_str: 'z', new_str: '' })).rejects.toThrow(
+      /does not occur/,
+    );
     await editor.run({ command: 'str_replace', path: '/workspace/pkg/a.py', old_str: 'y = 2', new_str: 'y = 5' });
     await editor.run({ command: 'insert', path: '/workspace/pkg/a.py', insert_line: 0, new_str: '# head' });
     expect(readFileSync(path.join(root, 'pkg', 'a.py'), 'utf8')).toBe('# head\nx = 1\ny = 5\nx = 1\n');
@@ -272,8 +362,12 @@ describe('the editor', () => {
   test('a pipe is refused (reading it would block the worker), and file-system errors come back as editor errors', async () => {
     execFileSync('mkfifo', [path.join(root, 'pipe')]);
     await expect(editor.run({ command: 'view', path: '/workspace/pipe' })).rejects.toThrow(/not a regular file/);
-    await expect(editor.run({ command: 'str_replace', path: '/workspace/pipe', old_str: 'a', new_str: 'b' })).rejects.toThrow(/not a regular file/);
-    await expect(editor.run({ command: 'create', path: '/workspace/pkg/a.py/x.py', file_text: 'x' })).rejects.toThrow(/a part of the path is a file/);
+    await expect(editor.run({ command: 'str_replace', path: '/workspace/pipe', old_str: 'a', new_str: 'b' })).rejects.toThrow(
+      /not a regular file/,
+    );
+    await expect(editor.run({ command: 'create', path: '/workspace/pkg/a.py/x.py', file_text: 'x' })).rejects.toThrow(
+      /a part of the path is a file/,
+    );
   });
 
   test('paths outside /workspace, and symlinks leading out, are refused', async () => {
@@ -282,7 +376,9 @@ describe('the editor', () => {
     await expect(editor.run({ command: 'view', path: 'pkg/a.py' })).rejects.toThrow(/absolute path/);
     await expect(editor.run({ command: 'view', path: '/workspace/link' })).rejects.toThrow(/leads outside/);
     await expect(editor.run({ command: 'create', path: '/workspace/dirlink/new', file_text: 'x' })).rejects.toThrow(/leads outside/);
-    await expect(editor.run({ command: 'str_replace', path: '/workspace/link', old_str: 'secret', new_str: 'pwned' })).rejects.toThrow(/leads outside/);
+    await expect(editor.run({ command: 'str_replace', path: '/workspace/link', old_str: 'secret', new_str: 'pwned' })).rejects.toThrow(
+      /leads outside/,
+    );
     expect(readFileSync(path.join(outside, 'secret'), 'utf8')).toBe('secret');
   });
 

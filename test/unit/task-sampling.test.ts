@@ -29,7 +29,11 @@ test('the eval split holds out the same share of every kind, apart from the trai
 });
 
 test('a kind keeps at least one training task, so a single-task kind is not evaluated; no hold-out evaluates on the training tasks', () => {
-  const two = [{ taskId: 'a', kind: 'x' }, { taskId: 'b', kind: 'x' }, { taskId: 'c', kind: 'y' }];
+  const two = [
+    { taskId: 'a', kind: 'x' },
+    { taskId: 'b', kind: 'x' },
+    { taskId: 'c', kind: 'y' },
+  ];
   const split = splitTasks(two, 0.9);
   expect(split.eval.map((t) => t.kind)).toEqual(['x']);
   expect(split.train.map((t) => t.kind).sort()).toEqual(['x', 'y']);

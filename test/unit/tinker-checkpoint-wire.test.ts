@@ -19,7 +19,9 @@ import {
 describe('training-state schemas', () => {
   test('a save_weights body names its checkpoint with letters, digits, "_" and "-"; seq_id and type are optional, as the SDK sends them', () => {
     expect(SaveWeightsRequest.parse({ model_id: 'model_1', path: 'state-3' })).toEqual({ model_id: 'model_1', path: 'state-3' });
-    expect(SaveWeightsRequest.parse({ model_id: 'model_1', path: 'state_3', seq_id: 7, type: 'save_weights' })).toMatchObject({ seq_id: 7 });
+    expect(SaveWeightsRequest.parse({ model_id: 'model_1', path: 'state_3', seq_id: 7, type: 'save_weights' })).toMatchObject({
+      seq_id: 7,
+    });
     expect(SaveWeightsRequest.safeParse({ model_id: 'model_1', path: '../state' }).success).toBe(false);
     expect(SaveWeightsRequest.safeParse({ model_id: 'model_1', path: 'a/b' }).success).toBe(false);
   });
@@ -27,11 +29,16 @@ describe('training-state schemas', () => {
   test('a load_weights body loads the optimizer state unless told not to', () => {
     const path = 'tinker://model_1/weights/state-3';
     expect(LoadWeightsRequest.parse({ model_id: 'model_2', path })).toMatchObject({ optimizer: true });
-    expect(LoadWeightsRequest.parse({ model_id: 'model_2', path, optimizer: false, seq_id: 1, type: 'load_weights' })).toMatchObject({ optimizer: false, seq_id: 1 });
+    expect(LoadWeightsRequest.parse({ model_id: 'model_2', path, optimizer: false, seq_id: 1, type: 'load_weights' })).toMatchObject({
+      optimizer: false,
+      seq_id: 1,
+    });
   });
 
   test('a save_weights result is a tinker://<model>/weights/<name> path; a sampler path is not one', () => {
-    expect(SaveWeightsResult.parse({ path: 'tinker://model_1/weights/state-3', type: 'save_weights' }).path).toBe('tinker://model_1/weights/state-3');
+    expect(SaveWeightsResult.parse({ path: 'tinker://model_1/weights/state-3', type: 'save_weights' }).path).toBe(
+      'tinker://model_1/weights/state-3',
+    );
     expect(SaveWeightsResult.safeParse({ path: 'tinker://model_1/sampler_weights/state-3' }).success).toBe(false);
     expect(SaveWeightsResult.safeParse({ path: 'tinker://model_1/state-3' }).success).toBe(false);
     expect(parseTinkerPath('tinker://model_1/weights/state-3')).toEqual({ modelId: 'model_1', kind: 'weights', name: 'state-3' });
@@ -41,15 +48,26 @@ describe('training-state schemas', () => {
     const listing = {
       checkpoints: [
         { checkpoint_id: 'state-3', checkpoint_type: 'training', time: '2026-01-01T00:00:00Z', tinker_path: 'tinker://m/weights/state-3' },
-        { checkpoint_id: 'step-3', checkpoint_type: 'sampler', time: '2026-01-01T00:00:00Z', tinker_path: 'tinker://m/sampler_weights/step-3' },
+        {
+          checkpoint_id: 'step-3',
+          checkpoint_type: 'sampler',
+          time: '2026-01-01T00:00:00Z',
+          tinker_path: 'tinker://m/sampler_weights/step-3',
+        },
       ],
     };
     expect(ListCheckpointsResponse.parse(listing).checkpoints.map((c) => c.checkpoint_type)).toEqual(['training', 'sampler']);
-    expect(ListCheckpointsResponse.safeParse({ checkpoints: [{ ...listing.checkpoints[0], checkpoint_type: 'optimizer' }] }).success).toBe(false);
+    expect(ListCheckpointsResponse.safeParse({ checkpoints: [{ ...listing.checkpoints[0], checkpoint_type: 'optimizer' }] }).success).toBe(
+      false,
+    );
   });
 
   test('weights_info answers a base model, whether it is LoRA, and a rank that may be absent', () => {
-    expect(WeightsInfoResponse.parse({ base_model: 'Qwen/Qwen3-0.6B', is_lora: true, lora_rank: 8 })).toEqual({ base_model: 'Qwen/Qwen3-0.6B', is_lora: true, lora_rank: 8 });
+    expect(WeightsInfoResponse.parse({ base_model: 'Qwen/Qwen3-0.6B', is_lora: true, lora_rank: 8 })).toEqual({
+      base_model: 'Qwen/Qwen3-0.6B',
+      is_lora: true,
+      lora_rank: 8,
+    });
     expect(WeightsInfoResponse.parse({ base_model: 'Qwen/Qwen3-0.6B', is_lora: false, lora_rank: null }).lora_rank).toBeNull();
   });
 });
@@ -67,7 +85,9 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
       req.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         const route = routes[`${req.method} ${new URL(req.url ?? '/', 'http://x').pathname}`];
-        const reply = route ? route(text ? (JSON.parse(text) as Record<string, unknown>) : {}) : { status: 404, json: { detail: 'Not Found' } };
+        const reply = route
+          ? route(text ? (JSON.parse(text) as Record<string, unknown>) : {})
+          : { status: 404, json: { detail: 'Not Found' } };
         res.writeHead(reply.status, reply.json === undefined ? {} : { 'content-type': 'application/json' });
         res.end(reply.json === undefined ? undefined : JSON.stringify(reply.json));
       });
@@ -91,8 +111,17 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
 
   test('an op whose future fails with "Model <id> not loaded" (a restarted SkyRL) is TrainerModelGoneError saying the trainer no longer has the model', async () => {
     routes['POST /api/v1/optim_step'] = future;
-    routes['POST /api/v1/retrieve_future'] = () => ({ status: 400, json: { detail: 'Model model_a not loaded (likely stale request from previous server)' } });
-    const error = await client.optimStep({ modelId: 'model_a', seqId: 5, adam: { learning_rate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-12, weight_decay: 0, grad_clip_norm: 0 } }).catch((err: unknown) => err);
+    routes['POST /api/v1/retrieve_future'] = () => ({
+      status: 400,
+      json: { detail: 'Model model_a not loaded (likely stale request from previous server)' },
+    });
+    const error = await client
+      .optimStep({
+        modelId: 'model_a',
+        seqId: 5,
+        adam: { learning_rate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-12, weight_decay: 0, grad_clip_norm: 0 },
+      })
+      .catch((err: unknown) => err);
     expect(error).toBeInstanceOf(TrainerModelGoneError);
     expect(error).toMatchObject({ modelId: 'model_a', opFailed: true });
     expect((error as Error).message).toContain('the trainer no longer has model model_a');
@@ -100,7 +129,9 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
 
   test('an unknown checkpoint on load_weights (404 "Checkpoint not found") is a TrainerError, not a lost model', async () => {
     routes['POST /api/v1/load_weights'] = () => ({ status: 404, json: { detail: 'Checkpoint not found: model_a/state-1' } });
-    const error = await client.loadWeights({ modelId: 'model_b', seqId: 1, path: 'tinker://model_a/weights/state-1', optimizer: true }).catch((err: unknown) => err);
+    const error = await client
+      .loadWeights({ modelId: 'model_b', seqId: 1, path: 'tinker://model_a/weights/state-1', optimizer: true })
+      .catch((err: unknown) => err);
     expect(error).toBeInstanceOf(TrainerError);
     expect(error).not.toBeInstanceOf(TrainerModelGoneError);
     expect((error as Error).message).toContain('HTTP 404: Checkpoint not found: model_a/state-1');
@@ -115,7 +146,10 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
 
   test('a retried save (409) returns the checkpoint once it is listed as a training checkpoint', async () => {
     let listings = 0;
-    routes['POST /api/v1/save_weights'] = () => ({ status: 409, json: { detail: "Checkpoint 'state-4' already exists for model 'model_a'" } });
+    routes['POST /api/v1/save_weights'] = () => ({
+      status: 409,
+      json: { detail: "Checkpoint 'state-4' already exists for model 'model_a'" },
+    });
     routes['POST /api/v1/weights_info'] = () => ({ status: 425, json: { detail: 'Checkpoint is still being created' } });
     routes['GET /api/v1/training_runs/model_a/checkpoints'] = () => ({
       status: 200,
@@ -123,7 +157,9 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
         checkpoints: [
           // A sampler checkpoint of the same name is another checkpoint.
           { checkpoint_id: 'state-4', checkpoint_type: 'sampler', tinker_path: 'tinker://model_a/sampler_weights/state-4' },
-          ...(++listings >= 3 ? [{ checkpoint_id: 'state-4', checkpoint_type: 'training', tinker_path: 'tinker://model_a/weights/state-4' }] : []),
+          ...(++listings >= 3
+            ? [{ checkpoint_id: 'state-4', checkpoint_type: 'training', tinker_path: 'tinker://model_a/weights/state-4' }]
+            : []),
         ],
       },
     });
@@ -132,7 +168,10 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
   });
 
   test('a retried save whose checkpoint failed (weights_info 500 "Checkpoint creation failed") throws with opFailed, to be saved under a new name', async () => {
-    routes['POST /api/v1/save_weights'] = () => ({ status: 409, json: { detail: "Checkpoint 'state-4' already exists for model 'model_a'" } });
+    routes['POST /api/v1/save_weights'] = () => ({
+      status: 409,
+      json: { detail: "Checkpoint 'state-4' already exists for model 'model_a'" },
+    });
     routes['GET /api/v1/training_runs/model_a/checkpoints'] = () => ({ status: 200, json: { checkpoints: [] } });
     routes['POST /api/v1/weights_info'] = () => ({ status: 500, json: { detail: 'Checkpoint creation failed: disk full' } });
     const error = await client.saveWeights({ modelId: 'model_a', seqId: 4, name: 'state-4' }).catch((err: unknown) => err);
@@ -145,7 +184,10 @@ describe('the client against a trainer answering in SkyRL 0.4 words', () => {
   test('deleting a training checkpoint goes to its weights/<name> route: 204 is deleted, 404 absent', async () => {
     routes['DELETE /api/v1/training_runs/model_a/checkpoints/weights/state-4'] = () => ({ status: 204 });
     expect(await client.deleteTrainingCheckpoint('model_a', 'state-4')).toBe('deleted');
-    routes['DELETE /api/v1/training_runs/model_a/checkpoints/weights/state-4'] = () => ({ status: 404, json: { detail: 'Checkpoint not found: model_a/state-4' } });
+    routes['DELETE /api/v1/training_runs/model_a/checkpoints/weights/state-4'] = () => ({
+      status: 404,
+      json: { detail: 'Checkpoint not found: model_a/state-4' },
+    });
     expect(await client.deleteTrainingCheckpoint('model_a', 'state-4')).toBe('absent');
   });
 });

@@ -8,7 +8,15 @@ const at = new Date('2026-01-02T03:04:05.678Z');
 const valueOf = (points: ReturnType<typeof stepMetricPoints>, key: string) => points.find((p) => p.key === key)?.value;
 
 test('a config flattens to dot-keyed params, arrays by index and empty containers shown', () => {
-  const params = flattenConfig({ name: 'r', rollout: { groupSize: 8, concurrency: 4 }, harnessPool: ['base', 'ec'], voters: [], env: { kind: 'sim', extra: {} }, budget: undefined, note: null });
+  const params = flattenConfig({
+    name: 'r',
+    rollout: { groupSize: 8, concurrency: 4 },
+    harnessPool: ['base', 'ec'],
+    voters: [],
+    env: { kind: 'sim', extra: {} },
+    budget: undefined,
+    note: null,
+  });
   expect(params).toEqual([
     { key: 'env.extra', value: '{}' },
     { key: 'env.kind', value: 'sim' },
@@ -36,7 +44,10 @@ test("a trainer's metric names become keys trackers accept", () => {
 });
 
 test("a step's figures are metric points at its step, stamped with when it was recorded", () => {
-  const points = stepMetricPoints(stepSummary(3, { deadGroups: 4, rescuedGroups: 1, failedGroups: [{ taskId: 't', role: 'base', reason: 'x' }], staleness: 1 }), at);
+  const points = stepMetricPoints(
+    stepSummary(3, { deadGroups: 4, rescuedGroups: 1, failedGroups: [{ taskId: 't', role: 'base', reason: 'x' }], staleness: 1 }),
+    at,
+  );
   expect(points.every((p) => p.step === 3 && p.timestamp === at.getTime())).toBe(true);
   expect(valueOf(points, 'base_success')).toBeCloseTo(0.5);
   expect(valueOf(points, 'base_reward')).toBeCloseTo(0.45);
@@ -54,7 +65,10 @@ test("a step's figures are metric points at its step, stamped with when it was r
 });
 
 test('a figure not measured is left out, not logged as zero', () => {
-  const points = stepMetricPoints(stepSummary(0, { deadGroups: 0, rescuedGroups: 0, logprobMismatch: null, phaseSeconds: null, baseMeanReward: undefined }), at);
+  const points = stepMetricPoints(
+    stepSummary(0, { deadGroups: 0, rescuedGroups: 0, logprobMismatch: null, phaseSeconds: null, baseMeanReward: undefined }),
+    at,
+  );
   const keys = points.map((p) => p.key);
   expect(keys).not.toContain('rescue_rate');
   expect(keys).not.toContain('mismatch/mean_abs_diff');

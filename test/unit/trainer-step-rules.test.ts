@@ -17,7 +17,14 @@ test('the log-prob mismatch counts only the model tokens, with the importance ra
 });
 
 test('identical log-probs give no mismatch: ratio exactly 1 with no spread', () => {
-  expect(logprobMismatch([{ trainer: [-1, -2], sampler: [-1, -2], mask: [1, 1] }])).toEqual({ tokens: 2, meanAbsDiff: 0, ratioMean: 1, ratioStd: 0, ratioMin: 1, ratioMax: 1 });
+  expect(logprobMismatch([{ trainer: [-1, -2], sampler: [-1, -2], mask: [1, 1] }])).toEqual({
+    tokens: 2,
+    meanAbsDiff: 0,
+    ratioMean: 1,
+    ratioStd: 0,
+    ratioMin: 1,
+    ratioMax: 1,
+  });
 });
 
 test('there is no mismatch to report without model tokens', () => {
@@ -26,7 +33,12 @@ test('there is no mismatch to report without model tokens', () => {
 });
 
 test('the probe compares the model tokens of a trajectory, not its prompt or observations', () => {
-  const probe = probeSequence({ promptIds: [1, 2, 3], responseIds: [4, 5, 6, 7], responseMask: [1, 0, 1, 1], responseLogprobs: [0, 0, 0, 0] });
+  const probe = probeSequence({
+    promptIds: [1, 2, 3],
+    responseIds: [4, 5, 6, 7],
+    responseMask: [1, 0, 1, 1],
+    responseLogprobs: [0, 0, 0, 0],
+  });
   expect(probe).toEqual({ tokens: [1, 2, 3, 4, 5, 6, 7], positions: [3, 5, 6] });
 });
 

@@ -2,7 +2,8 @@
 import { checkpointDue, checkpointsBeyondKeep, trainingCheckpointName } from '../../core/trainer/training-checkpoints';
 
 test('a checkpoint is due after every N-th step and after the last one; every 0 saves after the last only', () => {
-  const due = (every: number, steps: number) => [...Array(steps).keys()].filter((step) => checkpointDue(step, { steps, checkpoint: { every } }));
+  const due = (every: number, steps: number) =>
+    [...Array(steps).keys()].filter((step) => checkpointDue(step, { steps, checkpoint: { every } }));
   expect(due(5, 12)).toEqual([4, 9, 11]);
   expect(due(4, 12)).toEqual([3, 7, 11]);
   expect(due(0, 6)).toEqual([5]);

@@ -6,7 +6,9 @@ import { viewerAddressFromEnv, viewerUrlFromEnv } from '../../core/viewer-addres
 
 test('every value put in a page is escaped unless it is markup the viewer made', () => {
   const text = '<img src=x onerror=alert(1)> & "quotes"';
-  expect(html`<p title="${text}">${text}</p>`.text).toBe('<p title="&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;">&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;</p>');
+  expect(html`<p title="${text}">${text}</p>`.text).toBe(
+    '<p title="&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;">&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;</p>',
+  );
   expect(html`<ul>${['<a>', raw('<li>ok</li>')]}</ul>`.text).toBe('<ul>&lt;a&gt;<li>ok</li></ul>');
   expect(html`${null}${undefined}${false}${0}`.text).toBe('0');
 });
@@ -40,9 +42,22 @@ test("the search's cursor round-trips a key, and anything else reads as the firs
 
 test('filters come from the query; blank ones match all, and an unknown outcome is ignored', () => {
   expect(rolloutFilter(new URLSearchParams('task=agg&kind=&outcome=maybe&failure=turn_limit'))).toEqual({
-    phase: undefined, role: undefined, kind: undefined, harness: undefined, failureType: 'turn_limit', task: 'agg', outcome: undefined,
+    phase: undefined,
+    role: undefined,
+    kind: undefined,
+    harness: undefined,
+    failureType: 'turn_limit',
+    task: 'agg',
+    outcome: undefined,
   });
-  expect(groupFilter(new URLSearchParams('state=dead&harness=%20ec-schema%20'))).toEqual({ kind: '', harness: 'ec-schema', outcome: '', failure: '', state: 'dead', task: '' });
+  expect(groupFilter(new URLSearchParams('state=dead&harness=%20ec-schema%20'))).toEqual({
+    kind: '',
+    harness: 'ec-schema',
+    outcome: '',
+    failure: '',
+    state: 'dead',
+    task: '',
+  });
 });
 
 test('a sparkline draws one point per step on a 0-to-1 scale, and says when there is none', () => {

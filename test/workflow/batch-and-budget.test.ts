@@ -21,10 +21,13 @@ const run = async (runId: string, config: RunConfigInput) =>
   env.client.workflow.execute(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config }] });
 const trainedTasks = (runId: string, step: number) => env.fakes.trainedGroups(runId, step).map((g) => g.taskId);
 const baseGroupsRun = (runId: string, step: number) =>
-  env.fakes.inputsOf('runRolloutGroup', runId).filter((input) => input.step === step && input.role === 'base' && input.phase === 'train').map((input) => input.taskId);
+  env.fakes
+    .inputsOf('runRolloutGroup', runId)
+    .filter((input) => input.step === step && input.role === 'base' && input.phase === 'train')
+    .map((input) => input.taskId);
 
 describe('refills', () => {
-  test('dynamic sampling drops the dead group, draws the stream\'s next task in its place, and records both', async () => {
+  test("dynamic sampling drops the dead group, draws the stream's next task in its place, and records both", async () => {
     const runId = 'refill-dynamic';
     const summary = await run(runId, smallRunConfig({ steps: 1, rescue: { enabled: false }, sampling: { refill: 'dynamic' } }));
     expect(baseGroupsRun(runId, 0).sort()).toEqual(['sql-s0-t0', 'api-s0-t1', 'sql-s0-t2'].sort());
@@ -33,7 +36,10 @@ describe('refills', () => {
     expect(env.fakes.inputsOf('sampleTasks', runId).find((i) => i.purpose === 'train')).toMatchObject({ step: 0, count: 6 });
     const status = await env.client.workflow.getHandle(runId).query(statusQuery);
     expect(status.lastStep).toMatchObject({
-      tasks: 3, deadGroups: 1, liveGroupFraction: 1, liveDrawnFraction: 2 / 3,
+      tasks: 3,
+      deadGroups: 1,
+      liveGroupFraction: 1,
+      liveDrawnFraction: 2 / 3,
       sampling: { refill: 'dynamic', drawn: 3, dropped: [{ taskId: 'sql-s0-t0', role: 'base', reward: 0 }] },
       spend: { rollouts: 12, promptTokens: 12 * 20, completionTokens: 12 * 5 },
     });
@@ -76,7 +82,10 @@ describe('budget', () => {
   test('a run stops training at the first step whose spend reaches its budget, evaluates there, and shows its spend', async () => {
     const runId = 'budget-rollouts';
     // 12 rollouts a step (2 tasks x 4, and 4 rescue rollouts for the hard one): the budget is reached during step 2.
-    const summary = await run(runId, smallRunConfig({ steps: 10, budget: { rollouts: 30 }, eval: { enabled: true, every: 2, heldOut: 0.2 } }));
+    const summary = await run(
+      runId,
+      smallRunConfig({ steps: 10, budget: { rollouts: 30 }, eval: { enabled: true, every: 2, heldOut: 0.2 } }),
+    );
     expect(summary.stepsCompleted).toBe(3);
     expect(summary.spend?.rollouts).toBe(36);
     expect(env.fakes.inputsOf('trainStep', runId).map((i) => i.step)).toEqual([0, 1, 2]);
@@ -89,7 +98,11 @@ describe('budget', () => {
   test('a budget given while the run goes on (run update) stops it once spent', async () => {
     const runId = 'budget-by-update';
     const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
-    const handle = await env.client.workflow.start(harnessSRun, { workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 10 }) }] });
+    const handle = await env.client.workflow.start(harnessSRun, {
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 10 }) }],
+    });
     await step0.reached;
     const update = await handle.executeUpdate(updateConfigUpdate, { args: [{ budget: { rollouts: 24 } }] });
     expect(update.config.budget).toEqual({ rollouts: 24 });
@@ -104,9 +117,18 @@ describe('health', () => {
   test('a run whose groups carry too little signal is marked stalled and, with pause, pauses with the reason until resumed', async () => {
     const runId = 'health-stalled';
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control,
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
       // Half of each step's groups are live (the hard one is not rescued): below 90% for 2 steps trips the rule.
-      args: [{ config: smallRunConfig({ steps: 4, rescue: { enabled: false }, health: { minLiveShare: 0.9, steps: 2, evaluations: 0, pause: true } }) }],
+      args: [
+        {
+          config: smallRunConfig({
+            steps: 4,
+            rescue: { enabled: false },
+            health: { minLiveShare: 0.9, steps: 2, evaluations: 0, pause: true },
+          }),
+        },
+      ],
     });
     const paused = await waitFor('the run to pause itself', async () => {
       const status = await handle.query(statusQuery);
@@ -114,13 +136,16 @@ describe('health', () => {
     });
     expect(paused.step).toBe(2);
     expect(paused.health).toEqual({
-      state: 'stalled', sinceStep: 1,
+      state: 'stalled',
+      sinceStep: 1,
       reasons: ['fewer than 90.0% of groups had a learning signal in each of the last 2 steps (50.0%, 50.0%)'],
     });
     expect(paused.pauseReason).toMatch(/^stalled after step 1: fewer than 90.0% of groups had a learning signal/);
     // The Web UI shows it in the run's current details.
     const details = (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
-    expect(details.split('\n')[1]).toBe('STALLED since step 1: fewer than 90.0% of groups had a learning signal in each of the last 2 steps (50.0%, 50.0%)');
+    expect(details.split('\n')[1]).toBe(
+      'STALLED since step 1: fewer than 90.0% of groups had a learning signal in each of the last 2 steps (50.0%, 50.0%)',
+    );
 
     // A resume starts the window over: the rule trips again after 2 more steps, at the run's end, without pausing it.
     await handle.signal(resumeSignal);
@@ -132,7 +157,9 @@ describe('health', () => {
   test('a run that learns stays marked as learning', async () => {
     const runId = 'health-learning';
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 3, health: { minLiveShare: 0.9, steps: 2, pause: true } }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 3, health: { minLiveShare: 0.9, steps: 2, pause: true } }) }],
     });
     await handle.result();
     expect(await handle.query(statusQuery)).toMatchObject({ paused: false, health: { state: 'learning', reasons: [], sinceStep: null } });

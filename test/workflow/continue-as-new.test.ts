@@ -25,7 +25,8 @@ test('a long run continues as new and still runs every step exactly once, carryi
   const runId = 'long-run';
   const STEPS = 6;
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: smallRunConfig({ steps: STEPS, router: { reanchorEvery: 2 } }) }],
   });
   const summary = await handle.result();
@@ -39,7 +40,10 @@ test('a long run continues as new and still runs every step exactly once, carryi
   expect(trainedSteps(runId)).toEqual([0, 1, 2, 3, 4, 5]);
   expect(summary).toMatchObject({ stepsCompleted: STEPS, policyVersion: policyVersionAfter(runId, STEPS - 1) });
   // Step n rolls out with the policy step n-1 trained, whichever execution ran it.
-  const basePolicies = env.fakes.inputsOf('runRolloutGroup', runId).filter((input) => input.role === 'base').map((input) => [input.step, input.policyVersion]);
+  const basePolicies = env.fakes
+    .inputsOf('runRolloutGroup', runId)
+    .filter((input) => input.role === 'base')
+    .map((input) => [input.step, input.policyVersion]);
   expect(Object.fromEntries(basePolicies)).toEqual({
     0: BASE_POLICY,
     ...Object.fromEntries([1, 2, 3, 4, 5].map((step) => [step, policyVersionAfter(runId, step - 1)])),
@@ -52,7 +56,12 @@ test('a long run continues as new and still runs every step exactly once, carryi
   ]);
   // Every dead group is routed with the profiles current at its step.
   expect(env.fakes.inputsOf('chooseRescueHarnesses', runId).map((input) => [input.step, input.profileVersion])).toEqual([
-    [0, 1], [1, 1], [2, 2], [3, 2], [4, 3], [5, 3],
+    [0, 1],
+    [1, 1],
+    [2, 2],
+    [3, 2],
+    [4, 3],
+    [5, 3],
   ]);
   // Each re-anchoring also probes the tasks whose groups died since the last one.
   expect(env.fakes.inputsOf('describeTasks', runId).map((input) => input.taskIds)).toEqual([
@@ -66,7 +75,9 @@ test('a config change survives continue-as-new: stored once, and the continued e
   const runId = 'long-run-changed';
   const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 3 }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 3 }) }],
   });
   await step0.reached;
   expect(await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 5 }] })).toMatchObject({ fromStep: 1, config: { steps: 5 } });
@@ -85,8 +96,15 @@ test('a config change survives continue-as-new: stored once, and the continued e
 test('a recovered run republishes its policy once, not again at each continue-as-new', async () => {
   const runId = 'recovered-long-run';
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
-    args: [{ config: smallRunConfig({ steps: 8 }), recover: true, resume: { nextStep: 1, policyVersion: 'policy-after-step-0', profileVersion: 1 } }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [
+      {
+        config: smallRunConfig({ steps: 8 }),
+        recover: true,
+        resume: { nextStep: 1, policyVersion: 'policy-after-step-0', profileVersion: 1 },
+      },
+    ],
   });
   await handle.result();
   expect(env.fakes.inputsOf('prepareRun', runId).length).toBeGreaterThan(1);
@@ -109,7 +127,9 @@ describe('with continue-as-new suggested from the first step on', () => {
     const step0 = early.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
     const storing = early.fakes.hold('updateRunConfig', (input) => input.runId === runId);
     const handle = await early.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 6 }) }],
     });
     await step0.reached;
     await handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 7 }] });

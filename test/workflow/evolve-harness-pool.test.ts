@@ -34,7 +34,11 @@ const DEV_TASKS = [
 function successes(candidateId: string, taskId: string): { n: number; failure: EvolutionGroup['failures'] } {
   if (candidateId === 'base') {
     const base: Record<string, [number, EvolutionGroup['failures']]> = {
-      a1: [0, { format_error: 4 }], a2: [0, { wrong_answer: 4 }], b1: [1, { wrong_answer: 3 }], b2: [3, { turn_limit: 1 }], s1: [4, {}],
+      a1: [0, { format_error: 4 }],
+      a2: [0, { wrong_answer: 4 }],
+      b1: [1, { wrong_answer: 3 }],
+      b2: [3, { turn_limit: 1 }],
+      s1: [4, {}],
     };
     const [n, failure] = base[taskId];
     return { n, failure };
@@ -52,7 +56,14 @@ function successes(candidateId: string, taskId: string): { n: number; failure: E
 }
 
 const calls = {
-  propose: [] as Array<{ round: number; direction: SiblingDirection; slot: number; parentId: string; parentResults: ParentResults | null; targetTaskIds: string[] }>,
+  propose: [] as Array<{
+    round: number;
+    direction: SiblingDirection;
+    slot: number;
+    parentId: string;
+    parentResults: ParentResults | null;
+    targetTaskIds: string[];
+  }>,
   groups: [] as Array<{ phase: string; candidateId: string; taskId: string }>,
   selections: [] as Array<{ round: number; direction: string; decision: SelectionDecision }>,
   freeze: [] as FreezeRequest[],
@@ -70,20 +81,39 @@ const config = {
 const activities = {
   async prepareEvolution(): Promise<PreparedEvolution> {
     return {
-      evolutionId: 'fake-evolution', config: parseEvolutionConfig(config), env: 'dbbench', simulated: false, devTasks: DEV_TASKS,
-      baseId: 'base', baseVersion: 'v0', failureDirections: failureDirectionsFor(),
+      evolutionId: 'fake-evolution',
+      config: parseEvolutionConfig(config),
+      env: 'dbbench',
+      simulated: false,
+      devTasks: DEV_TASKS,
+      baseId: 'base',
+      baseVersion: 'v0',
+      failureDirections: failureDirectionsFor(),
     };
   },
   async runEvolutionGroup(input: { phase: string; candidateId: string; taskId: string; samples: number }): Promise<EvolutionGroup> {
     calls.groups.push({ phase: input.phase, candidateId: input.candidateId, taskId: input.taskId });
     const { n, failure } = successes(input.candidateId, input.taskId);
-    return { phase: input.phase, candidateId: input.candidateId, taskId: input.taskId, kind: DEV_TASKS.find((t) => t.taskId === input.taskId)!.kind, rollouts: 4, successes: n, failures: failure };
+    return {
+      phase: input.phase,
+      candidateId: input.candidateId,
+      taskId: input.taskId,
+      kind: DEV_TASKS.find((t) => t.taskId === input.taskId)!.kind,
+      rollouts: 4,
+      successes: n,
+      failures: failure,
+    };
   },
   async proposeCandidate(input: (typeof calls.propose)[number]): Promise<ProposalOutcome> {
     calls.propose.push(input);
-    if (input.direction === 'action_realization' && input.slot === 2) return { status: 'dropped', slot: 2, reason: 'refused 3 times; last: no json', attempts: 3 };
+    if (input.direction === 'action_realization' && input.slot === 2)
+      return { status: 'dropped', slot: 2, reason: 'refused 3 times; last: no json', attempts: 3 };
     const candidateId = candidateIdOf(input.direction, input.round, input.slot);
-    return { status: 'accepted', attempts: 1, candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: input.parentId, version: 'v' } };
+    return {
+      status: 'accepted',
+      attempts: 1,
+      candidate: { candidateId, direction: input.direction, round: input.round, slot: input.slot, parent: input.parentId, version: 'v' },
+    };
   },
   async recordSelection(input: { round: number; direction: string; decision: unknown }): Promise<void> {
     calls.selections.push({ round: input.round, direction: input.direction, decision: input.decision as SelectionDecision });
@@ -104,10 +134,19 @@ beforeAll(async () => {
   if (!cli) throw new Error('no Temporal CLI found: run `npx tsx cli/main.ts setup`');
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: cli.path } } });
-  worker = await Worker.create({ connection: env.nativeConnection, taskQueue: TASK_QUEUES.control, activities, workflowsPath: require.resolve('../../workflows') });
+  worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue: TASK_QUEUES.control,
+    activities,
+    workflowsPath: require.resolve('../../workflows'),
+  });
   const rollout = await Worker.create({ connection: env.nativeConnection, taskQueue: TASK_QUEUES.rollout, activities });
   running = Promise.all([worker.run(), rollout.run()]).then(() => undefined);
-  result = await env.client.workflow.execute(evolveHarnessPool, { workflowId: 'evolve-fake', taskQueue: TASK_QUEUES.control, args: [{ config }] });
+  result = await env.client.workflow.execute(evolveHarnessPool, {
+    workflowId: 'evolve-fake',
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config }],
+  });
   rollout.shutdown();
 }, 120_000);
 afterAll(async () => {
@@ -130,11 +169,15 @@ test('the recorded history of an evolution replays on the current workflow code'
     writeFileSync(fixture, temporal.api.history.v1.History.encode(history).finish());
   }
   const recorded = temporal.api.history.v1.History.decode(readFileSync(fixture));
-  await expect(Worker.runReplayHistory({ workflowsPath: require.resolve('../../workflows') }, recorded, 'evolve-fake-replay')).resolves.toBeUndefined();
+  await expect(
+    Worker.runReplayHistory({ workflowsPath: require.resolve('../../workflows') }, recorded, 'evolve-fake-replay'),
+  ).resolves.toBeUndefined();
 });
 
 test('each direction targets the mostly failed tasks whose failure type calls for it', () => {
-  const targets = (direction: SiblingDirection) => [...new Set(calls.propose.filter((p) => p.direction === direction).map((p) => p.targetTaskIds.join(',')))];
+  const targets = (direction: SiblingDirection) => [
+    ...new Set(calls.propose.filter((p) => p.direction === direction).map((p) => p.targetTaskIds.join(','))),
+  ];
   expect(targets('action_realization')).toEqual(['a1']);
   expect(targets('environment_contract')).toEqual(['a2,b1']);
   expect(targets('procedural_skill')).toEqual(['a2,b1']);
@@ -142,13 +185,22 @@ test('each direction targets the mostly failed tasks whose failure type calls fo
 });
 
 test('the base is measured again on every target, and each candidate on its targets and the regression sample, once', () => {
-  const of = (phase: string, candidateId: string) => calls.groups.filter((g) => g.phase === phase && g.candidateId === candidateId).map((g) => g.taskId).sort();
+  const of = (phase: string, candidateId: string) =>
+    calls.groups
+      .filter((g) => g.phase === phase && g.candidateId === candidateId)
+      .map((g) => g.taskId)
+      .sort();
   expect(of('diagnose', 'base')).toEqual(['a1', 'a2', 'b1', 'b2', 's1']);
   expect(of('baseline', 'base')).toEqual(['a1', 'a2', 'b1']);
   expect(of('validate', 'ec-r1-c1')).toEqual(['a2', 'b1', 's1']);
   expect(of('validate', 'ar-r1-c1')).toEqual(['a1', 's1']);
   expect(of('validate', 'ar-r1-c2')).toEqual([]);
-  expect(result.plan.groups).toEqual({ diagnose: 5, baseline: 3, validate: calls.groups.filter((g) => g.phase === 'validate').length, effect: 2 * 3 });
+  expect(result.plan.groups).toEqual({
+    diagnose: 5,
+    baseline: 3,
+    validate: calls.groups.filter((g) => g.phase === 'validate').length,
+    effect: 2 * 3,
+  });
 });
 
 test('a regression costs a candidate the round; the best parents the next round with its results in the prompt', () => {
@@ -157,7 +209,12 @@ test('a regression costs a candidate the round; the best parents the next round 
   expect(round1.kept).toBe('ec-r1-c1');
   const round2 = calls.propose.filter((p) => p.round === 2 && p.direction === 'environment_contract');
   expect(round2.map((p) => p.parentId)).toEqual(['ec-r1-c1', 'ec-r1-c1']);
-  expect(round2[0].parentResults).toMatchObject({ targetRescueRate: 0.25, baseRateOnTargets: 0.125, regressionRate: 0, byKind: { a: 0.5, b: 0 } });
+  expect(round2[0].parentResults).toMatchObject({
+    targetRescueRate: 0.25,
+    baseRateOnTargets: 0.125,
+    regressionRate: 0,
+    byKind: { a: 0.5, b: 0 },
+  });
   expect(calls.selections.find((s) => s.round === 2 && s.direction === 'environment_contract')!.decision.kept).toBe('ec-r2-c1');
 });
 
@@ -167,7 +224,10 @@ test('a dropped proposal is recorded in its selection with the reason', () => {
 });
 
 test('only siblings above the base on their targets are frozen; the other directions say why they have none', () => {
-  expect(result.siblings.map((s) => [s.id, s.direction])).toEqual([['ar-r1-c1', 'action_realization'], ['ec-r2-c1', 'environment_contract']]);
+  expect(result.siblings.map((s) => [s.id, s.direction])).toEqual([
+    ['ar-r1-c1', 'action_realization'],
+    ['ec-r2-c1', 'environment_contract'],
+  ]);
   expect(calls.freeze).toHaveLength(1);
   expect(calls.freeze[0].siblings.map((s) => s.candidateId)).toEqual(['ar-r1-c1', 'ec-r2-c1']);
   expect(calls.freeze[0].targets['ec-r2-c1']).toEqual(['a/wrong_answer', 'b/wrong_answer']);

@@ -23,24 +23,32 @@ afterAll(async () => {
 const QUICK_RETRY = { maxAttempts: 2, maxIntervalSeconds: 1 };
 const start = (runId: string, overrides: Parameters<typeof smallRunConfig>[0] = {}) =>
   env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ retry: QUICK_RETRY, ...overrides }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ retry: QUICK_RETRY, ...overrides }) }],
   });
 const currentDetails = async (runId: string) =>
-  ((await env.client.workflow.getHandle(runId).query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails);
+  (await env.client.workflow.getHandle(runId).query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
 
 test('a task its environment cannot run is tried maxAttempts times, recorded as a failed group with the reason, and the steps go on', async () => {
   const runId = 'poison-task';
   const poison = (taskId: string) => taskId.endsWith('-t1');
-  env.fakes.fail('runRolloutGroup', (i) => i.runId === runId && i.phase === 'train' && poison(i.taskId), () => new Error('table setup failed: syntax error near "FROM"'));
+  env.fakes.fail(
+    'runRolloutGroup',
+    (i) => i.runId === runId && i.phase === 'train' && poison(i.taskId),
+    () => new Error('table setup failed: syntax error near "FROM"'),
+  );
   const summary = await (await start(runId, { steps: 2 })).result();
   expect(summary.stepsCompleted).toBe(2);
 
   const recorded = env.fakes.inputsOf('recordStep', runId).map((i) => i.summary);
-  expect(recorded.map((s) => s.failedGroups)).toEqual([0, 1].map((step) => [
-    { taskId: `api-s${step}-t1`, role: 'base', reason: 'table setup failed: syntax error near "FROM"' },
-  ]));
+  expect(recorded.map((s) => s.failedGroups)).toEqual(
+    [0, 1].map((step) => [{ taskId: `api-s${step}-t1`, role: 'base', reason: 'table setup failed: syntax error near "FROM"' }]),
+  );
   // Not retried forever: maxAttempts per step.
-  expect(env.fakes.inputsOf('runRolloutGroup', runId).filter((i) => i.phase === 'train' && poison(i.taskId))).toHaveLength(2 * QUICK_RETRY.maxAttempts);
+  expect(env.fakes.inputsOf('runRolloutGroup', runId).filter((i) => i.phase === 'train' && poison(i.taskId))).toHaveLength(
+    2 * QUICK_RETRY.maxAttempts,
+  );
   // The step trained on the groups that ran.
   for (const step of [0, 1]) expect(env.fakes.trainedGroups(runId, step).some((g) => poison(g.taskId))).toBe(false);
   expect(recorded.every((s) => s.tasks === 1)).toBe(true);
@@ -59,7 +67,9 @@ test('a policy endpoint down past its retries pauses the run with the reason, bu
     return status.paused && status;
   });
   expect(paused).toMatchObject({ step: 1, phase: 'training' });
-  expect(paused.pauseReason).toBe(`step 1 stopped: PolicyUnavailable: policy endpoint: Connection error. Once it is back: harness-s run resume ${runId}`);
+  expect(paused.pauseReason).toBe(
+    `step 1 stopped: PolicyUnavailable: policy endpoint: Connection error. Once it is back: harness-s run resume ${runId}`,
+  );
   expect(await currentDetails(runId)).toContain(`paused in step 1: ${paused.pauseReason}`);
   await sleep(1000);
   expect(env.fakes.inputsOf('recordStep', runId).map((i) => i.summary.step)).toEqual([0]);
@@ -75,7 +85,11 @@ test('a policy endpoint down past its retries pauses the run with the reason, bu
 
 test('a trainer down past its retries pauses the run the same way', async () => {
   const runId = 'trainer-outage';
-  const outage = env.fakes.fail('trainStep', (i) => i.runId === runId && i.step === 0, () => ApplicationFailure.retryable('trainer http://t is unreachable (forward_backward): ECONNREFUSED', 'TrainerUnavailable'));
+  const outage = env.fakes.fail(
+    'trainStep',
+    (i) => i.runId === runId && i.step === 0,
+    () => ApplicationFailure.retryable('trainer http://t is unreachable (forward_backward): ECONNREFUSED', 'TrainerUnavailable'),
+  );
   const handle = await start(runId, { steps: 2 });
   const paused = await waitFor('the run to pause itself', async () => {
     const status = await handle.query(statusQuery);
@@ -89,13 +103,19 @@ test('a trainer down past its retries pauses the run the same way', async () => 
 
 test('when every group of a step fails, the environment is what fails: the run pauses', async () => {
   const runId = 'all-groups-fail';
-  const broken = env.fakes.fail('runRolloutGroup', (i) => i.runId === runId && i.phase === 'train', () => new Error('connect ECONNREFUSED 127.0.0.1:3306'));
+  const broken = env.fakes.fail(
+    'runRolloutGroup',
+    (i) => i.runId === runId && i.phase === 'train',
+    () => new Error('connect ECONNREFUSED 127.0.0.1:3306'),
+  );
   const handle = await start(runId, { steps: 1 });
   const paused = await waitFor('the run to pause itself', async () => {
     const status = await handle.query(statusQuery);
     return status.paused && status;
   });
-  expect(paused.pauseReason).toMatch(/^step 0 stopped: AllGroupsFailed: every base group of step 0 failed; the first: connect ECONNREFUSED/);
+  expect(paused.pauseReason).toMatch(
+    /^step 0 stopped: AllGroupsFailed: every base group of step 0 failed; the first: connect ECONNREFUSED/,
+  );
   broken.stop();
   await handle.signal(resumeSignal);
   expect((await handle.result()).stepsCompleted).toBe(1);
@@ -103,9 +123,19 @@ test('when every group of a step fails, the environment is what fails: the run p
 
 test('an error a user must fix fails the run with that error on top, not "Child Workflow execution failed"', async () => {
   const runId = 'user-error-on-top';
-  env.fakes.fail('runRolloutGroup', (i) => i.runId === runId, () =>
-    ApplicationFailure.nonRetryable("policy.apiKeyEnv names $VLLM_API_KEY, which is not set in this worker's environment", 'MissingSecretError'));
-  const failure = await (await start(runId, { steps: 1 })).result().then(() => null, (err: unknown) => err);
+  env.fakes.fail(
+    'runRolloutGroup',
+    (i) => i.runId === runId,
+    () =>
+      ApplicationFailure.nonRetryable(
+        "policy.apiKeyEnv names $VLLM_API_KEY, which is not set in this worker's environment",
+        'MissingSecretError',
+      ),
+  );
+  const failure = await (await start(runId, { steps: 1 })).result().then(
+    () => null,
+    (err: unknown) => err,
+  );
   expect(failure).toBeInstanceOf(WorkflowFailedError);
   const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
   expect(cause.type).toBe('MissingSecretError');
@@ -123,9 +153,13 @@ test("the running step's groups done and rescues started show on the run's own p
   });
   // The fakes' first task of a step is dead under the base harness and goes to rescue.
   expect(status.stepProgress).toEqual({ step: 0, groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0, phase: 'training' });
-  expect(status.inFlight).toEqual([{ step: 0, phase: 'training', policyVersion: 'sim-policy-base', groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0 }]);
+  expect(status.inFlight).toEqual([
+    { step: 0, phase: 'training', policyVersion: 'sim-policy-base', groupsDone: 3, groups: 3, rescuesStarted: 1, failedGroups: 0 },
+  ]);
   const viewerLine = `steps, groups and rollouts: http://127.0.0.1:8240/runs/${runId}`;
-  expect(await currentDetails(runId)).toBe(`Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started (training)\n${viewerLine}`);
+  expect(await currentDetails(runId)).toBe(
+    `Harness-S run ui-launched (sim, SIMULATED)\nstep 0/1, policy sim-policy-base: 3/3 base groups done, 1 rescues started (training)\n${viewerLine}`,
+  );
   training.release();
   await handle.result();
   expect(await currentDetails(runId)).toMatch(/^Harness-S run ui-launched \(sim, SIMULATED\)\ndone: 1 steps/);

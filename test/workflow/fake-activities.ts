@@ -26,7 +26,6 @@ import { type BatchGroup, readTrainingBatch } from '../../core/rl/training-batch
 import { UserError } from '../../core/errors';
 import type { RestoreTrainerResult } from '../../activities/train-step';
 
-
 /** The one inference replica the fake publishes reach. */
 const FAKE_REPLICA = 'http://fake-replica.test/v1';
 export const BASE_HARNESS = 'base';
@@ -86,7 +85,10 @@ export interface FakeActivities {
   /** Every call of one run, in the order they started. */
   callsOf(runId: string): ActivityCall[];
   /** The groups the trainer got for a step of a run (its last trainStep call's), by reference or in the input. */
-  trainedGroups(runId: string, step: number): Array<{ taskId: string; rollouts: Array<{ harnessId: string; sample: number; advantage: number }> }>;
+  trainedGroups(
+    runId: string,
+    step: number,
+  ): Array<{ taskId: string; rollouts: Array<{ harnessId: string; sample: number; advantage: number }> }>;
   /** The inputs of one activity's calls for one run, in order. */
   inputsOf<N extends ActivityName>(name: N, runId: string): Array<ActivityInput<N>>;
   /** Holds the next call of `name` that `when` accepts until released (a step in flight, a run summarizing). */
@@ -114,7 +116,17 @@ export function createFakeActivities(): FakeActivities {
     plan.flatMap(({ harnessId, samples }) =>
       Array.from({ length: samples }, (_, sample) => {
         const success = !(hard && harnessId === BASE_HARNESS) && sample % 2 === 0;
-        return { harnessId, sample, reward: success ? 1 : 0, success, failureType: success ? null : 'wrong_answer', turns: 2, tokens: 10, promptTokens: 20, completionTokens: 5 };
+        return {
+          harnessId,
+          sample,
+          reward: success ? 1 : 0,
+          success,
+          failureType: success ? null : 'wrong_answer',
+          turns: 2,
+          tokens: 10,
+          promptTokens: 20,
+          completionTokens: 5,
+        };
       }),
     );
 
@@ -130,11 +142,20 @@ export function createFakeActivities(): FakeActivities {
       }
       const kept = input.continuing ? runs.get(input.runId) : undefined;
       runs.set(input.runId, {
-        config, steps: kept?.steps ?? [], evaluations: kept?.evaluations ?? [], checkpoints: kept?.checkpoints ?? [], restores: kept?.restores ?? new Map(),
-        batches: kept?.batches ?? new Map(), trained: kept?.trained ?? new Map(),
+        config,
+        steps: kept?.steps ?? [],
+        evaluations: kept?.evaluations ?? [],
+        checkpoints: kept?.checkpoints ?? [],
+        restores: kept?.restores ?? new Map(),
+        batches: kept?.batches ?? new Map(),
+        trained: kept?.trained ?? new Map(),
       });
       return {
-        config, poolHash: 'fake-pool', baseHarnessId: BASE_HARNESS, harnessIds: [BASE_HARNESS, ...SIBLINGS], simulated: true,
+        config,
+        poolHash: 'fake-pool',
+        baseHarnessId: BASE_HARNESS,
+        harnessIds: [BASE_HARNESS, ...SIBLINGS],
+        simulated: true,
         viewerRunUrl: `http://127.0.0.1:8240/runs/${encodeURIComponent(input.runId)}`,
       };
     },
@@ -161,9 +182,17 @@ export function createFakeActivities(): FakeActivities {
     async chooseRescueHarnesses(input) {
       const { config } = runOf(input.runId);
       return {
-        taskId: input.group.taskId, kind: input.group.kind, strategy: config.router.strategy, profileVersion: input.profileVersion,
-        failureSummary: '', failureCounts: input.group.failureCounts, failureDigest: '',
-        chosen: SIBLINGS.slice(0, config.rescue.k), scores: {}, votes: [], fallback: false,
+        taskId: input.group.taskId,
+        kind: input.group.kind,
+        strategy: config.router.strategy,
+        profileVersion: input.profileVersion,
+        failureSummary: '',
+        failureCounts: input.group.failureCounts,
+        failureDigest: '',
+        chosen: SIBLINGS.slice(0, config.rescue.k),
+        scores: {},
+        votes: [],
+        fallback: false,
       };
     },
 
@@ -207,7 +236,9 @@ export function createFakeActivities(): FakeActivities {
       const run = runOf(input.runId);
       let groups;
       try {
-        const stored = { groups: async (_runId: string, key: string, count: number) => (run.batches.get(key) ?? []).slice(0, count).filter(Boolean) };
+        const stored = {
+          groups: async (_runId: string, key: string, count: number) => (run.batches.get(key) ?? []).slice(0, count).filter(Boolean),
+        };
         groups = 'batch' in input ? await readTrainingBatch(stored, input.runId, input.step, input.batch) : input.groups;
       } catch (err) {
         // As the real activity's wrapper does: an error a user must fix is not retried.
@@ -220,7 +251,11 @@ export function createFakeActivities(): FakeActivities {
       return {
         policyVersion: policyVersionAfter(input.runId, input.step),
         samplerPath: `tinker://fake/${input.runId}/step-${input.step}`,
-        datums, responseTokens: datums * 10, trainerTokens: datums * 30, metrics: { loss: 0.5 }, logprobMismatch: null,
+        datums,
+        responseTokens: datums * 10,
+        trainerTokens: datums * 30,
+        metrics: { loss: 0.5 },
+        logprobMismatch: null,
       };
     },
 
@@ -229,17 +264,24 @@ export function createFakeActivities(): FakeActivities {
       const key = input.lostModelId ?? 'fork';
       const done = run.restores.get(key);
       if (done) return done;
-      const source = input.fork ? runOf(input.fork.parentRunId).checkpoints.filter((s) => s <= input.fork!.atOrBeforeStep) : run.checkpoints;
+      const source = input.fork
+        ? runOf(input.fork.parentRunId).checkpoints.filter((s) => s <= input.fork!.atOrBeforeStep)
+        : run.checkpoints;
       const fromStep = source.length ? Math.max(...source) : null;
-      if (fromStep === null && input.fork) throw ApplicationFailure.nonRetryable(`run ${input.fork.parentRunId} has no checkpoint`, 'NoCheckpointError');
+      if (fromStep === null && input.fork)
+        throw ApplicationFailure.nonRetryable(`run ${input.fork.parentRunId} has no checkpoint`, 'NoCheckpointError');
       if (fromStep === null && !input.allowBase) return { needsDecision: input.reason };
       const restore = input.fork ? 0 : [...run.restores.keys()].filter((k) => k !== 'fork').length + 1;
       const result: RestoreTrainerResult = {
-        restore, kind: input.fork ? 'fork' : fromStep === null ? 'base' : 'checkpoint', fromStep, atStep: input.atStep,
+        restore,
+        kind: input.fork ? 'fork' : fromStep === null ? 'base' : 'checkpoint',
+        fromStep,
+        atStep: input.atStep,
         nextStep: fromStep === null ? 0 : fromStep + 1,
         policyVersion: fromStep === null ? run.config.policy.model : `${input.runId}-restore-${restore}-step-${fromStep}`,
         samplerPath: fromStep === null ? null : `tinker://fake/${input.runId}/restore-${restore}`,
-        at: '2026-12-04T00:00:00.000Z', reason: input.reason,
+        at: '2026-12-04T00:00:00.000Z',
+        reason: input.reason,
       };
       // What the run store does: the steps after the loaded one are superseded.
       if (!input.fork) {
@@ -257,12 +299,20 @@ export function createFakeActivities(): FakeActivities {
     async republishPolicy() {},
 
     async planPublish(input) {
-      return { policyVersion: input.policyVersion, samplerPath: input.samplerPath, replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }] };
+      return {
+        policyVersion: input.policyVersion,
+        samplerPath: input.samplerPath,
+        replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }],
+      };
     },
 
     async planRepublish(input) {
       if (input.policyVersion === undefined || input.policyVersion === runOf(input.runId).config.policy.model) return null;
-      return { policyVersion: input.policyVersion, samplerPath: `tinker://fake/${input.runId}/${input.policyVersion}`, replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }] };
+      return {
+        policyVersion: input.policyVersion,
+        samplerPath: `tinker://fake/${input.runId}/${input.policyVersion}`,
+        replicas: [{ replica: FAKE_REPLICA, via: 'shared-storage' as const }],
+      };
     },
 
     async loadPolicyOnReplica(input) {
@@ -275,7 +325,11 @@ export function createFakeActivities(): FakeActivities {
 
     async summarizeRun(input) {
       const { config, steps, evaluations } = runOf(input.runId);
-      return summarizeRunSteps({ runId: input.runId, name: config.name, simulated: true, basePolicy: config.policy.model }, steps, evaluations);
+      return summarizeRunSteps(
+        { runId: input.runId, name: config.name, simulated: true, basePolicy: config.policy.model },
+        steps,
+        evaluations,
+      );
     },
   };
 

@@ -21,15 +21,25 @@ afterAll(async () => {
 });
 
 const trainedSteps = (runId: string) => env.fakes.inputsOf('trainStep', runId).map((input) => input.step);
-const baseRolloutSteps = (runId: string) => [...new Set(env.fakes.inputsOf('runRolloutGroup', runId).filter((i) => i.role === 'base').map((i) => i.step))];
-const samplerOf = (runId: string, step: number) => env.fakes.inputsOf('runRolloutGroup', runId).find((i) => i.step === step && i.role === 'base')?.policyVersion;
+const baseRolloutSteps = (runId: string) => [
+  ...new Set(
+    env.fakes
+      .inputsOf('runRolloutGroup', runId)
+      .filter((i) => i.role === 'base')
+      .map((i) => i.step),
+  ),
+];
+const samplerOf = (runId: string, step: number) =>
+  env.fakes.inputsOf('runRolloutGroup', runId).find((i) => i.step === step && i.role === 'base')?.policyVersion;
 const recorded = (runId: string) => env.fakes.inputsOf('recordStep', runId).map((i) => i.summary as StepSummary);
 
 test('with k = 1, the next step samples while a step trains, on the newest published version, one version stale', async () => {
   const runId = 'pipeline-k1';
   const step2 = env.fakes.hold('trainStep', (i) => i.runId === runId && i.step === 2);
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 1 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 1 } }) }],
   });
   await step2.reached;
   // While step 2 trains, step 3 samples with the policy of step 1; step 4 would be two versions stale, so it waits.
@@ -39,7 +49,10 @@ test('with k = 1, the next step samples while a step trains, on the newest publi
     const phases = s.inFlight?.map((f) => `${f.step} ${f.phase}`) ?? [];
     return phases.includes('2 training') && phases.includes('3 waiting-for-trainer') && s;
   });
-  expect(status.inFlight?.map((s) => [s.step, s.phase])).toEqual([[2, 'training'], [3, 'waiting-for-trainer']]);
+  expect(status.inFlight?.map((s) => [s.step, s.phase])).toEqual([
+    [2, 'training'],
+    [3, 'waiting-for-trainer'],
+  ]);
   expect(baseRolloutSteps(runId)).toEqual([0, 1, 2, 3]);
   expect(trainedSteps(runId)).toEqual([0, 1, 2]); // step 3 waits for step 2's optimizer step
   step2.release();
@@ -64,11 +77,15 @@ test('a trained step publishes only once no other step is sampling', async () =>
   const runId = 'pipeline-publish-alone';
   const step3Group = env.fakes.hold('runRolloutGroup', (i) => i.runId === runId && i.step === 3 && i.role === 'base');
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 5, pipeline: { maxStaleness: 1 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 5, pipeline: { maxStaleness: 1 } }) }],
   });
   await step3Group.reached;
   // Step 2 has trained while step 3 samples: it holds its publish until step 3's rollouts end.
-  await waitFor('step 2 to wait to publish', async () => (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 2 && s.phase === 'waiting-to-publish'));
+  await waitFor('step 2 to wait to publish', async () =>
+    (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 2 && s.phase === 'waiting-to-publish'),
+  );
   const published = () => env.fakes.inputsOf('loadPolicyOnReplica', runId).map((i) => i.step);
   expect(published()).toEqual([0, 1]);
   step3Group.release();
@@ -81,10 +98,14 @@ test('with k = 2 two steps can wait behind a training step; the bound holds', as
   const runId = 'pipeline-k2';
   const step2 = env.fakes.hold('trainStep', (i) => i.runId === runId && i.step === 2);
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 2 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 2 } }) }],
   });
   await step2.reached;
-  await waitFor('steps 3 and 4 to sample', async () => (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 4 && s.phase === 'waiting-for-trainer'));
+  await waitFor('steps 3 and 4 to sample', async () =>
+    (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 4 && s.phase === 'waiting-for-trainer'),
+  );
   expect(baseRolloutSteps(runId)).toEqual([0, 1, 2, 3, 4]);
   step2.release();
   await handle.result();
@@ -96,10 +117,14 @@ test('a pause drains the pipeline: the steps in flight finish, no new one starts
   const runId = 'pipeline-pause';
   const step2 = env.fakes.hold('trainStep', (i) => i.runId === runId && i.step === 2);
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 1 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 6, pipeline: { maxStaleness: 1 } }) }],
   });
   await step2.reached;
-  await waitFor('step 3 to sample', async () => (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 3 && s.phase === 'waiting-for-trainer'));
+  await waitFor('step 3 to sample', async () =>
+    (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 3 && s.phase === 'waiting-for-trainer'),
+  );
   await handle.signal(pauseSignal, { reason: 'ops: drain' });
   step2.release();
   const drained = await waitFor('the pipeline to drain', async () => {
@@ -116,12 +141,19 @@ test('a pause drains the pipeline: the steps in flight finish, no new one starts
 
 test('a lost trainer model cancels the steps in flight, restores, and re-runs from the checkpoint; each step trains once after it', async () => {
   const runId = 'pipeline-restore';
-  const failure = env.fakes.fail('trainStep', (i) => i.runId === runId && i.step === 3, () => {
-    failure.stop();
-    return ApplicationFailure.nonRetryable(`trainer http://t: forward_backward failed: Model m-${runId} not loaded`, 'TrainerModelLost', { modelId: `m-${runId}` });
-  });
+  const failure = env.fakes.fail(
+    'trainStep',
+    (i) => i.runId === runId && i.step === 3,
+    () => {
+      failure.stop();
+      return ApplicationFailure.nonRetryable(`trainer http://t: forward_backward failed: Model m-${runId} not loaded`, 'TrainerModelLost', {
+        modelId: `m-${runId}`,
+      });
+    },
+  );
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: smallRunConfig({ steps: 6, checkpoint: { every: 2 }, pipeline: { maxStaleness: 1 } }) }],
   });
   const summary = await handle.result();
@@ -139,7 +171,9 @@ test('a lost trainer model cancels the steps in flight, restores, and re-runs fr
 test('a long pipelined run continues as new with nothing in flight; every step trains once', async () => {
   const runId = 'pipeline-continues';
   const handle = await env.client.workflow.start(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 16, pipeline: { maxStaleness: 1 } }) }],
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 16, pipeline: { maxStaleness: 1 } }) }],
   });
   const summary = await handle.result();
   expect(summary.stepsCompleted).toBe(16);
@@ -148,13 +182,18 @@ test('a long pipelined run continues as new with nothing in flight; every step t
   for await (const w of env.client.workflow.list({ query: `WorkflowId = '${runId}'` })) executions.push(w.runId);
   expect(executions.length).toBeGreaterThan(1);
   // Across the new execution the bound still holds: at most one version stale.
-  expect(recorded(runId).map((s) => s.staleness!).every((k) => k <= 1)).toBe(true);
+  expect(
+    recorded(runId)
+      .map((s) => s.staleness!)
+      .every((k) => k <= 1),
+  ).toBe(true);
 });
 
 test('the pipeline drains at a re-anchoring: the profiles are re-measured after its step, and the steps after it route with them', async () => {
   const runId = 'pipeline-reanchor';
   await env.client.workflow.execute(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: smallRunConfig({ steps: 6, router: { reanchorEvery: 2 }, pipeline: { maxStaleness: 1 } }) }],
   });
   // Profiles v1 at the start, then after steps 2 and 4 (not after the last).
@@ -166,10 +205,11 @@ test('the pipeline drains at a re-anchoring: the profiles are re-measured after 
   expect(steps[4].staleness).toBe(0);
 });
 
-test('the run history gets a step\'s progress in phases, not once per group', async () => {
+test("the run history gets a step's progress in phases, not once per group", async () => {
   const runId = 'pipeline-history';
   await env.client.workflow.execute(harnessSRun, {
-    workflowId: runId, taskQueue: TASK_QUEUES.control,
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
     args: [{ config: smallRunConfig({ steps: 3, rollout: { tasksPerStep: 16, groupSize: 4 }, pipeline: { maxStaleness: 1 } }) }],
   });
   const history = await env.client.workflow.getHandle(runId).fetchHistory();

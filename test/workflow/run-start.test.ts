@@ -29,7 +29,10 @@ const callNames = (runId: string) => env.fakes.callsOf(runId).map((c) => c.name)
 /** The policy version each step's base groups rolled out with, by step. */
 const basePolicyByStep = (runId: string) =>
   Object.fromEntries(
-    env.fakes.inputsOf('runRolloutGroup', runId).filter((input) => input.role === 'base').map((input) => [input.step, input.policyVersion]),
+    env.fakes
+      .inputsOf('runRolloutGroup', runId)
+      .filter((input) => input.role === 'base')
+      .map((input) => [input.step, input.policyVersion]),
   );
 
 test('a fresh run measures profile version 1 with the base policy before its first step, and republishes nothing', async () => {
@@ -46,10 +49,12 @@ test('a fresh run measures profile version 1 with the base policy before its fir
   expect(trainedSteps(runId)).toEqual([0, 1]);
   expect(basePolicyByStep(runId)).toEqual({ 0: BASE_POLICY, 1: policyVersionAfter(runId, 0) });
   // Each step's hard task died under the base harness and was sent to rescue with profile version 1.
-  expect(env.fakes.inputsOf('chooseRescueHarnesses', runId).map((input) => [input.step, input.group.taskId, input.profileVersion])).toEqual([
-    [0, 'sql-s0-t0', 1],
-    [1, 'sql-s1-t0', 1],
-  ]);
+  expect(env.fakes.inputsOf('chooseRescueHarnesses', runId).map((input) => [input.step, input.group.taskId, input.profileVersion])).toEqual(
+    [
+      [0, 'sql-s0-t0', 1],
+      [1, 'sql-s1-t0', 1],
+    ],
+  );
   expect(summary).toMatchObject({ stepsCompleted: 2, policyVersion: policyVersionAfter(runId, 1), deadGroups: 2, rescuedGroups: 2 });
   expect(await handle.query(statusQuery)).toMatchObject({ phase: 'done', step: 2, profileVersion: 1 });
 });

@@ -22,14 +22,19 @@ const HOLD_MS = 1000;
 
 const trainedSteps = (runId: string) => env.fakes.inputsOf('trainStep', runId).map((input) => input.step);
 const sampledTrainSteps = (runId: string) =>
-  env.fakes.inputsOf('sampleTasks', runId).filter((input) => input.purpose === 'train').map((input) => input.step);
+  env.fakes
+    .inputsOf('sampleTasks', runId)
+    .filter((input) => input.purpose === 'train')
+    .map((input) => input.step);
 
 describe('pause and resume', () => {
   test('a run paused while a step trains finishes that step, starts no other until resumed, then runs every step', async () => {
     const runId = 'pause-mid-run';
     const step1 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 1);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 4 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 4 }) }],
     });
     await step1.reached;
     await handle.signal(pauseSignal, { reason: 'inspect step 1' });
@@ -56,7 +61,9 @@ describe('pause and resume', () => {
     const runId = 'pause-republish';
     const step1 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 1);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 3 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 3 }) }],
     });
     await step1.reached;
     await handle.signal(pauseSignal, { reason: 'restart the inference servers' });
@@ -81,8 +88,11 @@ describe('pause and resume', () => {
   test('a run started paused measures its profiles, then holds before its first step until resumed', async () => {
     const runId = 'pause-at-start';
     const handle = await env.client.workflow.signalWithStart(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 2 }) }],
-      signal: pauseSignal, signalArgs: [{ reason: 'check the profiles first' }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 2 }) }],
+      signal: pauseSignal,
+      signalArgs: [{ reason: 'check the profiles first' }],
     });
 
     const held = await waitFor('the profiles to be measured', async () => {
@@ -104,7 +114,9 @@ describe('pause and resume', () => {
     const runId = 'pause-no-reason';
     const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 2 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 2 }) }],
     });
     await step0.reached;
     await handle.signal(pauseSignal);
@@ -133,7 +145,8 @@ describe('updateConfig', () => {
     const runId = 'update-in-flight';
     const step0 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 0);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control,
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
       args: [{ config: smallRunConfig({ steps: 2, eval: { enabled: true, every: 0, rollouts: 2 } }) }],
     });
     await step0.reached;
@@ -151,7 +164,9 @@ describe('updateConfig', () => {
     // The changed eval.every: evaluated after every step, not only at the end.
     expect(summary.evaluations.map((e) => e.afterSteps)).toEqual([1, 2, 3]);
     const stored = env.fakes.inputsOf('updateRunConfig', runId);
-    expect(stored.map((s) => ({ fromStep: s.fromStep, steps: s.config.steps, evalEvery: s.config.eval.every }))).toEqual([{ fromStep: 1, steps: 3, evalEvery: 1 }]);
+    expect(stored.map((s) => ({ fromStep: s.fromStep, steps: s.config.steps, evalEvery: s.config.eval.every }))).toEqual([
+      { fromStep: 1, steps: 3, evalEvery: 1 },
+    ]);
     // Stored as soon as step 0 was recorded: before the evaluation after it and before step 1 read the config.
     const calls = env.fakes.callsOf(runId).map((c) => c.name);
     expect(calls[calls.indexOf('recordStep') + 1]).toBe('updateRunConfig');
@@ -161,13 +176,23 @@ describe('updateConfig', () => {
     const runId = 'update-refused';
     const step1 = env.fakes.hold('trainStep', (input) => input.runId === runId && input.step === 1);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 3 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 3 }) }],
     });
     await step1.reached;
-    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rescue: { k: 1 } }] }))).toMatch(/cannot change during a run: rescue/);
-    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rollout: { groupSize: 2 } }] }))).toMatch(/rollout: cannot change during a run: groupSize/);
-    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 1 }] }))).toMatch(/steps: 2 steps have run or are running; give at least 2/);
-    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rollout: { concurrency: 0 } }] }))).toMatch(/rollout\.concurrency: /);
+    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rescue: { k: 1 } }] }))).toMatch(
+      /cannot change during a run: rescue/,
+    );
+    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rollout: { groupSize: 2 } }] }))).toMatch(
+      /rollout: cannot change during a run: groupSize/,
+    );
+    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 1 }] }))).toMatch(
+      /steps: 2 steps have run or are running; give at least 2/,
+    );
+    expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ rollout: { concurrency: 0 } }] }))).toMatch(
+      /rollout\.concurrency: /,
+    );
     step1.release();
 
     expect((await handle.result()).stepsCompleted).toBe(3);
@@ -180,7 +205,9 @@ describe('updateConfig', () => {
     const runId = 'update-early';
     const preparing = env.fakes.hold('prepareRun', (input) => input.runId === runId);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 1 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 1 }) }],
     });
     await preparing.reached;
     const update = await handle.startUpdate(updateConfigUpdate, { args: [{ steps: 2 }], waitForStage: WorkflowUpdateStage.ACCEPTED });
@@ -197,7 +224,9 @@ describe('updateConfig', () => {
     const runId = 'update-too-late';
     const summarizing = env.fakes.hold('summarizeRun', (input) => input.runId === runId);
     const handle = await env.client.workflow.start(harnessSRun, {
-      workflowId: runId, taskQueue: TASK_QUEUES.control, args: [{ config: smallRunConfig({ steps: 1 }) }],
+      workflowId: runId,
+      taskQueue: TASK_QUEUES.control,
+      args: [{ config: smallRunConfig({ steps: 1 }) }],
     });
     await summarizing.reached;
     expect(await refusal(handle.executeUpdate(updateConfigUpdate, { args: [{ steps: 5 }] }))).toBe(

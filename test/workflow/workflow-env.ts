@@ -33,9 +33,10 @@ export async function startWorkflowTestEnv(options: WorkflowTestEnvOptions = {})
     Runtime.install({ logger: new DefaultLogger('ERROR') });
     runtimeInstalled = true;
   }
-  const dynamicConfig = options.suggestContinueAsNewAfter === undefined
-    ? []
-    : ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${options.suggestContinueAsNewAfter}`];
+  const dynamicConfig =
+    options.suggestContinueAsNewAfter === undefined
+      ? []
+      : ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${options.suggestContinueAsNewAfter}`];
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
       executable: { type: 'existing-path', path: cli.path },
@@ -82,8 +83,12 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | null | u
 /** A small run for the fakes: 2 tasks a step, groups of 4, rescue by 2 siblings, no re-anchoring, no evaluation. */
 export function smallRunConfig(overrides: Partial<RunConfigInput> = {}): RunConfigInput {
   return {
-    name: 'workflow-test', steps: 3,
-    rollout: { tasksPerStep: 2, groupSize: 4 }, rescue: { k: 2 }, router: { reanchorEvery: 0 }, eval: { enabled: false },
+    name: 'workflow-test',
+    steps: 3,
+    rollout: { tasksPerStep: 2, groupSize: 4 },
+    rescue: { k: 2 },
+    router: { reanchorEvery: 0 },
+    eval: { enabled: false },
     ...overrides,
   };
 }

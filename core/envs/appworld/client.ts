@@ -116,24 +116,33 @@ export class AppWorldClient {
         if (err) reject(err);
         else resolve(reply!);
       };
-      const req = request({ socketPath: this.socketPath, path: endpoint, method, agent: false, headers: body === null ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          if (settled) return;
-          if (size + chunk.length > maxBytes) {
-            // Over the cap: stop reading here, so no more of it reaches the worker's memory.
-            chunks.push(chunk.subarray(0, maxBytes - size));
-            done(null, { status: res.statusCode ?? 0, body: Buffer.concat(chunks), cut: true });
-            req.destroy();
-            return;
-          }
-          chunks.push(chunk);
-          size += chunk.length;
-        });
-        res.on('end', () => done(null, { status: res.statusCode ?? 0, body: Buffer.concat(chunks), cut: false }));
-        res.on('error', (err) => done(err));
-      });
+      const req = request(
+        {
+          socketPath: this.socketPath,
+          path: endpoint,
+          method,
+          agent: false,
+          headers: body === null ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            if (settled) return;
+            if (size + chunk.length > maxBytes) {
+              // Over the cap: stop reading here, so no more of it reaches the worker's memory.
+              chunks.push(chunk.subarray(0, maxBytes - size));
+              done(null, { status: res.statusCode ?? 0, body: Buffer.concat(chunks), cut: true });
+              req.destroy();
+              return;
+            }
+            chunks.push(chunk);
+            size += chunk.length;
+          });
+          res.on('end', () => done(null, { status: res.statusCode ?? 0, body: Buffer.concat(chunks), cut: false }));
+          res.on('error', (err) => done(err));
+        },
+      );
       const timer = setTimeout(() => {
         done(new AppWorldTimeoutError(`AppWorld server: ${method} ${endpoint} got no answer within ${timeoutMs / 1000} s`));
         req.destroy();
@@ -155,19 +164,25 @@ export class AppWorldClient {
     if (reply.status !== 200) {
       throw new AppWorldServerError(`AppWorld server: POST ${endpoint} answered HTTP ${reply.status}: ${text.slice(0, 500)}`);
     }
-    if (reply.cut) throw new AppWorldServerError(`AppWorld server: POST ${endpoint}'s reply is over ${limits.maxBytes ?? this.maxReplyBytes} bytes`);
+    if (reply.cut)
+      throw new AppWorldServerError(`AppWorld server: POST ${endpoint}'s reply is over ${limits.maxBytes ?? this.maxReplyBytes} bytes`);
     return parseOutput(endpoint, text, output);
   }
 
   /** Loads the task's world (replacing whatever the server held). */
   initialize(taskId: string, options: InitializeOptions, signal?: AbortSignal): Promise<InitializeOutput> {
-    return this.post('/initialize', {
-      task_id: taskId,
-      experiment_name: options.experimentName,
-      ...(options.timeoutSeconds !== undefined ? { timeout_seconds: options.timeoutSeconds } : {}),
-      ...(options.randomSeed !== undefined ? { random_seed: options.randomSeed } : {}),
-      ...(options.loadGroundTruth !== undefined ? { load_ground_truth: options.loadGroundTruth } : {}),
-    }, InitializeOutput, { signal });
+    return this.post(
+      '/initialize',
+      {
+        task_id: taskId,
+        experiment_name: options.experimentName,
+        ...(options.timeoutSeconds !== undefined ? { timeout_seconds: options.timeoutSeconds } : {}),
+        ...(options.randomSeed !== undefined ? { random_seed: options.randomSeed } : {}),
+        ...(options.loadGroundTruth !== undefined ? { load_ground_truth: options.loadGroundTruth } : {}),
+      },
+      InitializeOutput,
+      { signal },
+    );
   }
 
   /** Runs Python code in the world; what it printed (or the traceback) comes back, its start only when over `limits.maxBytes`. */
@@ -175,7 +190,8 @@ export class AppWorldClient {
     const reply = await this.raw('POST', '/execute', JSON.stringify({ task_id: taskId, code }), limits);
     const text = reply.body.toString('utf8');
     if (reply.cut) return { output: outputPrefix(text), cut: true };
-    if (reply.status !== 200) throw new AppWorldServerError(`AppWorld server: POST /execute answered HTTP ${reply.status}: ${text.slice(0, 500)}`);
+    if (reply.status !== 200)
+      throw new AppWorldServerError(`AppWorld server: POST /execute answered HTTP ${reply.status}: ${text.slice(0, 500)}`);
     return { output: parseOutput('/execute', text, z.string()), cut: false };
   }
 

@@ -9,7 +9,10 @@ export const AppWorldEnvConfig = z
     /** APPWORLD_ROOT, the folder holding AppWorld's data/ (the official data); the fixture world `harness-s appworld setup` builds when absent. */
     root: z.string().min(1).optional(),
     /** The dataset whose tasks the env offers: data/datasets/<name>.txt (official: train, dev, test_normal, test_challenge). */
-    dataset: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a dataset name, e.g. train or fixture').default('fixture'),
+    dataset: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'a dataset name, e.g. train or fixture')
+      .default('fixture'),
     /** AppWorld environment servers per worker, one per episode at once (each holds one world). */
     servers: z.number().int().positive().max(64).default(2),
     /** A folder of harness spec files (base + siblings); the shipped AppWorld pool when absent. */

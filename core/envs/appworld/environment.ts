@@ -26,7 +26,10 @@ export class AppWorldDataError extends UserError {
 /** Output of one /execute the agent sees, at most. */
 export const OBSERVATION_CHARS = 12_000;
 
-const TaskSpecs = z.looseObject({ instruction: z.string(), supervisor: z.looseObject({ first_name: z.string(), last_name: z.string(), email: z.string() }) });
+const TaskSpecs = z.looseObject({
+  instruction: z.string(),
+  supervisor: z.looseObject({ first_name: z.string(), last_name: z.string(), email: z.string() }),
+});
 
 /** The env's system prompt: the base harness's, in the shape of AppWorld's ReAct code agent. */
 export const APPWORLD_SYSTEM_PROMPT = [
@@ -38,7 +41,10 @@ export const APPWORLD_SYSTEM_PROMPT = [
 ].join('\n');
 
 /** The first user message: who the supervisor is and the task. */
-export function appWorldTaskPrompt(task: { instruction: string; supervisor: { first_name: string; last_name: string; email: string } }): string {
+export function appWorldTaskPrompt(task: {
+  instruction: string;
+  supervisor: { first_name: string; last_name: string; email: string };
+}): string {
   return [
     `My name is ${task.supervisor.first_name} ${task.supervisor.last_name}; my email is ${task.supervisor.email}.`,
     `Task: ${task.instruction}`,
@@ -57,7 +63,10 @@ export function scenarioOf(taskId: string): string {
 }
 
 /** AppWorld's two figures over a set of episodes: tasks whose checks all pass, and scenarios whose tasks all do (percent). */
-export function appWorldCompletion(results: ReadonlyArray<{ taskId: string; success: boolean }>): { taskGoalCompletion: number; scenarioGoalCompletion: number } {
+export function appWorldCompletion(results: ReadonlyArray<{ taskId: string; success: boolean }>): {
+  taskGoalCompletion: number;
+  scenarioGoalCompletion: number;
+} {
   if (results.length === 0) return { taskGoalCompletion: 0, scenarioGoalCompletion: 0 };
   const scenarios = new Map<string, boolean>();
   for (const r of results) scenarios.set(scenarioOf(r.taskId), (scenarios.get(scenarioOf(r.taskId)) ?? true) && r.success);
@@ -117,18 +126,32 @@ class AppWorldEpisode implements Episode {
     if (this.result) throw new Error(`episode ${this.task.taskId} has ended`);
     const code = codeOf(action);
     if (code === null) {
-      return { observation: 'Format error: no ```python code block in the reply.', kind: 'error', done: true, success: false, reward: 0, failureType: 'format_error' };
+      return {
+        observation: 'Format error: no ```python code block in the reply.',
+        kind: 'error',
+        done: true,
+        success: false,
+        reward: 0,
+        failureType: 'format_error',
+      };
     }
     const { client, limits } = this.lease;
     let reply;
     try {
-      reply = await client.execute(this.task.taskId, code, { timeoutMs: (limits.executeSeconds + EXECUTE_GRACE_SECONDS) * 1000, maxBytes: limits.replyBytes, signal: this.signal });
+      reply = await client.execute(this.task.taskId, code, {
+        timeoutMs: (limits.executeSeconds + EXECUTE_GRACE_SECONDS) * 1000,
+        maxBytes: limits.replyBytes,
+        signal: this.signal,
+      });
     } catch (err) {
       this.signal?.throwIfAborted();
       if (!(err instanceof AppWorldServerError)) throw err;
       if (this.lease.memoryLimitReached()) return this.overMemory('');
       // The agent's code runs in the server: a server that stops answering is the agent's doing, and ends its episode.
-      const why = err instanceof AppWorldTimeoutError ? `the code ran past the ${limits.executeSeconds} s limit` : `the AppWorld server stopped answering (${err.message})`;
+      const why =
+        err instanceof AppWorldTimeoutError
+          ? `the code ran past the ${limits.executeSeconds} s limit`
+          : `the AppWorld server stopped answering (${err.message})`;
       return this.stop(`Execution stopped: ${why}; the sandbox was killed and the episode ends.`);
     }
     const { output } = reply;
@@ -161,7 +184,9 @@ class AppWorldEpisode implements Episode {
   /** Code whose processes together ran the sandbox out of memory ends the episode ungraded (its server was killed). */
   private overMemory(output: string): StepOutcome {
     const limit = memoryText(this.lease.limits.sandboxMemoryBytes);
-    return this.stop(`${output ? `${output}\n` : ''}Execution stopped: the sandbox's memory limit of ${limit} was reached (all of its processes together); the sandbox was killed and the episode ends.`);
+    return this.stop(
+      `${output ? `${output}\n` : ''}Execution stopped: the sandbox's memory limit of ${limit} was reached (all of its processes together); the sandbox was killed and the episode ends.`,
+    );
   }
 
   outOfTurns(): Promise<StepOutcome> {
@@ -177,7 +202,14 @@ class AppWorldEpisode implements Episode {
       // A saved world the evaluator cannot grade is the agent's doing (its code wrote it): a failure, not a retry.
       if (!(err instanceof AppWorldUngradableError)) throw err;
       this.result = { taskId: this.task.taskId, completed, evaluation: null, stopped: err.message };
-      return { observation: `${observation}\nNot graded: ${err.message.split('\n')[0]}`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+      return {
+        observation: `${observation}\nNot graded: ${err.message.split('\n')[0]}`,
+        kind: 'error',
+        done: true,
+        success: false,
+        reward: 0,
+        failureType: 'execution_error',
+      };
     }
     this.result = { taskId: this.task.taskId, completed, evaluation };
     const failed = evaluation.failures.map((f) => f.requirement.trim().split('\n')[0]);
@@ -223,12 +255,23 @@ export class AppWorldEnvironment implements Environment {
   constructor(private readonly options: AppWorldEnvironmentOptions) {
     const list = path.join(options.root, 'data', 'datasets', `${options.dataset}.txt`);
     if (!existsSync(list)) {
-      throw new AppWorldDataError(`AppWorld: no dataset '${options.dataset}' under ${options.root} (looked for ${list}); APPWORLD_ROOT must hold AppWorld's data/ folder`);
+      throw new AppWorldDataError(
+        `AppWorld: no dataset '${options.dataset}' under ${options.root} (looked for ${list}); APPWORLD_ROOT must hold AppWorld's data/ folder`,
+      );
     }
-    const ids = readFileSync(list, 'utf8').split('\n').map((l) => l.trim()).filter(Boolean);
+    const ids = readFileSync(list, 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
     if (ids.length === 0) throw new AppWorldDataError(`AppWorld: ${list} lists no task`);
     this.tasks = ids.map((taskId) => ({ taskId, kind: this.kindOf(taskId) }));
-    this.servers = new AppWorldServers({ appworld: options.appworld, root: options.root, cache: options.cache, max: options.servers, limits: options.limits });
+    this.servers = new AppWorldServers({
+      appworld: options.appworld,
+      root: options.root,
+      cache: options.cache,
+      max: options.servers,
+      limits: options.limits,
+    });
   }
 
   /** AppWorld reports by difficulty: the task's kind is its difficulty level, from its ground truth when there. */
@@ -267,7 +310,11 @@ export class AppWorldEnvironment implements Environment {
     const lease = await this.servers.lease(taskId, options.signal);
     try {
       // The server gets no ground truth: the evaluator grades the episode (servers.ts).
-      const world = await lease.client.initialize(taskId, { experimentName: lease.experiment, loadGroundTruth: false, timeoutSeconds: lease.limits.executeSeconds }, options.signal);
+      const world = await lease.client.initialize(
+        taskId,
+        { experimentName: lease.experiment, loadGroundTruth: false, timeoutSeconds: lease.limits.executeSeconds },
+        options.signal,
+      );
       return new AppWorldEpisode(task, world, lease, options.signal);
     } catch (err) {
       lease.release();

@@ -63,14 +63,23 @@ export const fixtureDir = (home = appworldHome()) => path.join(home, fixtureKey(
 /** `fixture-<hash>`: a changed task file, evaluation file, builder or package version builds a new world. */
 export function fixtureKey(): string {
   const hash = createHash('sha256').update(`appworld==${APPWORLD_VERSION}\n`);
-  const inputs = [FIXTURE_TASKS_FILE, FIXTURE_BUILDER, ...[...new Set(loadFixtureTasks().map((t) => t.evaluation))].sort().map((f) => path.join(FIXTURE_DIR, f))];
+  const inputs = [
+    FIXTURE_TASKS_FILE,
+    FIXTURE_BUILDER,
+    ...[...new Set(loadFixtureTasks().map((t) => t.evaluation))].sort().map((f) => path.join(FIXTURE_DIR, f)),
+  ];
   for (const file of inputs) hash.update(`${path.relative(FIXTURE_DIR, file)}\n`).update(readFileSync(file));
   return `fixture-${hash.digest('hex').slice(0, 10)}`;
 }
 
 export function installAt(home: string): AppWorldInstall {
   const venv = venvDir(home);
-  return { python: path.join(venv, 'bin', 'python'), appworld: path.join(venv, 'bin', 'appworld'), cache: cacheDir(home), fixtureRoot: fixtureDir(home) };
+  return {
+    python: path.join(venv, 'bin', 'python'),
+    appworld: path.join(venv, 'bin', 'appworld'),
+    cache: cacheDir(home),
+    fixtureRoot: fixtureDir(home),
+  };
 }
 
 /** What is installed, without installing anything: null unless both the venv and the fixture world are complete. */
@@ -142,13 +151,16 @@ export function loadFixtureWorld(file = FIXTURE_TASKS_FILE): FixtureWorld {
     throw new AppWorldFixtureError(`cannot read the AppWorld fixture world ${file}: ${(err as Error).message}`);
   }
   const parsed = FixtureWorld.safeParse(raw);
-  if (!parsed.success) throw new AppWorldFixtureError(`${file} is not a valid AppWorld fixture world:\n${formatZodError(parsed.error, FixtureWorld)}`);
+  if (!parsed.success)
+    throw new AppWorldFixtureError(`${file} is not a valid AppWorld fixture world:\n${formatZodError(parsed.error, FixtureWorld)}`);
   const ids = new Set<string>();
   for (const task of parsed.data.tasks) {
     if (ids.has(task.id)) throw new AppWorldFixtureError(`${file}: task id '${task.id}' appears twice`);
     ids.add(task.id);
     if (!existsSync(path.join(path.dirname(file), task.evaluation))) {
-      throw new AppWorldFixtureError(`${file}: task ${task.id}: its evaluation file ${path.join(path.dirname(file), task.evaluation)} does not exist`);
+      throw new AppWorldFixtureError(
+        `${file}: task ${task.id}: its evaluation file ${path.join(path.dirname(file), task.evaluation)} does not exist`,
+      );
     }
   }
   return parsed.data;

@@ -16,10 +16,18 @@ export const appWorldRegistration: EnvRegistration<AppWorldEnvConfig> = {
   systemPrompt: APPWORLD_SYSTEM_PROMPT,
   create(config, pool) {
     const install = appWorldInstall();
-    if (!install) throw new UserError('env.kind appworld: the appworld package is not installed on this machine: run `npx harness-s appworld setup` (it installs it from PyPI and builds the fixture world)');
+    if (!install)
+      throw new UserError(
+        'env.kind appworld: the appworld package is not installed on this machine: run `npx harness-s appworld setup` (it installs it from PyPI and builds the fixture world)',
+      );
     return new AppWorldEnvironment({
-      appworld: install.appworld, root: config.root ?? install.fixtureRoot, cache: install.cache,
-      dataset: config.dataset, servers: config.servers, harnesses: pool.harnesses(), limits: sandboxSizeLimits(config.sandbox),
+      appworld: install.appworld,
+      root: config.root ?? install.fixtureRoot,
+      cache: install.cache,
+      dataset: config.dataset,
+      servers: config.servers,
+      harnesses: pool.harnesses(),
+      limits: sandboxSizeLimits(config.sandbox),
     });
   },
 };

@@ -37,7 +37,9 @@ const OOM_WATCH_INTERVAL_MS = 200;
 export function startSandbox(spec: Omit<SandboxSpec, 'uid'>, uid: number): Sandbox {
   // The sandbox's own cgroup (null where there is none: then prlimit's per-process limits are all there is).
   const cgroup = SandboxCgroup.create({ memoryBytes: spec.limits.sandboxMemoryBytes, processes: spec.limits.maxProcesses });
-  const [file, args] = cgroup ? cgroup.wrap(['bwrap', ...appWorldSandboxArgv({ ...spec, uid })]) : ['bwrap', appWorldSandboxArgv({ ...spec, uid })];
+  const [file, args] = cgroup
+    ? cgroup.wrap(['bwrap', ...appWorldSandboxArgv({ ...spec, uid })])
+    : ['bwrap', appWorldSandboxArgv({ ...spec, uid })];
   const filter = openSync(seccompFile(), 'r');
   let child: ChildProcess;
   try {

@@ -205,17 +205,28 @@ export class AppWorldServers {
       { host: outputs, at: `${SANDBOX_ROOT}/experiments/outputs/${id}`, writable: true },
       { host: run, at: SOCKET_DIR, writable: true },
     ];
-    const sandbox = this.track(startSandbox({ venv: this.venv, mounts, limits: this.limits, code: SERVER_CODE, args: [SANDBOX_ROOT, `${SOCKET_DIR}/server.sock`] }, uid));
+    const sandbox = this.track(
+      startSandbox(
+        { venv: this.venv, mounts, limits: this.limits, code: SERVER_CODE, args: [SANDBOX_ROOT, `${SOCKET_DIR}/server.sock`] },
+        uid,
+      ),
+    );
     const client = new AppWorldClient(path.join(run, 'server.sock'));
     try {
-      await waitReady(sandbox, `the AppWorld server (${this.spec.appworld}, root ${this.spec.root})`, this.spec.startSeconds ?? 180, () => existsSync(client.socketPath) && client.alive());
+      await waitReady(
+        sandbox,
+        `the AppWorld server (${this.spec.appworld}, root ${this.spec.root})`,
+        this.spec.startSeconds ?? 180,
+        () => existsSync(client.socketPath) && client.alive(),
+      );
       // The socket's folder goes back to root once the server listens, so model code cannot swap the socket for a
       // link to another episode's (the worker would send that episode this one's code).
       if (owner !== null) {
         chownSync(run, 0, 0);
         chmodSync(run, 0o755);
       }
-      if (!lstatSync(client.socketPath).isSocket()) throw new AppWorldServerError(`the AppWorld server's ${client.socketPath} is not a socket`);
+      if (!lstatSync(client.socketPath).isSocket())
+        throw new AppWorldServerError(`the AppWorld server's ${client.socketPath} is not a socket`);
     } catch (err) {
       sandbox.kill();
       removeTree(dir);
@@ -229,8 +240,12 @@ export class AppWorldServers {
       { host: path.join(this.spec.root, 'data'), at: `${SANDBOX_ROOT}/data` },
       { host: path.join(this.stateDir(), 'eval'), at: `${SANDBOX_ROOT}/experiments/outputs` },
     ];
-    const sandbox = this.track(startSandbox({ venv: this.venv, mounts, limits: this.limits, code: EVALUATOR_CODE, args: [SANDBOX_ROOT] }, nextSandboxUid()));
-    return waitReady(sandbox, 'the AppWorld evaluator', this.spec.startSeconds ?? 180, () => sandbox.log.includes('ready')).then(() => sandbox);
+    const sandbox = this.track(
+      startSandbox({ venv: this.venv, mounts, limits: this.limits, code: EVALUATOR_CODE, args: [SANDBOX_ROOT] }, nextSandboxUid()),
+    );
+    return waitReady(sandbox, 'the AppWorld evaluator', this.spec.startSeconds ?? 180, () => sandbox.log.includes('ready')).then(
+      () => sandbox,
+    );
   }
 
   /** A started one: a spare when there is one (and another is started in its place). */
@@ -257,7 +272,8 @@ export class AppWorldServers {
     let server: Server | null = null;
     try {
       const from = path.join(this.spec.root, 'data', 'tasks', taskId);
-      if (!existsSync(path.join(from, 'specs.json'))) throw new AppWorldServerError(`AppWorld: no task '${taskId}' (no ${path.join(from, 'specs.json')})`);
+      if (!existsSync(path.join(from, 'specs.json')))
+        throw new AppWorldServerError(`AppWorld: no task '${taskId}' (no ${path.join(from, 'specs.json')})`);
       server = await this.take(this.spareServers, () => this.startServer(), this.spec.max);
       // A spare that died while it waited: one more, started now.
       if (server.sandbox.child.exitCode !== null) server = await this.startServer();
@@ -318,7 +334,8 @@ export class AppWorldServers {
         const stat = lstatSync(from);
         if (!stat.isFile()) continue;
         bytes += stat.size;
-        if (bytes > SAVED_BYTES) throw new AppWorldUngradableError(`the world the episode saved is over ${SAVED_BYTES / 1024 ** 2} MiB; it is not graded`);
+        if (bytes > SAVED_BYTES)
+          throw new AppWorldUngradableError(`the world the episode saved is over ${SAVED_BYTES / 1024 ** 2} MiB; it is not graded`);
         copyFileSync(from, path.join(dbs, file));
         chmodSync(path.join(dbs, file), 0o644);
       }
@@ -342,9 +359,14 @@ export class AppWorldServers {
       signal?.removeEventListener('abort', onAbort);
     }
     signal?.throwIfAborted();
-    const lines = Buffer.concat(evaluator.stdout).toString('utf8').split('\n').filter((l) => l.trim());
+    const lines = Buffer.concat(evaluator.stdout)
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.trim());
     if (evaluator.child.exitCode !== 0 || lines.length === 0) {
-      throw new AppWorldUngradableError(`the AppWorld evaluator of ${taskId} could not grade the world the episode saved (exit ${evaluator.child.exitCode ?? evaluator.child.signalCode}):\n${evaluator.log.slice(-15).join('\n')}`);
+      throw new AppWorldUngradableError(
+        `the AppWorld evaluator of ${taskId} could not grade the world the episode saved (exit ${evaluator.child.exitCode ?? evaluator.child.signalCode}):\n${evaluator.log.slice(-15).join('\n')}`,
+      );
     }
     try {
       return parseOutput(`evaluator of ${taskId}`, `{"output": ${lines.at(-1)}}`, EvaluateOutput);

@@ -31,12 +31,20 @@ export const CharsetTaskFile = z
     charsets: z.record(z.string(), z.string().min(1)),
     /** A reply at least this share in the charset succeeds. */
     successShare: z.number().gt(0).max(1),
-    kinds: z.array(z.object({ name: z.string().regex(/^[a-z][a-z0-9_]*$/), charset: z.string(), instructions: z.array(z.string().min(1)).min(1) })).min(1),
+    kinds: z
+      .array(
+        z.object({ name: z.string().regex(/^[a-z][a-z0-9_]*$/), charset: z.string(), instructions: z.array(z.string().min(1)).min(1) }),
+      )
+      .min(1),
   })
   .superRefine((file, ctx) => {
     file.kinds.forEach((kind, i) => {
       if (!(kind.charset in file.charsets)) {
-        ctx.addIssue({ code: 'custom', path: ['kinds', i, 'charset'], message: `'${kind.charset}' is not one of charsets (${Object.keys(file.charsets).join(', ')})` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['kinds', i, 'charset'],
+          message: `'${kind.charset}' is not one of charsets (${Object.keys(file.charsets).join(', ')})`,
+        });
       }
     });
   });

@@ -90,7 +90,9 @@ export function parseAgentBenchAction(text: string): DbBenchAction {
   if (answer !== null) return { kind: 'answer', raw: answer };
   return {
     kind: 'invalid',
-    reason: action ? `Action: ${action[1]} is neither Operation nor followed by a Final Answer line` : 'no "Action:" line and no "Final Answer:" line',
+    reason: action
+      ? `Action: ${action[1]} is neither Operation nor followed by a Final Answer line`
+      : 'no "Action:" line and no "Final Answer:" line',
   };
 }
 

@@ -5,13 +5,18 @@
 import type { Environment, Episode, StepOutcome } from '../../harness/environment';
 import type { TaskRef } from '../../harness/task';
 import type { Harness } from '../../harness/harness';
-import { agentBenchOpening, agentBenchTaskPrompt, parseAgentBenchAction, parseFinalAnswer, type DbBenchAction } from './agentbench-protocol';
+import {
+  agentBenchOpening,
+  agentBenchTaskPrompt,
+  parseAgentBenchAction,
+  parseFinalAnswer,
+  type DbBenchAction,
+} from './agentbench-protocol';
 import { SandboxHost, type Sandbox, type SandboxHostOptions } from './sandbox';
 import { scoreEpisode, tableHashQuery, type AgentBenchStatus, type AnswerMatching, type EpisodeEnding } from './scoring';
 import type { StatementResult } from './statement';
 import { isDmlType, loadDbBenchTasks, type DbBenchTask } from './tasks';
 import type { FailureType } from '../../policy/trajectory';
-
 
 export type ObservationKind = 'ok' | 'error' | 'empty';
 
@@ -206,9 +211,7 @@ export class DbBenchEnvironment implements Environment {
     this.matching = options.scoring ?? 'exact';
     this.pool = options.harnesses ?? [];
     this.ownsHost = !options.host;
-    this.host =
-      options.host ??
-      new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl });
+    this.host = options.host ?? new SandboxHost({ ...options.sandbox, adminUrl: options.adminUrl });
   }
 
   listTasks(): TaskRef[] {

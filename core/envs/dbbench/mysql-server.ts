@@ -55,7 +55,12 @@ export const GROUP_CONCAT_MAX_LEN = 1024;
 export function timeLimitError(flavor: ServerFlavor): SqlErrorInfo {
   return flavor === 'mariadb'
     ? { errno: 1969, sqlState: '70100', message: 'Query execution was interrupted (max_statement_time exceeded)', limit: 'time' }
-    : { errno: 3024, sqlState: 'HY000', message: 'Query execution was interrupted, maximum statement execution time exceeded', limit: 'time' };
+    : {
+        errno: 3024,
+        sqlState: 'HY000',
+        message: 'Query execution was interrupted, maximum statement execution time exceeded',
+        limit: 'time',
+      };
 }
 
 export function connectCore(options: ConnectionOptions): Promise<CoreConnection> {

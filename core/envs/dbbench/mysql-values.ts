@@ -7,10 +7,38 @@ import { pyStrRepr, type PyValue } from './python-values';
 
 /** MySQL protocol column type codes (include/mysql_com.h). */
 export const MYSQL_TYPES = {
-  DECIMAL: 0, TINY: 1, SHORT: 2, LONG: 3, FLOAT: 4, DOUBLE: 5, NULL: 6, TIMESTAMP: 7, LONGLONG: 8, INT24: 9,
-  DATE: 10, TIME: 11, DATETIME: 12, YEAR: 13, NEWDATE: 14, VARCHAR: 15, BIT: 16, TIMESTAMP2: 17, DATETIME2: 18,
-  TIME2: 19, VECTOR: 242, JSON: 245, NEWDECIMAL: 246, ENUM: 247, SET: 248, TINY_BLOB: 249, MEDIUM_BLOB: 250,
-  LONG_BLOB: 251, BLOB: 252, VAR_STRING: 253, STRING: 254, GEOMETRY: 255,
+  DECIMAL: 0,
+  TINY: 1,
+  SHORT: 2,
+  LONG: 3,
+  FLOAT: 4,
+  DOUBLE: 5,
+  NULL: 6,
+  TIMESTAMP: 7,
+  LONGLONG: 8,
+  INT24: 9,
+  DATE: 10,
+  TIME: 11,
+  DATETIME: 12,
+  YEAR: 13,
+  NEWDATE: 14,
+  VARCHAR: 15,
+  BIT: 16,
+  TIMESTAMP2: 17,
+  DATETIME2: 18,
+  TIME2: 19,
+  VECTOR: 242,
+  JSON: 245,
+  NEWDECIMAL: 246,
+  ENUM: 247,
+  SET: 248,
+  TINY_BLOB: 249,
+  MEDIUM_BLOB: 250,
+  LONG_BLOB: 251,
+  BLOB: 252,
+  VAR_STRING: 253,
+  STRING: 254,
+  GEOMETRY: 255,
 } as const;
 
 const BINARY_CHARSET = 63;
@@ -32,9 +60,7 @@ export function pyDecimalStr(text: string): string {
   if (exponent <= 0 && adjusted >= -6) {
     if (exponent === 0) return sign + coefficient;
     const point = coefficient.length + exponent;
-    return point > 0
-      ? `${sign}${coefficient.slice(0, point)}.${coefficient.slice(point)}`
-      : `${sign}0.${'0'.repeat(-point)}${coefficient}`;
+    return point > 0 ? `${sign}${coefficient.slice(0, point)}.${coefficient.slice(point)}` : `${sign}0.${'0'.repeat(-point)}${coefficient}`;
   }
   const head = coefficient.length > 1 ? `${coefficient[0]}.${coefficient.slice(1)}` : coefficient;
   exponent = adjusted;

@@ -25,7 +25,17 @@ export function parsePythonLiteral(text: string): PyValue | null {
 }
 
 const SIMPLE_ESCAPES: Record<string, string> = {
-  '\\': '\\', "'": "'", '"': '"', a: '\x07', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v', '\n': '',
+  '\\': '\\',
+  "'": "'",
+  '"': '"',
+  a: '\x07',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+  v: '\v',
+  '\n': '',
 };
 
 class LiteralReader {
@@ -198,7 +208,10 @@ class LiteralReader {
       this.pos += radix[0].length;
       return { type: 'int', value: BigInt(radix[0].replace(/_/g, '').toLowerCase()) };
     }
-    const number = /^(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*(?:[eE][+-]?\d(?:_?\d)*)?|\d(?:_?\d)*\.(?:[eE][+-]?\d(?:_?\d)*)?|\d(?:_?\d)*[eE][+-]?\d(?:_?\d)*|\d(?:_?\d)*)/.exec(rest);
+    const number =
+      /^(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*(?:[eE][+-]?\d(?:_?\d)*)?|\d(?:_?\d)*\.(?:[eE][+-]?\d(?:_?\d)*)?|\d(?:_?\d)*[eE][+-]?\d(?:_?\d)*|\d(?:_?\d)*)/.exec(
+        rest,
+      );
     if (!number) throw new LiteralSyntaxError('bad number');
     const after = rest[number[0].length] ?? '';
     if (/[\w.]/.test(after)) throw new LiteralSyntaxError('bad number (complex numbers and suffixes are not literals here)');

@@ -27,7 +27,8 @@ export const py = {
 };
 
 // Python's str.isspace() set; str.strip() removes these (JS trim() differs at the edges).
-const PY_SPACE = '\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000';
+const PY_SPACE =
+  '\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000';
 
 export function pythonStrip(text: string, chars: string = PY_SPACE): string {
   let start = 0;
@@ -182,8 +183,7 @@ export function pyEquals(a: PyValue, b: PyValue): boolean {
   if (a.type === 'set' && b.type === 'set') return pySetEquals(a.items, b.items) ?? false;
   if (a.type === 'dict' && b.type === 'dict') {
     return (
-      a.entries.length === b.entries.length &&
-      a.entries.every(([k, v]) => b.entries.some(([k2, v2]) => pyEquals(k, k2) && pyEquals(v, v2)))
+      a.entries.length === b.entries.length && a.entries.every(([k, v]) => b.entries.some(([k2, v2]) => pyEquals(k, k2) && pyEquals(v, v2)))
     );
   }
   const ka = pyHashKey(a);

@@ -13,5 +13,10 @@ export const dbBenchRegistration: EnvRegistration<DbBenchEnvConfig> = {
   // AgentBench sends its instruction as the first user turn (the env's opening), so the base harness has no system prompt.
   systemPrompt: '',
   create: (config, pool, settings) =>
-    new DbBenchEnvironment({ dataFile: config.data, adminUrl: config.mysqlUrl ?? settings.dbBenchMysqlUrl, scoring: config.scoring, harnesses: pool.harnesses() }),
+    new DbBenchEnvironment({
+      dataFile: config.data,
+      adminUrl: config.mysqlUrl ?? settings.dbBenchMysqlUrl,
+      scoring: config.scoring,
+      harnesses: pool.harnesses(),
+    }),
 };

@@ -75,7 +75,12 @@ export async function replayDbBench(options: ReplayOptions): Promise<ReplayRepor
       cell.passed += 1;
       report.passed += 1;
     } else {
-      report.failures.push({ taskId: task.taskId, type: task.type, failureType: result?.failureType ?? null, answer: result?.answer ?? '' });
+      report.failures.push({
+        taskId: task.taskId,
+        type: task.type,
+        failureType: result?.failureType ?? null,
+        answer: result?.answer ?? '',
+      });
     }
   };
   try {

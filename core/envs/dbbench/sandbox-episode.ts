@@ -157,13 +157,18 @@ export class Sandbox {
       }
       const elsewhere = /\b(DATA|INDEX) DIRECTORY\s*=/i.exec(String(table.options ?? ''));
       if (elsewhere) {
-        return { kind: 'refused', reason: `table '${String(table.name)}' keeps its files outside the database's folder (${elsewhere[1].toUpperCase()} DIRECTORY), which the sandbox does not allow` };
+        return {
+          kind: 'refused',
+          reason: `table '${String(table.name)}' keeps its files outside the database's folder (${elsewhere[1].toUpperCase()} DIRECTORY), which the sandbox does not allow`,
+        };
       }
       if (engine.toLowerCase() !== 'innodb') bytes += Number(table.data ?? 0) + Number(table.indexes ?? 0);
     }
     bytes += await this.host.innodbFileBytes(this.name, this.flavor);
     const { maxDatabaseBytes } = this.host.limits;
-    return bytes > maxDatabaseBytes ? { kind: 'size', reason: `the episode's database holds ${bytes} bytes, past the sandbox's ${maxDatabaseBytes}` } : null;
+    return bytes > maxDatabaseBytes
+      ? { kind: 'size', reason: `the episode's database holds ${bytes} bytes, past the sandbox's ${maxDatabaseBytes}` }
+      : null;
   }
 
   private errorResult(error: SqlErrorInfo, started: number): StatementResult {
@@ -211,7 +216,8 @@ export class Sandbox {
     if (!found) return `no table named '${tableName}'`;
     if (found.type !== 'BASE TABLE') return `'${tableName}' is a ${String(found.type)}, not a base table`;
     const engine = String(found.engine ?? '');
-    if (!ALLOWED_ENGINE_KEYS.has(engine.toLowerCase())) return `'${tableName}' is stored by ${engine || 'no engine'}, not a local table engine`;
+    if (!ALLOWED_ENGINE_KEYS.has(engine.toLowerCase()))
+      return `'${tableName}' is stored by ${engine || 'no engine'}, not a local table engine`;
     const [columns] = await admin.query<RowDataPacket[]>(
       'SELECT TABLE_NAME AS tableName, COLUMN_NAME AS name FROM information_schema.COLUMNS ' +
         "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND (COALESCE(GENERATION_EXPRESSION, '') <> '' OR EXTRA LIKE '%GENERATED%')",

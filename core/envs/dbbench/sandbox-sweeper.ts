@@ -41,7 +41,9 @@ export async function sweepSandboxes(
     'SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?',
     [likePrefix(prefix)],
   );
-  const [users] = await admin.query<RowDataPacket[]>('SELECT DISTINCT User AS name FROM mysql.user WHERE User LIKE ?', [likePrefix(prefix)]);
+  const [users] = await admin.query<RowDataPacket[]>('SELECT DISTINCT User AS name FROM mysql.user WHERE User LIKE ?', [
+    likePrefix(prefix),
+  ]);
   const databaseNames = new Set(databases.map((d) => String(d.name)));
   const userNames = new Set(users.map((u) => String(u.name)));
   const report: SweepReport = { databases: [], users: [] };

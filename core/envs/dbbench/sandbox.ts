@@ -11,7 +11,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { escape, type ConnectionOptions } from 'mysql2';
-import { createConnection as createPromiseConnection, createPool, type Connection as PromiseConnection, type Pool, type RowDataPacket } from 'mysql2/promise';
+import {
+  createConnection as createPromiseConnection,
+  createPool,
+  type Connection as PromiseConnection,
+  type Pool,
+  type RowDataPacket,
+} from 'mysql2/promise';
 import { COLLATION, DEFAULT_DBBENCH_MYSQL_URL, parseMysqlUrl, SandboxError, type ServerAddress, type ServerFlavor } from './mysql-server';
 import { DEFAULT_SANDBOX_PREFIX, dropSandbox, ownershipLock, quoteId, sandboxName } from './sandbox-admin';
 import { Sandbox } from './sandbox-episode';
@@ -66,8 +72,19 @@ function grantDatabase(name: string): string {
  * uses one (AgentBench's tasks and gold labels hold no TEMPORARY).
  */
 const EPISODE_PRIVILEGES = [
-  'SELECT', 'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'ALTER', 'INDEX', 'REFERENCES',
-  'LOCK TABLES', 'CREATE VIEW', 'SHOW VIEW', 'TRIGGER',
+  'SELECT',
+  'INSERT',
+  'UPDATE',
+  'DELETE',
+  'CREATE',
+  'DROP',
+  'ALTER',
+  'INDEX',
+  'REFERENCES',
+  'LOCK TABLES',
+  'CREATE VIEW',
+  'SHOW VIEW',
+  'TRIGGER',
 ].join(', ');
 
 /** The admin side: creates, drops and sweeps sandboxes on one server. */
@@ -85,7 +102,9 @@ export class SandboxHost {
     this.address = parseMysqlUrl(options.adminUrl ?? DEFAULT_DBBENCH_MYSQL_URL);
     this.prefix = options.prefix ?? DEFAULT_SANDBOX_PREFIX;
     if (!/^[A-Za-z][A-Za-z0-9_]{0,9}$/.test(this.prefix)) {
-      throw new SandboxError(`sandbox prefix '${this.prefix}' must be 1-10 letters, digits or _, starting with a letter (MySQL user names are at most 32 characters)`);
+      throw new SandboxError(
+        `sandbox prefix '${this.prefix}' must be 1-10 letters, digits or _, starting with a letter (MySQL user names are at most 32 characters)`,
+      );
     }
     this.limits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
     this.sqlMode = options.sqlMode ?? '';
@@ -121,9 +140,9 @@ export class SandboxHost {
   }
 
   serverFlavor(): Promise<ServerFlavor> {
-    this.flavor ??= this.admin.query<RowDataPacket[]>('SELECT VERSION() AS version').then(([rows]) =>
-      /mariadb/i.test(String(rows[0].version)) ? 'mariadb' : 'mysql',
-    );
+    this.flavor ??= this.admin
+      .query<RowDataPacket[]>('SELECT VERSION() AS version')
+      .then(([rows]) => (/mariadb/i.test(String(rows[0].version)) ? 'mariadb' : 'mysql'));
     return this.flavor;
   }
 
@@ -226,7 +245,9 @@ export class SandboxHost {
     // included, so a task's column named `a?` would take a value meant for a row (an injection as the admin).
     for (let i = 0; i < rows.length; i += 500) {
       const chunk = rows.slice(i, i + 500);
-      await this.admin.query(`INSERT INTO ${target} (${columnList}) VALUES ${chunk.map((row) => `(${row.map((cell) => escape(cell)).join(',')})`).join(',')}`);
+      await this.admin.query(
+        `INSERT INTO ${target} (${columnList}) VALUES ${chunk.map((row) => `(${row.map((cell) => escape(cell)).join(',')})`).join(',')}`,
+      );
     }
   }
 

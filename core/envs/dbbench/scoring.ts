@@ -300,7 +300,8 @@ export function agentBenchReport(results: readonly ScoredTask[]): AgentBenchRepo
   const extra = [...new Set(results.map((r) => r.type))].filter((t) => !(AGENTBENCH_METRIC_TYPES as readonly string[]).includes(t)).sort();
   const byType = [...AGENTBENCH_METRIC_TYPES, ...extra].map((t) => accuracyOf(t, results));
   const metrics: Record<string, number> = {};
-  for (const row of byType) if ((AGENTBENCH_METRIC_TYPES as readonly string[]).includes(row.type)) metrics[`${row.type}_accuracy`] = row.accuracy;
+  for (const row of byType)
+    if ((AGENTBENCH_METRIC_TYPES as readonly string[]).includes(row.type)) metrics[`${row.type}_accuracy`] = row.accuracy;
   metrics.overall_cat_accuracy = (metrics.SELECT_accuracy + metrics.INSERT_accuracy + metrics.UPDATE_accuracy) / 3;
   return { byType, metrics };
 }

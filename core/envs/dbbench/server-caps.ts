@@ -56,7 +56,9 @@ export function ibtmp1MaxBytes(path: string): number | null {
 }
 
 /** Reads both caps from the server at `adminUrl`: the first from its variable, the second by trying to raise it in a session of our own. */
-export async function readDbBenchServerCaps(adminUrl = process.env.DBBENCH_MYSQL_URL || DEFAULT_DBBENCH_MYSQL_URL): Promise<DbBenchServerCaps> {
+export async function readDbBenchServerCaps(
+  adminUrl = process.env.DBBENCH_MYSQL_URL || DEFAULT_DBBENCH_MYSQL_URL,
+): Promise<DbBenchServerCaps> {
   const { host, port, socketPath, user, password } = parseMysqlUrl(adminUrl);
   const connection = await createConnection({ host, port, socketPath, user, password, connectTimeout: 2000 });
   try {
@@ -74,17 +76,26 @@ export async function readDbBenchServerCaps(adminUrl = process.env.DBBENCH_MYSQL
     const sessionMax = Number(raised[0].heap);
     const missing: string[] = [];
     if (ibtmp1Max === null || ibtmp1Max > DBBENCH_SERVER_CAPS.ibtmp1MaxBytes) {
-      missing.push(`ibtmp1 may grow ${ibtmp1Max === null ? 'without a cap' : `to ${ibtmp1Max} bytes`} (innodb_temp_data_file_path=${String(tempPath)})`);
+      missing.push(
+        `ibtmp1 may grow ${ibtmp1Max === null ? 'without a cap' : `to ${ibtmp1Max} bytes`} (innodb_temp_data_file_path=${String(tempPath)})`,
+      );
     }
     if (sessionMax > DBBENCH_SERVER_CAPS.maxHeapTableBytes) {
       missing.push(`a session may raise max_heap_table_size to ${sessionMax} bytes (no --maximum-max_heap_table_size)`);
     }
     // mariadb-install-db grants every account (PUBLIC, or the anonymous user on older servers) the `test` databases.
-    const [shared] = await connection.query<RowDataPacket[]>("SELECT DISTINCT Db AS db FROM mysql.db WHERE User IN ('', 'PUBLIC')").catch(() => [[] as RowDataPacket[]]);
+    const [shared] = await connection
+      .query<RowDataPacket[]>("SELECT DISTINCT Db AS db FROM mysql.db WHERE User IN ('', 'PUBLIC')")
+      .catch(() => [[] as RowDataPacket[]]);
     if (shared.length) {
-      missing.push(`every account may use database(s) ${shared.map((r) => String(r.db)).join(', ')} (granted to PUBLIC or the anonymous user), outside an episode's caps and teardown`);
+      missing.push(
+        `every account may use database(s) ${shared.map((r) => String(r.db)).join(', ')} (granted to PUBLIC or the anonymous user), outside an episode's caps and teardown`,
+      );
     }
-    if (symlinks) missing.push('CREATE TABLE ... DATA DIRECTORY may put a table\'s files wherever the server\'s OS user may write (have_symlink=YES; no --symbolic-links=0)');
+    if (symlinks)
+      missing.push(
+        "CREATE TABLE ... DATA DIRECTORY may put a table's files wherever the server's OS user may write (have_symlink=YES; no --symbolic-links=0)",
+      );
     return { server: String(version), ibtmp1MaxBytes: ibtmp1Max, sessionMaxHeapTableBytes: sessionMax, symlinks, missing };
   } finally {
     await connection.end().catch(() => connection.destroy());

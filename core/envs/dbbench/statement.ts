@@ -84,9 +84,7 @@ interface StreamLimits {
 }
 
 type StreamOutcome =
-  | { kind: 'rows'; observation: ObservationBuilder; stoppedEarly: boolean }
-  | { kind: 'error'; error: unknown }
-  | { kind: 'aborted' };
+  { kind: 'rows'; observation: ObservationBuilder; stoppedEarly: boolean } | { kind: 'error'; error: unknown } | { kind: 'aborted' };
 
 /**
  * Runs one statement and reads its result as rows of raw bytes, converting
@@ -95,7 +93,11 @@ type StreamOutcome =
  * driver reports nothing for a session it closes itself). The caller ends the
  * session afterwards.
  */
-export function streamStatement(connection: CoreConnection, sql: string, limits: StreamLimits): { done: Promise<StreamOutcome>; abort: () => void } {
+export function streamStatement(
+  connection: CoreConnection,
+  sql: string,
+  limits: StreamLimits,
+): { done: Promise<StreamOutcome>; abort: () => void } {
   let settle: (value: StreamOutcome) => void = () => undefined;
   let settled = false;
   const done = new Promise<StreamOutcome>((resolve) => {

@@ -61,7 +61,11 @@ export const DbBenchTaskLine = z
       }
     });
     if (isDmlType(line.type[0]) && line.answer_md5 === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['answer_md5'], message: `required for ${line.type[0]} tasks (their score is the table's md5)` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['answer_md5'],
+        message: `required for ${line.type[0]} tasks (their score is the table's md5)`,
+      });
     }
   });
 export type DbBenchTaskLine = z.infer<typeof DbBenchTaskLine>;

@@ -76,7 +76,8 @@ function loadModule(module: string, file: string): unknown {
   }
 }
 
-const SHAPE = 'an env module exports { name, harnessDir, create(options, harnesses), systemPrompt?, options?, failureDirections? } (docs/writing-an-env.md)';
+const SHAPE =
+  'an env module exports { name, harnessDir, create(options, harnesses), systemPrompt?, options?, failureDirections? } (docs/writing-an-env.md)';
 
 /** The module's env, or an error naming each thing it lacks. */
 function checkModuleEnv(module: string, file: string, exports: unknown): ModuleEnv & { harnessDir: string } {
@@ -85,7 +86,8 @@ function checkModuleEnv(module: string, file: string, exports: unknown): ModuleE
   const found = [of?.default, of?.env, exports].find((c) => isObject(c) && ('create' in c || 'name' in c)) ?? exports;
   const problems: string[] = [];
   if (!isObject(found)) throw new ModuleEnvError(`env.module '${module}' (${file}) exports no object: ${SHAPE}`);
-  if (typeof found.name !== 'string' || !/^[a-z][a-z0-9_-]*$/.test(found.name)) problems.push('`name`: a string of lower-case letters, digits, - and _ (the env id its harness specs name)');
+  if (typeof found.name !== 'string' || !/^[a-z][a-z0-9_-]*$/.test(found.name))
+    problems.push('`name`: a string of lower-case letters, digits, - and _ (the env id its harness specs name)');
   if (typeof found.create !== 'function') problems.push('`create`: a function (options, harnesses) returning the Environment');
   let harnessDir = '';
   if (typeof found.harnessDir !== 'string') problems.push('`harnessDir`: the folder of its harness spec files');
@@ -94,8 +96,12 @@ function checkModuleEnv(module: string, file: string, exports: unknown): ModuleE
     if (!existsSync(harnessDir) || !statSync(harnessDir).isDirectory()) problems.push(`\`harnessDir\`: ${harnessDir} is not a folder`);
   }
   if (found.systemPrompt !== undefined && typeof found.systemPrompt !== 'string') problems.push('`systemPrompt`: a string when given');
-  if (found.options !== undefined && typeof (found.options as { safeParse?: unknown }).safeParse !== 'function') problems.push('`options`: a schema with safeParse (zod) when given');
-  if (problems.length > 0) throw new ModuleEnvError(`env.module '${module}' (${file}) is not an env module:\n${problems.map((p) => `  - ${p}`).join('\n')}\n${SHAPE}`);
+  if (found.options !== undefined && typeof (found.options as { safeParse?: unknown }).safeParse !== 'function')
+    problems.push('`options`: a schema with safeParse (zod) when given');
+  if (problems.length > 0)
+    throw new ModuleEnvError(
+      `env.module '${module}' (${file}) is not an env module:\n${problems.map((p) => `  - ${p}`).join('\n')}\n${SHAPE}`,
+    );
   return { ...(found as unknown as ModuleEnv), harnessDir };
 }
 
@@ -111,13 +117,20 @@ function toRegistration(module: string, file: string, env: ModuleEnv & { harness
       let options: Record<string, unknown> = config.options;
       if (env.options) {
         const checked = env.options.safeParse(config.options);
-        if (!checked.success) throw new ModuleEnvError(`env.options for env module '${module}' (${env.name}) are invalid: ${checked.error.message}`);
+        if (!checked.success)
+          throw new ModuleEnvError(`env.options for env module '${module}' (${env.name}) are invalid: ${checked.error.message}`);
         options = checked.data as Record<string, unknown>;
       }
       const built = env.create(options, pool.harnesses());
-      const missing = ['listTasks', 'describeTask', 'harnesses', 'startEpisode'].filter((m) => typeof (built as unknown as Record<string, unknown>)?.[m] !== 'function');
-      if (missing.length > 0) throw new ModuleEnvError(`env module '${module}' (${file}): create() returned no Environment: it lacks ${missing.join(', ')} (core/harness/environment.ts)`);
-      if (built.id !== env.name) throw new ModuleEnvError(`env module '${module}' (${file}): its Environment's id is '${built.id}', not its name '${env.name}'`);
+      const missing = ['listTasks', 'describeTask', 'harnesses', 'startEpisode'].filter(
+        (m) => typeof (built as unknown as Record<string, unknown>)?.[m] !== 'function',
+      );
+      if (missing.length > 0)
+        throw new ModuleEnvError(
+          `env module '${module}' (${file}): create() returned no Environment: it lacks ${missing.join(', ')} (core/harness/environment.ts)`,
+        );
+      if (built.id !== env.name)
+        throw new ModuleEnvError(`env module '${module}' (${file}): its Environment's id is '${built.id}', not its name '${env.name}'`);
       return built;
     },
   };

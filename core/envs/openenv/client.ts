@@ -77,14 +77,22 @@ export function describeAddress(address: OpenEnvAddress): string {
 }
 
 /** One HTTP request to the server; the body parsed as JSON. */
-export async function openEnvRequest(address: OpenEnvAddress, method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs = 10_000): Promise<unknown> {
+export async function openEnvRequest(
+  address: OpenEnvAddress,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+  timeoutMs = 10_000,
+): Promise<unknown> {
   const where = `${describeAddress(address)}${path}`;
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const base = 'url' in address ? new URL(address.url) : null;
   const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
     const request = http.request(
       {
-        ...(base ? { hostname: base.hostname, port: base.port || 80, path: `${base.pathname.replace(/\/$/, '')}${path}` } : { socketPath: (address as { socket: string }).socket, path }),
+        ...(base
+          ? { hostname: base.hostname, port: base.port || 80, path: `${base.pathname.replace(/\/$/, '')}${path}` }
+          : { socketPath: (address as { socket: string }).socket, path }),
         method,
         headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
         timeout: timeoutMs,
@@ -96,8 +104,12 @@ export async function openEnvRequest(address: OpenEnvAddress, method: 'GET' | 'P
         response.on('error', reject);
       },
     );
-    request.on('timeout', () => request.destroy(new OpenEnvTimeoutError(`OpenEnv server ${where}: no answer within ${timeoutMs / 1000} s`)));
-    request.on('error', (err) => reject(err instanceof OpenEnvError ? err : new OpenEnvUnavailableError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
+    request.on('timeout', () =>
+      request.destroy(new OpenEnvTimeoutError(`OpenEnv server ${where}: no answer within ${timeoutMs / 1000} s`)),
+    );
+    request.on('error', (err) =>
+      reject(err instanceof OpenEnvError ? err : new OpenEnvUnavailableError(`OpenEnv server ${where} is unreachable: ${err.message}`)),
+    );
     request.end(payload);
   });
   if (status < 200 || status >= 300) throw new OpenEnvProtocolError(`OpenEnv server ${where}: HTTP ${status}: ${short(text)}`);
@@ -120,11 +132,18 @@ export async function openEnvHealthy(address: OpenEnvAddress, timeoutMs = 2_000)
 
 /** The Task API: the env's name, then its tasks of a split, as the server describes them. */
 export async function openEnvTasks(address: OpenEnvAddress, split: string): Promise<{ envName: string; tasks: unknown[] }> {
-  const names = z.array(z.string()).min(1).safeParse(await openEnvRequest(address, 'GET', '/list_environments'));
-  if (!names.success) throw new OpenEnvProtocolError(`OpenEnv server ${describeAddress(address)}/list_environments: expected a list of env names`);
+  const names = z
+    .array(z.string())
+    .min(1)
+    .safeParse(await openEnvRequest(address, 'GET', '/list_environments'));
+  if (!names.success)
+    throw new OpenEnvProtocolError(`OpenEnv server ${describeAddress(address)}/list_environments: expected a list of env names`);
   const envName = names.data[0];
-  const listed = z.object({ tasks: z.array(z.unknown()) }).safeParse(await openEnvRequest(address, 'POST', `/${encodeURIComponent(envName)}/tasks`, { split }));
-  if (!listed.success) throw new OpenEnvProtocolError(`OpenEnv server ${describeAddress(address)}/${envName}/tasks: expected {"tasks": [...]}`);
+  const listed = z
+    .object({ tasks: z.array(z.unknown()) })
+    .safeParse(await openEnvRequest(address, 'POST', `/${encodeURIComponent(envName)}/tasks`, { split }));
+  if (!listed.success)
+    throw new OpenEnvProtocolError(`OpenEnv server ${describeAddress(address)}/${envName}/tasks: expected {"tasks": [...]}`);
   return { envName, tasks: listed.data.tasks };
 }
 
@@ -156,7 +175,9 @@ export class OpenEnvSession {
     await new Promise<void>((resolve, reject) => {
       socket.once('open', () => resolve());
       socket.once('error', (err) => reject(new OpenEnvUnavailableError(`OpenEnv server ${where} is unreachable: ${err.message}`)));
-      socket.once('unexpected-response', (_req, res) => reject(new OpenEnvProtocolError(`OpenEnv server ${where}: HTTP ${res.statusCode} instead of a WebSocket session`)));
+      socket.once('unexpected-response', (_req, res) =>
+        reject(new OpenEnvProtocolError(`OpenEnv server ${where}: HTTP ${res.statusCode} instead of a WebSocket session`)),
+      );
     });
     const session = new OpenEnvSession(socket, where, options.timeoutMs);
     options.signal?.addEventListener('abort', () => void session.close(), { once: true });
@@ -178,14 +199,17 @@ export class OpenEnvSession {
     const tools = z.array(OpenEnvTool).safeParse(result.observation.tools);
     if (!tools.success) {
       const issue = tools.error.issues[0];
-      throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: malformed tool list after list_tools: tools.${issue.path.join('.')}: ${issue.message} (got ${short(JSON.stringify(result.observation))})`);
+      throw new OpenEnvProtocolError(
+        `OpenEnv session at ${this.where}: malformed tool list after list_tools: tools.${issue.path.join('.')}: ${issue.message} (got ${short(JSON.stringify(result.observation))})`,
+      );
     }
     return tools.data;
   }
 
   async state(): Promise<Record<string, unknown>> {
     const message = await this.request({ type: 'state' });
-    if (message.type !== 'state') throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: a state request was answered with '${message.type}'`);
+    if (message.type !== 'state')
+      throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: a state request was answered with '${message.type}'`);
     return message.data as Record<string, unknown>;
   }
 
@@ -216,11 +240,14 @@ export class OpenEnvSession {
   }
 
   private result(what: string, message: z.infer<typeof ServerMessage>): OpenEnvStepResult {
-    if (message.type !== 'observation') throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: a ${what} was answered with '${message.type}'`);
+    if (message.type !== 'observation')
+      throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: a ${what} was answered with '${message.type}'`);
     const parsed = StepResult.safeParse(message.data);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: malformed observation after ${what}: ${issue.path.join('.') || '(root)'}: ${issue.message} (got ${short(JSON.stringify(message.data))})`);
+      throw new OpenEnvProtocolError(
+        `OpenEnv session at ${this.where}: malformed observation after ${what}: ${issue.path.join('.') || '(root)'}: ${issue.message} (got ${short(JSON.stringify(message.data))})`,
+      );
     }
     return parsed.data;
   }
@@ -237,7 +264,9 @@ export class OpenEnvSession {
         return;
       }
       const timer = setTimeout(() => {
-        const err = new OpenEnvTimeoutError(`OpenEnv session at ${this.where}: no answer to ${String(message.type)} within ${this.timeoutMs / 1000} s; the session was closed`);
+        const err = new OpenEnvTimeoutError(
+          `OpenEnv session at ${this.where}: no answer to ${String(message.type)} within ${this.timeoutMs / 1000} s; the session was closed`,
+        );
         this.pending = null;
         reject(err);
         void this.close();
@@ -255,10 +284,14 @@ export class OpenEnvSession {
       this.socket.send(JSON.stringify(message));
     }).then((raw) => {
       const parsed = ServerMessage.safeParse(raw);
-      if (!parsed.success) throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: not a protocol message: ${short(JSON.stringify(raw))}`);
+      if (!parsed.success)
+        throw new OpenEnvProtocolError(`OpenEnv session at ${this.where}: not a protocol message: ${short(JSON.stringify(raw))}`);
       if (parsed.data.type === 'error') {
         const { message: text, code } = parsed.data.data;
-        throw new OpenEnvProtocolError(`OpenEnv server at ${this.where} refused ${String(message.type)}: ${code ?? 'ERROR'}: ${short(text ?? JSON.stringify(parsed.data.data))}`, code);
+        throw new OpenEnvProtocolError(
+          `OpenEnv server at ${this.where} refused ${String(message.type)}: ${code ?? 'ERROR'}: ${short(text ?? JSON.stringify(parsed.data.data))}`,
+          code,
+        );
       }
       return parsed.data;
     });

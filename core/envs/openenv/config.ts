@@ -18,7 +18,10 @@ const LocalServers = z.strictObject({
   /** A folder holding the app's Python module (mounted read-only in the sandbox); the shipped keypad env's when absent. */
   appDir: z.string().min(1).optional(),
   /** The ASGI app, as uvicorn names it: module:attribute (keypad_env:app for the shipped env). */
-  app: z.string().regex(/^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/, 'module:attribute, e.g. keypad_env:app').optional(),
+  app: z
+    .string()
+    .regex(/^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/, 'module:attribute, e.g. keypad_env:app')
+    .optional(),
   /** Servers per worker. */
   instances: z.number().int().positive().max(16).default(1),
   /** Episodes per server at once (the server's max_concurrent_envs is set to it). */
@@ -55,7 +58,11 @@ export const OpenEnvEnvConfig = z
   .superRefine(oneHarnessSource)
   .superRefine((env, ctx) => {
     if (env.servers !== undefined && (env.local.appDir !== undefined || env.local.app !== undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['local'], message: 'name either servers already running (servers) or an app the workers start (local), not both' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['local'],
+        message: 'name either servers already running (servers) or an app the workers start (local), not both',
+      });
     }
     if ((env.local.appDir === undefined) !== (env.local.app === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['local'], message: 'a local app needs both appDir (its folder) and app (module:attribute)' });

@@ -15,7 +15,15 @@ import type { ToolDefinition } from '../../policy/trajectory';
 import { formatZodError } from '../../zod-errors';
 import type { Environment, Episode, StepOutcome } from '../../harness/environment';
 import type { TaskRef } from '../../harness/task';
-import { describeAddress, OpenEnvError, OpenEnvProtocolError, OpenEnvSession, OpenEnvTimeoutError, type OpenEnvStepResult, type OpenEnvTool } from './client';
+import {
+  describeAddress,
+  OpenEnvError,
+  OpenEnvProtocolError,
+  OpenEnvSession,
+  OpenEnvTimeoutError,
+  type OpenEnvStepResult,
+  type OpenEnvTool,
+} from './client';
 import type { OpenEnvEnvConfig } from './config';
 import type { SessionSlot } from './servers';
 
@@ -71,7 +79,10 @@ export function loadOpenEnvTasks(file: string): OpenEnvTask[] {
 export function renderObservation(observation: Record<string, unknown>, field: string | undefined): string {
   if (field !== undefined) {
     const value = observation[field];
-    if (typeof value !== 'string') throw new OpenEnvProtocolError(`malformed observation: env.observationField '${field}' is ${value === undefined ? 'missing' : `not a string (${typeof value})`} in ${JSON.stringify(observation).slice(0, 300)}`);
+    if (typeof value !== 'string')
+      throw new OpenEnvProtocolError(
+        `malformed observation: env.observationField '${field}' is ${value === undefined ? 'missing' : `not a string (${typeof value})`} in ${JSON.stringify(observation).slice(0, 300)}`,
+      );
     return value;
   }
   for (const name of ['text', 'prompt', 'message']) if (typeof observation[name] === 'string') return observation[name] as string;
@@ -87,7 +98,9 @@ function renderToolOutcome(observation: Record<string, unknown>): string {
   const result = observation.result as Record<string, unknown> | string | null | undefined;
   if (typeof result === 'string') return result;
   if (result && Array.isArray(result.content)) {
-    const texts = result.content.flatMap((c: { type?: unknown; text?: unknown }) => (c?.type === 'text' && typeof c.text === 'string' ? [c.text] : []));
+    const texts = result.content.flatMap((c: { type?: unknown; text?: unknown }) =>
+      c?.type === 'text' && typeof c.text === 'string' ? [c.text] : [],
+    );
     const text = texts.join('\n');
     return result.is_error === true ? `error: ${text}` : text;
   }
@@ -105,7 +118,11 @@ export function toolDefinition(tool: OpenEnvTool): ToolDefinition {
  * runtime's `{"tool", "arguments"}` as openenv's `call_tool` action; a reply
  * that is not a call of a listed tool is a string saying why, for the policy.
  */
-export function openEnvAction(reply: string, config: Pick<OpenEnvEnvConfig, 'actions' | 'actionField'>, tools: readonly OpenEnvTool[]): Record<string, unknown> | string {
+export function openEnvAction(
+  reply: string,
+  config: Pick<OpenEnvEnvConfig, 'actions' | 'actionField'>,
+  tools: readonly OpenEnvTool[],
+): Record<string, unknown> | string {
   if (config.actions === 'text') return { [config.actionField]: reply };
   const names = tools.map((t) => t.name).join(', ');
   let call: { tool?: unknown; arguments?: unknown };
@@ -117,7 +134,8 @@ export function openEnvAction(reply: string, config: Pick<OpenEnvEnvConfig, 'act
   if (typeof call?.tool !== 'string') return `Act by calling one of the tools (${names}); a reply in text does nothing here.`;
   if (!tools.some((t) => t.name === call.tool)) return `There is no tool '${call.tool}'; the tools are: ${names}.`;
   const args = call.arguments ?? {};
-  if (typeof args !== 'object' || Array.isArray(args) || args === null) return `The arguments of ${call.tool} must be a JSON object, not ${JSON.stringify(args).slice(0, 200)}.`;
+  if (typeof args !== 'object' || Array.isArray(args) || args === null)
+    return `The arguments of ${call.tool} must be a JSON object, not ${JSON.stringify(args).slice(0, 200)}.`;
   return { type: 'call_tool', tool_name: call.tool, arguments: args };
 }
 
@@ -254,7 +272,9 @@ async function offeredTools(session: OpenEnvSession, slot: SessionSlot): Promise
     tools = await session.listTools();
   } catch (err) {
     if (!(err instanceof OpenEnvProtocolError) || err.code === undefined) throw err;
-    throw new OpenEnvError(`env.actions is 'tools', but the OpenEnv server ${where} refused to list its tools (an MCP env, served with CallToolAction as its action, lists them): ${err.message}; use actions 'text' for an env that takes text`);
+    throw new OpenEnvError(
+      `env.actions is 'tools', but the OpenEnv server ${where} refused to list its tools (an MCP env, served with CallToolAction as its action, lists them): ${err.message}; use actions 'text' for an env that takes text`,
+    );
   }
   if (tools.length === 0) throw new OpenEnvError(`env.actions is 'tools', but the OpenEnv server ${where} lists no tools`);
   return tools;

@@ -24,9 +24,17 @@ export const openEnvRegistration: EnvRegistration<OpenEnvEnvConfig> = {
       return new OpenEnvEnvironment({ ...common, acquire: (signal) => slots.acquire(signal), close: async () => slots.close?.() });
     }
     const install = openEnvInstall();
-    if (!install) throw new UserError('env.kind openenv: the openenv package is not installed on this machine: run `npx harness-s openenv setup` (it installs it from PyPI), or give env.servers (servers already running)');
+    if (!install)
+      throw new UserError(
+        'env.kind openenv: the openenv package is not installed on this machine: run `npx harness-s openenv setup` (it installs it from PyPI), or give env.servers (servers already running)',
+      );
     const local = new LocalServers(
-      { venv: install.venv, appDir: path.resolve(config.local.appDir ?? KEYPAD_DIR), app: config.local.app ?? KEYPAD_APP, sessions: config.local.sessions },
+      {
+        venv: install.venv,
+        appDir: path.resolve(config.local.appDir ?? KEYPAD_DIR),
+        app: config.local.app ?? KEYPAD_APP,
+        sessions: config.local.sessions,
+      },
       config.local.instances,
     );
     return new OpenEnvEnvironment({ ...common, acquire: (signal) => local.acquire(signal), close: () => local.close() });

@@ -179,12 +179,17 @@ export async function startLocalServer(spec: LocalServerSpec): Promise<LocalServ
   };
   const deadline = Date.now() + (spec.startSeconds ?? 60) * 1000;
   while (Date.now() < deadline) {
-    if (gone) throw new OpenEnvError(`the OpenEnv server ${spec.app} (from ${spec.appDir}) exited while starting (code ${child.exitCode}):\n${log.slice(-15).join('\n')}`);
+    if (gone)
+      throw new OpenEnvError(
+        `the OpenEnv server ${spec.app} (from ${spec.appDir}) exited while starting (code ${child.exitCode}):\n${log.slice(-15).join('\n')}`,
+      );
     if (await openEnvHealthy(server.address, 1000)) return server;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   server.stop();
-  throw new OpenEnvError(`the OpenEnv server ${spec.app} (from ${spec.appDir}) did not answer its health check within ${spec.startSeconds ?? 60} s:\n${log.slice(-15).join('\n')}`);
+  throw new OpenEnvError(
+    `the OpenEnv server ${spec.app} (from ${spec.appDir}) did not answer its health check within ${spec.startSeconds ?? 60} s:\n${log.slice(-15).join('\n')}`,
+  );
 }
 
 /** The first wait between two tries at a slot while every server is full, and the longest (it doubles from one to the other). */
@@ -314,7 +319,10 @@ export class LocalServers implements SessionSlotSource {
     const started = this.started;
     this.started = null;
     if (!started) return;
-    const servers = await started.then((s) => s.servers, () => []);
+    const servers = await started.then(
+      (s) => s.servers,
+      () => [],
+    );
     for (const server of servers) server.stop();
     await Promise.all(servers.map((s) => s.exited));
   }

@@ -49,8 +49,15 @@ export async function measureEffectMatrix(world: SimWorld, options: EffectMatrix
       for (let i = 0; i < options.episodes; i++) {
         const task = ofKind[i % ofKind.length];
         const trajectory = await runEpisode({
-          env, harness, policy, model, taskId: task.taskId, sample: i,
-          maxTurns: options.maxTurns, temperature: 1, seed: hashSeed(options.seed, harness.id, kind, i),
+          env,
+          harness,
+          policy,
+          model,
+          taskId: task.taskId,
+          sample: i,
+          maxTurns: options.maxTurns,
+          temperature: 1,
+          seed: hashSeed(options.seed, harness.id, kind, i),
         });
         if (trajectory.success) wins += 1;
         else failures[trajectory.failureType ?? 'unknown'] = (failures[trajectory.failureType ?? 'unknown'] ?? 0) + 1;
@@ -73,7 +80,12 @@ export function effectMatrixText(matrix: EffectMatrix): string {
     ...matrix.harnesses.map((h) => `${h.padEnd(18)}${matrix.kinds.map((k) => `${pct(matrix.success[h][k])}   `).join('')}`),
     'base harness failures by type:',
     ...matrix.kinds.map(
-      (k) => `  ${k.padEnd(14)} ${Object.entries(matrix.baseFailures[k]).map(([t, share]) => `${t} ${(share * 100).toFixed(0)}%`).join(', ') || '(none)'}`,
+      (k) =>
+        `  ${k.padEnd(14)} ${
+          Object.entries(matrix.baseFailures[k])
+            .map(([t, share]) => `${t} ${(share * 100).toFixed(0)}%`)
+            .join(', ') || '(none)'
+        }`,
     ),
   ];
   return lines.join('\n');

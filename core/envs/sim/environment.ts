@@ -36,9 +36,7 @@ class SimEpisode implements Episode {
     if (!known) return this.end(`Observation: unknown action ${action}`, 'format_error');
     if (action === FINISH) {
       const missing = this.requires.filter((b) => !this.done.has(b));
-      return missing.length === 0
-        ? this.end('Observation: task solved', null)
-        : this.end('Observation: wrong answer', 'wrong_answer');
+      return missing.length === 0 ? this.end('Observation: task solved', null) : this.end('Observation: wrong answer', 'wrong_answer');
     }
     // Work the harness does itself costs the agent no turns.
     if (!options.byHarness) this.turnsUsed += turnCost(this.world, action);

@@ -20,7 +20,6 @@ const SIM_MAY_CHANGE: Record<SiblingDirection, string[]> = {
   procedural_skill: ['hints'],
 };
 
-
 const SIM_FIELDS = [...FREE_FIELDS, 'hints', 'avoid', 'formatHint', 'scaffold.performs', 'scaffold.repairFormat', 'extraTurns'];
 /** The sim's harness space: SimHarness files, checked against the world's behaviours. */
 export function simHarnessSpace(world: SimWorld): HarnessSpace {
@@ -31,7 +30,12 @@ export function simHarnessSpace(world: SimWorld): HarnessSpace {
     jsonSchema: () => z.toJSONSchema(SimHarness, { io: 'input', unrepresentable: 'any' }),
     mayChange: SIM_MAY_CHANGE,
     fields: SIM_FIELDS,
-    envFacts: { behaviours: world.behaviours, contractBehaviours: world.contractBehaviours, finish: FINISH, note: 'SIMULATED environment: a task succeeds when the agent performs the behaviours its kind requires, then finishes.' },
+    envFacts: {
+      behaviours: world.behaviours,
+      contractBehaviours: world.contractBehaviours,
+      finish: FINISH,
+      note: 'SIMULATED environment: a task succeeds when the agent performs the behaviours its kind requires, then finishes.',
+    },
     check(raw) {
       const checked = zodCheck(SimHarness, raw);
       if (!checked.ok) return checked;
@@ -41,7 +45,11 @@ export function simHarnessSpace(world: SimWorld): HarnessSpace {
         ...spec.avoid.filter((b) => !actions.has(b)).map((b) => `avoid: unknown behaviour '${b}'`),
         ...spec.scaffold.performs.filter((b) => !behaviours.has(b)).map((b) => `scaffold.performs: unknown behaviour '${b}'`),
       ];
-      if (unknown.length > 0) return { ok: false, error: `${unknown.map((u) => `  - ${u}`).join('\n')}\n  (the world's behaviours: ${world.behaviours.join(', ')})` };
+      if (unknown.length > 0)
+        return {
+          ok: false,
+          error: `${unknown.map((u) => `  - ${u}`).join('\n')}\n  (the world's behaviours: ${world.behaviours.join(', ')})`,
+        };
       return { ok: true, spec: spec as unknown as Record<string, unknown> };
     },
     harness: (spec) => simHarness(spec as unknown as SimHarness),
@@ -49,7 +57,8 @@ export function simHarnessSpace(world: SimWorld): HarnessSpace {
       const contract = new Set(world.contractBehaviours);
       if (contract.size === 0) return null;
       const added = (field: 'hints' | 'performs') => {
-        const of = (h: Record<string, unknown>) => (field === 'hints' ? (h as unknown as SimHarness).hints : (h as unknown as SimHarness).scaffold.performs) ?? [];
+        const of = (h: Record<string, unknown>) =>
+          (field === 'hints' ? (h as unknown as SimHarness).hints : (h as unknown as SimHarness).scaffold.performs) ?? [];
         const before = new Set(of(parent));
         return of(spec).filter((b) => !before.has(b));
       };
@@ -57,11 +66,15 @@ export function simHarnessSpace(world: SimWorld): HarnessSpace {
       const contractList = world.contractBehaviours.join(', ');
       if (direction === 'environment_contract') {
         const wrong = [...outside(added('hints'), true), ...outside(added('performs'), true)];
-        return wrong.length ? `environment_contract adds only behaviours that consult the environment (${contractList}); ${wrong.join(', ')} is procedure` : null;
+        return wrong.length
+          ? `environment_contract adds only behaviours that consult the environment (${contractList}); ${wrong.join(', ')} is procedure`
+          : null;
       }
       if (direction === 'procedural_skill' || direction === 'trajectory_regulation') {
         const wrong = outside(added('hints'), false);
-        return wrong.length ? `${direction} hints procedure, not what consults the environment (${wrong.join(', ')}: environment_contract)` : null;
+        return wrong.length
+          ? `${direction} hints procedure, not what consults the environment (${wrong.join(', ')}: environment_contract)`
+          : null;
       }
       return null;
     },

@@ -17,7 +17,9 @@ export class LocalSimPolicy implements Policy {
 
   async complete(request: PolicyRequest): Promise<PolicyReply> {
     // The sim offers no tools, so a tool message never reaches it; were one to, it reads as the user's.
-    const promptTokenIds = this.model.tokenizer.renderPrompt(request.messages.map(({ role, content }) => ({ role: role === 'tool' ? 'user' : role, content })));
+    const promptTokenIds = this.model.tokenizer.renderPrompt(
+      request.messages.map(({ role, content }) => ({ role: role === 'tool' ? 'user' : role, content })),
+    );
     const generated = this.model.generate(this.params, promptTokenIds, {
       temperature: request.temperature,
       maxTokens: request.maxTokens ?? 3,

@@ -147,7 +147,16 @@ export function sampleIndex(logits: readonly number[], temperature: number, rand
 export class SimPolicyModel {
   readonly tokenizer: SimTokenizer;
   private readonly world: SimWorld;
-  private readonly ids: { assistant: number; user: number; system: number; end: number; action: number; maybe: number; hint: number; avoid: number };
+  private readonly ids: {
+    assistant: number;
+    user: number;
+    system: number;
+    end: number;
+    action: number;
+    maybe: number;
+    hint: number;
+    avoid: number;
+  };
 
   constructor(world: SimWorld) {
     this.world = world;
@@ -249,7 +258,8 @@ export class SimPolicyModel {
     const done = new Set<string>();
     let role: number | null = null;
     let messageActions: string[] = [];
-    const byHarness = (i: number) => this.tokenizer.token(prefixIds[i]) === 'by' && this.tokenizer.token(prefixIds[i + 1] ?? -1) === 'harness';
+    const byHarness = (i: number) =>
+      this.tokenizer.token(prefixIds[i]) === 'by' && this.tokenizer.token(prefixIds[i + 1] ?? -1) === 'harness';
     let harnessMessage = false;
     for (let i = firstUser; i < prefixIds.length; i++) {
       const id = prefixIds[i];
@@ -337,9 +347,7 @@ export class SimPolicyModel {
       const dist = this.logitsAt(params, prefix);
       const logprobs = logSoftmax(dist.logits);
       const index = sampleIndex(dist.logits, options.temperature, options.random);
-      const alternatives = dist.tokenIds
-        .map((id, j) => ({ id, logprob: logprobs[j] }))
-        .sort((a, b) => b.logprob - a.logprob);
+      const alternatives = dist.tokenIds.map((id, j) => ({ id, logprob: logprobs[j] })).sort((a, b) => b.logprob - a.logprob);
       generated.push({ id: dist.tokenIds[index], logprob: logprobs[index], alternatives });
       prefix.push(dist.tokenIds[index]);
       if (dist.tokenIds[index] === this.ids.end) break;

@@ -230,14 +230,20 @@ function failingKinds(request: SimProposalRequest): FailingKind[] {
     performedByKind.set(failure.kind, performed);
   }
   return [...performedByKind]
-    .map(([kind, performed], order) => ({ kind, order, failures: performed.length, ranking: rankByMisses(request.envFacts.behaviours, performed) }))
+    .map(([kind, performed], order) => ({
+      kind,
+      order,
+      failures: performed.length,
+      ranking: rankByMisses(request.envFacts.behaviours, performed),
+    }))
     .sort((a, b) => b.failures - a.failures || a.order - b.order)
     .map(({ kind, failures, ranking }) => ({ kind, failures, ranking }));
 }
 
 /** The behaviours a focused direction works with: environment_contract the contract ones, procedural_skill the rest. */
 function behavioursOf(direction: FocusedDirection, facts: SimProposalRequest['envFacts']): Set<string> {
-  if (direction === 'environment_contract') return new Set(facts.contractBehaviours.length > 0 ? facts.contractBehaviours : facts.behaviours);
+  if (direction === 'environment_contract')
+    return new Set(facts.contractBehaviours.length > 0 ? facts.contractBehaviours : facts.behaviours);
   return new Set(facts.behaviours.filter((b) => !facts.contractBehaviours.includes(b)));
 }
 
@@ -296,7 +302,10 @@ function focusedSearch(request: SimProposalRequest, direction: FocusedDirection)
   const focus = candidate.focus;
   const slotKind = kinds[(request.slot - 1) % kinds.length].kind;
   const shifted = focus.kind === slotKind ? '' : `; ${slotKind}'s moves are taken by earlier slots`;
-  const misses = missesInWords(focus.ranking.filter((r) => usable.has(r.behaviour)), focus.failures);
+  const misses = missesInWords(
+    focus.ranking.filter((r) => usable.has(r.behaviour)),
+    focus.failures,
+  );
   const evidence =
     `focus kind ${focus.kind} (${focus.failures} of ${request.failures.length} failing trajectories${shifted}), ` +
     (misses ? `whose failures skipped ${works} behaviours ${misses}` : `whose failures performed every ${works} behaviour`);
@@ -308,7 +317,12 @@ function focusedSearch(request: SimProposalRequest, direction: FocusedDirection)
  * next kind's (wrapping round); when every kind's first move is given, the
  * kinds' second moves likewise, and so on.
  */
-function pickForSlot(kinds: readonly FailingKind[], movesByKind: ReadonlyArray<readonly Move[]>, slot: number, given: ReadonlySet<string>): Candidate | undefined {
+function pickForSlot(
+  kinds: readonly FailingKind[],
+  movesByKind: ReadonlyArray<readonly Move[]>,
+  slot: number,
+  given: ReadonlySet<string>,
+): Candidate | undefined {
   const focusIndex = (slot - 1) % kinds.length;
   const deepest = Math.max(...movesByKind.map((moves) => moves.length));
   for (let depth = 0; depth < deepest; depth++) {
@@ -327,8 +341,19 @@ function orderedSearch(request: SimProposalRequest): SearchResult {
   const chosen = moves[request.slot - 1];
   if (!chosen) return { ok: false, why: `only ${moves.length} move(s) of the search change parent '${request.parent.id}'` };
   const failures = request.failures.length;
-  const misses = missesInWords(rankByMisses(request.envFacts.behaviours, request.failures.map((f) => performedIn(f.turns))), failures);
-  const evidence = failures === 0 ? 'no failing trajectories were given' : misses ? `failing trajectories skipped ${misses}` : 'every failing trajectory performed every behaviour';
+  const misses = missesInWords(
+    rankByMisses(
+      request.envFacts.behaviours,
+      request.failures.map((f) => performedIn(f.turns)),
+    ),
+    failures,
+  );
+  const evidence =
+    failures === 0
+      ? 'no failing trajectories were given'
+      : misses
+        ? `failing trajectories skipped ${misses}`
+        : 'every failing trajectory performed every behaviour';
   return { ok: true, candidate: { move: chosen.label, harness: chosen.harness, focus: null }, evidence };
 }
 
@@ -340,7 +365,10 @@ function orderedMoves(direction: Direction, parent: SimHarness, behaviours: read
     case 'action_realization':
       return [
         { label: 'states the action format (formatHint)', harness: { ...parent, formatHint: true } },
-        { label: 'repairs a malformed action (scaffold.repairFormat)', harness: { ...parent, scaffold: { ...parent.scaffold, repairFormat: true } } },
+        {
+          label: 'repairs a malformed action (scaffold.repairFormat)',
+          harness: { ...parent, scaffold: { ...parent.scaffold, repairFormat: true } },
+        },
         {
           label: 'states the action format and repairs a malformed action (formatHint, scaffold.repairFormat)',
           harness: { ...parent, formatHint: true, scaffold: { ...parent.scaffold, repairFormat: true } },

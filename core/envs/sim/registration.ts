@@ -39,7 +39,10 @@ function simWorld(config: SimEnvConfig, pool: EnvPool): SimWorld {
   if (config.harnessDir !== undefined) return withHarnessFiles(world, readSimHarnessDir(config.harnessDir));
   const frozen = pool.frozen();
   if (frozen === undefined) return world;
-  const replaced = withHarnessFiles(world, frozen.manifest.members.map((m) => ({ file: path.join(frozen.dir, m.file), spec: frozen.specs[m.id] })));
+  const replaced = withHarnessFiles(
+    world,
+    frozen.manifest.members.map((m) => ({ file: path.join(frozen.dir, m.file), spec: frozen.specs[m.id] })),
+  );
   checkFrozenVersions(frozen, new SimEnvironment(replaced).harnesses());
   return replaced;
 }

@@ -60,13 +60,7 @@ const ROLE_TOKENS: Record<ChatRole, string> = { system: SYSTEM, user: USER, assi
  * kind named like a behaviour shares one token with it.
  */
 export function buildVocabulary(world: SimWorld): string[] {
-  const words = [
-    ...SPECIAL_TOKENS,
-    ...PROTOCOL_WORDS,
-    ...world.kinds.map((k) => k.name),
-    ...world.behaviours,
-    FINISH,
-  ];
+  const words = [...SPECIAL_TOKENS, ...PROTOCOL_WORDS, ...world.kinds.map((k) => k.name), ...world.behaviours, FINISH];
   return [...new Set(words)];
 }
 

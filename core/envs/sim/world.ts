@@ -39,7 +39,6 @@ import { POOL_MANIFEST_FILE } from '../../harness/frozen-pool';
 /** The behaviour that ends an episode; every world has it. */
 export const FINISH = 'finish';
 
-
 const Name = z.string().regex(/^[a-z][a-z0-9_]*$/, 'use lower_snake_case');
 
 export const SimHarness = z.object({
@@ -195,7 +194,9 @@ export interface SimHarnessFile {
 export function readSimHarnessDir(dir: string): SimHarnessFile[] {
   let names: string[];
   try {
-    names = readdirSync(dir).filter((f) => /\.json$/i.test(f) && f !== POOL_MANIFEST_FILE).sort();
+    names = readdirSync(dir)
+      .filter((f) => /\.json$/i.test(f) && f !== POOL_MANIFEST_FILE)
+      .sort();
   } catch (err) {
     throw new SimWorldError(`sim harness folder ${dir}: cannot read it: ${(err as Error).message}`);
   }
@@ -221,7 +222,8 @@ export function withHarnessFiles(world: SimWorld, harnesses: readonly SimHarness
   const files = harnesses.map((h) => h.file);
   const lines = parsed.error.issues.map((issue) => {
     const [section, index, ...field] = issue.path;
-    if (section === 'harnesses' && typeof index === 'number') return `  - ${files[index]}: ${field.length ? field.join('.') : '(root)'}: ${issue.message}`;
+    if (section === 'harnesses' && typeof index === 'number')
+      return `  - ${files[index]}: ${field.length ? field.join('.') : '(root)'}: ${issue.message}`;
     if (section === 'harnesses') return `  - ${issue.message} (in ${files.map((f) => path.basename(f)).join(', ')})`;
     return `  - ${issue.path.join('.')}: ${issue.message}`;
   });

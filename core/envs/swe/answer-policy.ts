@@ -37,7 +37,8 @@ export function packageScopeOf(files: readonly string[], pythonpath: readonly st
       if (!file.startsWith(root)) continue;
       const rest = file.slice(root.length).split('/');
       if (rest.length === 2 && rest[1] === '__init__.py' && !isTestPath(`${rest[0]}/x`)) packageDirs.add(`${root}${rest[0]}`);
-      if (rest.length === 1 && /^[A-Za-z_]\w*\.py$/.test(rest[0]) && !['setup.py', 'conftest.py'].includes(rest[0]) && !isTestPath(rest[0])) modules.add(file);
+      if (rest.length === 1 && /^[A-Za-z_]\w*\.py$/.test(rest[0]) && !['setup.py', 'conftest.py'].includes(rest[0]) && !isTestPath(rest[0]))
+        modules.add(file);
     }
   }
   return { packageDirs: [...packageDirs].sort(), modules: [...modules].sort() };
@@ -62,12 +63,18 @@ export function plantedHookReason(file: string): string | null {
   const base = parts[parts.length - 1];
   if (base === 'sitecustomize.py' || base === 'usercustomize.py') return `${file}: a Python start-up hook`;
   if (base.endsWith('.pth')) return `${file}: a .pth file (run at start-up from a site folder)`;
-  if (parts.some((p) => /\.(dist-info|egg-info|egg-link)$/.test(p) || p === 'entry_points.txt')) return `${file}: packaging metadata (its entry points load plugins into pytest)`;
-  if (parts.includes('__pycache__') || /\.(pyc|pyo|so|pyd|dylib)$/.test(base)) return `${file}: compiled code (it would run instead of the source)`;
-  if (/^(pytest|py|pluggy|_pytest|_hypothesis_pytestplugin|pytest_\w+)(\.py)?$/.test(base) || parts.slice(0, -1).some((p) => /^(_pytest|pluggy|pytest)$/.test(p))) {
+  if (parts.some((p) => /\.(dist-info|egg-info|egg-link)$/.test(p) || p === 'entry_points.txt'))
+    return `${file}: packaging metadata (its entry points load plugins into pytest)`;
+  if (parts.includes('__pycache__') || /\.(pyc|pyo|so|pyd|dylib)$/.test(base))
+    return `${file}: compiled code (it would run instead of the source)`;
+  if (
+    /^(pytest|py|pluggy|_pytest|_hypothesis_pytestplugin|pytest_\w+)(\.py)?$/.test(base) ||
+    parts.slice(0, -1).some((p) => /^(_pytest|pluggy|pytest)$/.test(p))
+  ) {
     return `${file}: shadows the test runner or its plugins`;
   }
-  if (base === 'conftest.py' && !isTestPath(parts.slice(0, -1).concat('x').join('/'))) return `${file}: a conftest.py outside the test folders (pytest loads it as a plugin)`;
+  if (base === 'conftest.py' && !isTestPath(parts.slice(0, -1).concat('x').join('/')))
+    return `${file}: a conftest.py outside the test folders (pytest loads it as a plugin)`;
   return null;
 }
 
@@ -102,28 +109,36 @@ function parseFilePatch(text: string): FilePatch | { error: string } {
   // The file's header lines; hunk lines may start with anything (a removed `-- x` reads as `--- x`).
   const lines = firstHunk === -1 ? all : all.slice(0, firstHunk);
   const header = lines[0].slice('diff --git '.length);
-  if (/["\\\t]/.test(header) || header.split(' ').length !== 2) return { error: `a path with spaces, quotes or backslashes (${header.slice(0, 200)})` };
+  if (/["\\\t]/.test(header) || header.split(' ').length !== 2)
+    return { error: `a path with spaces, quotes or backslashes (${header.slice(0, 200)})` };
   const field = (name: string) => lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1);
   for (const line of lines) {
     if (/^(new file mode|deleted file mode|old mode|new mode) (120000|160000)$/.test(line) || /^index \S+ (120000|160000)$/.test(line)) {
       return { error: `${header.split(' ')[0].slice(2)}: a symlink or submodule` };
     }
   }
-  if (lines.some((l) => l === 'GIT binary patch' || /^Binary files .* differ$/.test(l))) return { error: `${header.split(' ')[0].slice(2)}: a binary change` };
+  if (lines.some((l) => l === 'GIT binary patch' || /^Binary files .* differ$/.test(l)))
+    return { error: `${header.split(' ')[0].slice(2)}: a binary change` };
   // `git apply` strips the first component of every name, whatever it is: a name without a/ or b/ would be written elsewhere than it reads.
   if (!/^a\/\S+ b\/\S+$/.test(header)) return { error: `a diff header whose paths do not start with a/ and b/ (${header.slice(0, 200)})` };
-  for (const [name, prefix] of [['---', 'a/'], ['+++', 'b/']] as const) {
+  for (const [name, prefix] of [
+    ['---', 'a/'],
+    ['+++', 'b/'],
+  ] as const) {
     const value = field(name);
-    if (value !== undefined && value !== '/dev/null' && !value.startsWith(prefix)) return { error: `a \`${name}\` line whose path does not start with ${prefix} (${value.slice(0, 200)})` };
+    if (value !== undefined && value !== '/dev/null' && !value.startsWith(prefix))
+      return { error: `a \`${name}\` line whose path does not start with ${prefix} (${value.slice(0, 200)})` };
   }
-  const strip = (p: string | undefined, prefix: string) => (p === undefined || p === '/dev/null' ? null : p.startsWith(prefix) ? p.slice(prefix.length) : p);
+  const strip = (p: string | undefined, prefix: string) =>
+    p === undefined || p === '/dev/null' ? null : p.startsWith(prefix) ? p.slice(prefix.length) : p;
   let from = strip(field('rename from') ?? field('copy from'), '') ?? strip(field('---'), 'a/');
   let to = strip(field('rename to') ?? field('copy to'), '') ?? strip(field('+++'), 'b/');
   if (from === null && to === null) {
     // A mode change or an empty file: the header names the one path twice (`a/P b/P`).
     const half = (header.length - 5) / 2;
     const path = header.slice(2, 2 + half);
-    if (!Number.isInteger(half) || header !== `a/${path} b/${path}`) return { error: `a diff header that cannot be read (${header.slice(0, 200)})` };
+    if (!Number.isInteger(half) || header !== `a/${path} b/${path}`)
+      return { error: `a diff header that cannot be read (${header.slice(0, 200)})` };
     if (lines.some((l) => l.startsWith('deleted file mode'))) from = path;
     else if (lines.some((l) => l.startsWith('new file mode'))) to = path;
     else from = to = path;
@@ -185,18 +200,39 @@ export function applyAnswerPolicy(patch: string, scope: PackageScope): AnswerDec
  * and rewrites every outcome.
  */
 const REACHES: ReadonlyArray<readonly [RegExp, string]> = [
-  [/\b_?pytest(?![A-Za-z0-9])|\bpluggy\b|\bpy\.test\b|\bunittest\s*\.\s*(TestResult|TextTestResult|TestCase\s*\.\s*run)\b/, 'the test runner'],
-  [/^\s*(from|import)\s+[\w.]*\b(tests?|testing|conftest)\b|^\s*from\s+\S+\s+import\s+.*\b(tests?|testing|conftest)\b/, 'the tests themselves'],
+  [
+    /\b_?pytest(?![A-Za-z0-9])|\bpluggy\b|\bpy\.test\b|\bunittest\s*\.\s*(TestResult|TextTestResult|TestCase\s*\.\s*run)\b/,
+    'the test runner',
+  ],
+  [
+    /^\s*(from|import)\s+[\w.]*\b(tests?|testing|conftest)\b|^\s*from\s+\S+\s+import\s+.*\b(tests?|testing|conftest)\b/,
+    'the tests themselves',
+  ],
   [/\bsys\s*\.\s*modules\b|['"]modules['"]/, 'the module table (sys.modules)'],
   // importlib's spec and loader classes are named freely (a package may be its own importer, as toolz's tlz); loading by name or from a file is not.
-  [/\b__import__\b|\bimportlib\b(?!\s*\.\s*(machinery|util)\b)|\b(import_module|exec_module|load_module|spec_from_file_location|spec_from_loader|module_from_spec|reload)\b|\bimp\s*\.|\bpkgutil\b|\brunpy\b|\bzipimport\b|\bmeta_path\b|\bpath_hooks\b|\bpath_importer_cache\b/, 'the import system'],
+  [
+    /\b__import__\b|\bimportlib\b(?!\s*\.\s*(machinery|util)\b)|\b(import_module|exec_module|load_module|spec_from_file_location|spec_from_loader|module_from_spec|reload)\b|\bimp\s*\.|\bpkgutil\b|\brunpy\b|\bzipimport\b|\bmeta_path\b|\bpath_hooks\b|\bpath_importer_cache\b/,
+    'the import system',
+  ],
   [/\bbuiltins\b|\b__builtins__\b|\b__builtin__\b/, 'builtins'],
-  [/\b_getframe\b|\bcurrentframe\b|\bf_back\b|\bf_globals\b|\bf_locals\b|\bf_code\b|\btb_frame\b|\b__traceback__\b|\bgi_frame\b|\bcr_frame\b|\bag_frame\b|\bwalk_stack\b|\bwalk_tb\b|\binspect\s*\.\s*(stack|trace|getouterframes|getinnerframes|getframeinfo)\b/, 'stack frames'],
-  [/\bgc\b|\bctypes\b|\b_ctypes\b|\bcffi\b|\/proc\//, 'objects or memory behind the program\'s back (gc, ctypes, /proc)'],
-  [/\batexit\b|\b_exit\b|\bos\s*\.\s*(kill|killpg|abort|fork|forkpty|exec\w*|spawn\w*|system|popen|dup2?|close|closerange|write)\b|\bsubprocess\b|\bpty\b|\bsignal\s*\.\s*(signal|alarm|setitimer|raise_signal|pthread_kill)\b|\bfaulthandler\b/, 'the process (its exit, signals, file descriptors, other processes)'],
-  [/\bsettrace\b|\bsetprofile\b|\bexcepthook\b|\bunraisablehook\b|\bdisplayhook\b|\baddaudithook\b|\bsys\s*\.\s*monitoring\b|\bsys\s*\.\s*(stdout|stderr|__stdout__|__stderr__)\s*=(?!=)/, "the interpreter's hooks or the test output"],
+  [
+    /\b_getframe\b|\bcurrentframe\b|\bf_back\b|\bf_globals\b|\bf_locals\b|\bf_code\b|\btb_frame\b|\b__traceback__\b|\bgi_frame\b|\bcr_frame\b|\bag_frame\b|\bwalk_stack\b|\bwalk_tb\b|\binspect\s*\.\s*(stack|trace|getouterframes|getinnerframes|getframeinfo)\b/,
+    'stack frames',
+  ],
+  [/\bgc\b|\bctypes\b|\b_ctypes\b|\bcffi\b|\/proc\//, "objects or memory behind the program's back (gc, ctypes, /proc)"],
+  [
+    /\batexit\b|\b_exit\b|\bos\s*\.\s*(kill|killpg|abort|fork|forkpty|exec\w*|spawn\w*|system|popen|dup2?|close|closerange|write)\b|\bsubprocess\b|\bpty\b|\bsignal\s*\.\s*(signal|alarm|setitimer|raise_signal|pthread_kill)\b|\bfaulthandler\b/,
+    'the process (its exit, signals, file descriptors, other processes)',
+  ],
+  [
+    /\bsettrace\b|\bsetprofile\b|\bexcepthook\b|\bunraisablehook\b|\bdisplayhook\b|\baddaudithook\b|\bsys\s*\.\s*monitoring\b|\bsys\s*\.\s*(stdout|stderr|__stdout__|__stderr__)\s*=(?!=)/,
+    "the interpreter's hooks or the test output",
+  ],
   // Reading a function's __code__ is introspection; replacing it swaps a function's body.
-  [/(?<![\w.])(exec|eval|compile)\s*\(|\b(CodeType|FunctionType)\s*\(|\.__code__\s*=(?!=)|\bsetattr\s*\(.*__code__|\b__globals__\b|\b__closure__\b|\b__subclasses__\b/, 'code built at run time'],
+  [
+    /(?<![\w.])(exec|eval|compile)\s*\(|\b(CodeType|FunctionType)\s*\(|\.__code__\s*=(?!=)|\bsetattr\s*\(.*__code__|\b__globals__\b|\b__closure__\b|\b__subclasses__\b/,
+    'code built at run time',
+  ],
   [/\bpickle\b|\bmarshal\b|\bshelve\b|\bdill\b|\bcloudpickle\b|\bcopyreg\b/, 'deserialised code (pickle, marshal)'],
 ];
 
@@ -205,7 +241,8 @@ export function reachIntoTestMachinery(added: readonly string[]): string | null 
   for (const line of added) {
     // A source encoding such as utf-7 would hide any name from this scan.
     const coding = /^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)/.exec(line)?.[1].toLowerCase().replace(/_/g, '-');
-    if (coding && !['utf-8', 'utf8', 'ascii', 'us-ascii', 'latin-1', 'iso-8859-1', 'latin1'].includes(coding)) return `it declares the source encoding ${coding}, which hides what the code says`;
+    if (coding && !['utf-8', 'utf8', 'ascii', 'us-ascii', 'latin-1', 'iso-8859-1', 'latin1'].includes(coding))
+      return `it declares the source encoding ${coding}, which hides what the code says`;
     if (/^\s*#/.test(line)) continue;
     for (const [pattern, what] of REACHES) {
       if (pattern.test(line)) return `its added code reaches into ${what}: \`${line.trim().slice(0, 160)}\``;
@@ -234,7 +271,10 @@ export function answerAstRequest(keptPatch: string, scope: PackageScope): string
     if (file.target?.endsWith('.py') && file.addedAt.length) files.push({ path: file.target, added: file.addedAt });
   }
   if (!files.length) return null;
-  const names = [...scope.packageDirs.map((d) => d.split('/').pop()!), ...scope.modules.map((m) => m.split('/').pop()!.replace(/\.py$/, ''))];
+  const names = [
+    ...scope.packageDirs.map((d) => d.split('/').pop()!),
+    ...scope.modules.map((m) => m.split('/').pop()!.replace(/\.py$/, '')),
+  ];
   return JSON.stringify({ package_names: [...new Set(names)].sort(), files });
 }
 
@@ -246,8 +286,12 @@ export function answerAstCommand(requestFile: string): string {
 /** Why the checker refuses the answer, or null; a checker that did not finish or answer refuses it too (saying so). */
 export function answerAstVerdict(result: { exitCode: number | null; output: string; timedOut: boolean }): string | null {
   if (result.timedOut) return `its Python could not be checked within ${ANSWER_AST_TIMEOUT_SECONDS} s`;
-  const line = result.output.split('\n').reverse().find((l) => l.startsWith('HARNESS-S-AST '));
-  if (result.exitCode !== 0 || !line) return `its Python could not be checked (the checker exited ${result.exitCode}: ${result.output.trim().slice(-300)})`;
+  const line = result.output
+    .split('\n')
+    .reverse()
+    .find((l) => l.startsWith('HARNESS-S-AST '));
+  if (result.exitCode !== 0 || !line)
+    return `its Python could not be checked (the checker exited ${result.exitCode}: ${result.output.trim().slice(-300)})`;
   const verdict = JSON.parse(line.slice('HARNESS-S-AST '.length)) as { refused: string | null };
   return verdict.refused;
 }

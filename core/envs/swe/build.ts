@@ -16,10 +16,27 @@ import { mapWithConcurrency } from '../../concurrency';
 import { passes } from './pytest-log';
 import { evaluatePatch, type SweEvaluation } from './scoring';
 import {
-  isInstanceSetText, parseInstanceSet, parseSweInstances, readText, SweDataError,
-  type InstanceSet, type PypiSource, type ShippedInstance, type SweInstance,
+  isInstanceSetText,
+  parseInstanceSet,
+  parseSweInstances,
+  readText,
+  SweDataError,
+  type InstanceSet,
+  type PypiSource,
+  type ShippedInstance,
+  type SweInstance,
 } from './instances';
-import { headCommit, installedPackages, normalizePackage, releaseDiff, releaseTree, shortHash, sweHome, testVenv, TREES_FOLDER } from './trees';
+import {
+  headCommit,
+  installedPackages,
+  normalizePackage,
+  releaseDiff,
+  releaseTree,
+  shortHash,
+  sweHome,
+  testVenv,
+  TREES_FOLDER,
+} from './trees';
 
 export type Log = (line: string) => void;
 
@@ -75,7 +92,10 @@ export function setupInstanceSet(file: string, log: Log = () => {}): string {
     log(`swe setup: ${set.instances.length} instances already built: ${out}`);
     return out;
   }
-  venvFor(set, set.instances.map((i) => i.package));
+  venvFor(
+    set,
+    set.instances.map((i) => i.package),
+  );
   const built = set.instances.map((shipped, i) => {
     log(`swe setup: [${i + 1}/${set.instances.length}] ${shipped.instance_id} (${shipped.package} ${shipped.before} -> ${shipped.after})`);
     return materialize(shipped, set);
@@ -94,7 +114,9 @@ export function loadSweData(file: string): SweInstance[] {
   parseInstanceSet(text, file);
   const built = builtInstancesFile(text);
   if (!existsSync(built)) {
-    throw new SweDataError(`${file} is a SWE instance set whose trees are not built on this machine: run \`npx harness-s swe setup --data ${file}\` (it downloads the releases from PyPI once)`);
+    throw new SweDataError(
+      `${file} is a SWE instance set whose trees are not built on this machine: run \`npx harness-s swe setup --data ${file}\` (it downloads the releases from PyPI once)`,
+    );
   }
   return parseSweInstances(readFileSync(built, 'utf8'), built);
 }
@@ -114,7 +136,9 @@ export async function validateInstance(instance: SweInstance, runs = 3): Promise
   for (let i = 0; i < runs; i++) gold.push(await evaluatePatch(instance, instance.patch));
   const none = await evaluatePatch(instance, '');
   const failedGold = gold.find((g) => !g.resolved);
-  const passingWithout = Object.entries(none.tests).filter(([id, status]) => instance.FAIL_TO_PASS.includes(id) && status !== 'MISSING' && passes(status));
+  const passingWithout = Object.entries(none.tests).filter(
+    ([id, status]) => instance.FAIL_TO_PASS.includes(id) && status !== 'MISSING' && passes(status),
+  );
   const reason = failedGold
     ? `the gold patch did not resolve it on run ${gold.indexOf(failedGold) + 1}: ${failedGold.error ?? describeMisses(instance, failedGold)}`
     : passingWithout.length
@@ -124,14 +148,24 @@ export async function validateInstance(instance: SweInstance, runs = 3): Promise
 }
 
 function describeMisses(instance: SweInstance, evaluation: SweEvaluation): string {
-  const missed = [...instance.FAIL_TO_PASS, ...instance.PASS_TO_PASS].filter((id) => !passes(evaluation.tests[id] === 'MISSING' ? undefined : evaluation.tests[id]));
+  const missed = [...instance.FAIL_TO_PASS, ...instance.PASS_TO_PASS].filter(
+    (id) => !passes(evaluation.tests[id] === 'MISSING' ? undefined : evaluation.tests[id]),
+  );
   return `${missed.length} tests not passing (${missed.slice(0, 5).join(', ')}${missed.length > 5 ? ', ...' : ''})`;
 }
 
 export interface ReplayResult {
   total: number;
   passed: number;
-  instances: Array<{ instanceId: string; gold: boolean; none: boolean; failToPass: number; passToPass: number; goldSeconds: number; reason: string | null }>;
+  instances: Array<{
+    instanceId: string;
+    gold: boolean;
+    none: boolean;
+    failToPass: number;
+    passToPass: number;
+    goldSeconds: number;
+    reason: string | null;
+  }>;
 }
 
 /** Each instance's gold patch must resolve it and no patch must not. */
@@ -140,14 +174,25 @@ export async function replaySwe(instances: readonly SweInstance[], concurrency: 
   await mapWithConcurrency(instances, concurrency, async (instance) => {
     const gold = await evaluatePatch(instance, instance.patch);
     const none = await evaluatePatch(instance, '');
-    const reason = !gold.resolved ? `gold: ${gold.error ?? describeMisses(instance, gold)}` : none.resolved ? 'resolved without a patch' : null;
+    const reason = !gold.resolved
+      ? `gold: ${gold.error ?? describeMisses(instance, gold)}`
+      : none.resolved
+        ? 'resolved without a patch'
+        : null;
     log(`swe replay: ${instance.instance_id}: ${reason ?? 'ok'} (${gold.seconds.toFixed(1)} s)`);
     rows.push({
-      instanceId: instance.instance_id, gold: gold.resolved, none: none.resolved,
-      failToPass: instance.FAIL_TO_PASS.length, passToPass: instance.PASS_TO_PASS.length, goldSeconds: gold.seconds, reason,
+      instanceId: instance.instance_id,
+      gold: gold.resolved,
+      none: none.resolved,
+      failToPass: instance.FAIL_TO_PASS.length,
+      passToPass: instance.PASS_TO_PASS.length,
+      goldSeconds: gold.seconds,
+      reason,
     });
   });
-  rows.sort((a, b) => instances.findIndex((i) => i.instance_id === a.instanceId) - instances.findIndex((i) => i.instance_id === b.instanceId));
+  rows.sort(
+    (a, b) => instances.findIndex((i) => i.instance_id === a.instanceId) - instances.findIndex((i) => i.instance_id === b.instanceId),
+  );
   return { total: rows.length, passed: rows.filter((r) => r.reason === null).length, instances: rows };
 }
 
@@ -168,7 +213,8 @@ export async function buildInstance(request: BuildRequest, set: InstanceSet, log
   const testFiles = request.test_files ?? diff.testFiles.filter((f) => /(^|\/)(test_[^/]*|[^/]*_test)\.py$/.test(f));
   const tree = releaseTree(request.package, request.before);
   const missing = testFiles.filter((f) => !existsSync(path.join(releaseTree(request.package, request.after), f)));
-  if (testFiles.length === 0 || missing.length === testFiles.length) throw new SweDataError(`${what}: the test patch touches no test module that exists after the change`);
+  if (testFiles.length === 0 || missing.length === testFiles.length)
+    throw new SweDataError(`${what}: the test patch touches no test module that exists after the change`);
   const draft: SweInstance = {
     instance_id: request.instance_id ?? `${request.package}-${request.after}`,
     repo: `pypi/${request.package}`,
@@ -180,10 +226,14 @@ export async function buildInstance(request: BuildRequest, set: InstanceSet, log
     PASS_TO_PASS: [],
     version: request.before,
     harness_s: {
-      package: request.package, before: request.before, after: request.after,
-      pythonpath: request.pythonpath, pytest_args: request.pytest_args,
+      package: request.package,
+      before: request.before,
+      after: request.after,
+      pythonpath: request.pythonpath,
+      pytest_args: request.pytest_args,
       test_files: testFiles.filter((f) => !missing.includes(f)),
-      tree, venv: venvFor(set, [request.package]),
+      tree,
+      venv: venvFor(set, [request.package]),
     },
   };
   log(`swe build: ${what}: running ${draft.harness_s!.test_files.join(', ')} without and with the gold patch`);
@@ -194,15 +244,21 @@ export async function buildInstance(request: BuildRequest, set: InstanceSet, log
   draft.FAIL_TO_PASS = ids.filter((id) => !ok(without, id) && ok(withGold, id));
   draft.PASS_TO_PASS = ids.filter((id) => ok(without, id) && ok(withGold, id));
   if (draft.FAIL_TO_PASS.length === 0) {
-    throw new SweDataError(`${what}: no test fails without the gold patch and passes with it (${draft.PASS_TO_PASS.length} pass both ways)${withGold.error ? `; ${withGold.error}` : ''}\n${withGold.logTail.slice(-1500)}`);
+    throw new SweDataError(
+      `${what}: no test fails without the gold patch and passes with it (${draft.PASS_TO_PASS.length} pass both ways)${withGold.error ? `; ${withGold.error}` : ''}\n${withGold.logTail.slice(-1500)}`,
+    );
   }
   const validation = await validateInstance(draft);
   if (!validation.ok) throw new SweDataError(`${what}: refused: ${validation.reason}`);
   log(`swe build: ${what}: ${draft.FAIL_TO_PASS.length} fail-to-pass, ${draft.PASS_TO_PASS.length} pass-to-pass, valid`);
   return {
     instance_id: draft.instance_id,
-    package: request.package, before: request.before, after: request.after,
-    pythonpath: request.pythonpath, test_files: draft.harness_s!.test_files, pytest_args: request.pytest_args,
+    package: request.package,
+    before: request.before,
+    after: request.after,
+    pythonpath: request.pythonpath,
+    test_files: draft.harness_s!.test_files,
+    pytest_args: request.pytest_args,
     license: request.license,
     problem_statement: request.problem_statement,
     FAIL_TO_PASS: draft.FAIL_TO_PASS,

@@ -27,7 +27,7 @@ export const SWE_SYSTEM_PROMPT = [
   'You are a software engineering agent. You work in a Python repository checked out at /workspace, through tools:',
   '- execute_bash runs a shell command in the repository (a sandbox with no network; packages cannot be installed);',
   '- str_replace_editor views, creates and edits files;',
-  '- submit ends your work: the repository\'s changes (its git diff) are your answer.',
+  "- submit ends your work: the repository's changes (its git diff) are your answer.",
   'Make the smallest change to the library code that resolves the issue. Do not change the existing tests.',
 ].join('\n');
 
@@ -84,12 +84,23 @@ class SweEpisode implements Episode {
     if (this.result) throw new Error(`episode ${this.instance.instance_id} has ended`);
     const parsed = parseSweAction(actionText);
     if (!parsed.ok) {
-      return { observation: `Format error: ${parsed.error}`, kind: 'error', done: true, success: false, reward: 0, failureType: 'format_error' };
+      return {
+        observation: `Format error: ${parsed.error}`,
+        kind: 'error',
+        done: true,
+        success: false,
+        reward: 0,
+        failureType: 'format_error',
+      };
     }
     const { action } = parsed;
     switch (action.tool) {
       case 'execute_bash': {
-        const result = await this.workspace.exec(action.arguments.command, { timeoutSeconds: action.arguments.timeout ?? 120, maxOutputBytes: OBSERVATION_BYTES }, this.signal);
+        const result = await this.workspace.exec(
+          action.arguments.command,
+          { timeoutSeconds: action.arguments.timeout ?? 120, maxOutputBytes: OBSERVATION_BYTES },
+          this.signal,
+        );
         if (result.workspaceOverBound) return this.overBound(result.output);
         if (result.memoryLimitReached) return this.overMemory(result.output);
         const notes = [
@@ -98,7 +109,11 @@ class SweEpisode implements Episode {
           result.flooded ? '[killed: the command wrote more output than allowed]' : '',
           result.exitCode !== null ? `[exit code ${result.exitCode}]` : '',
         ].filter(Boolean);
-        return { observation: `${result.output}${result.output.endsWith('\n') || !result.output ? '' : '\n'}${notes.join('\n')}`, kind: result.exitCode === 0 ? 'ok' : 'error', done: false };
+        return {
+          observation: `${result.output}${result.output.endsWith('\n') || !result.output ? '' : '\n'}${notes.join('\n')}`,
+          kind: result.exitCode === 0 ? 'ok' : 'error',
+          done: false,
+        };
       }
       case 'str_replace_editor':
         try {
@@ -116,14 +131,28 @@ class SweEpisode implements Episode {
   private overBound(output: string): StepOutcome {
     const why = 'the workspace grew past its bound (disk use or number of files): the command was stopped and the episode ended';
     this.result = { instanceId: this.instance.instance_id, submitted: false, patch: '', evaluation: unscored(this.instance, why) };
-    return { observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+    return {
+      observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`,
+      kind: 'error',
+      done: true,
+      success: false,
+      reward: 0,
+      failureType: 'execution_error',
+    };
   }
 
   /** A command whose sandbox ran out of memory (all its processes together) ends the episode unscored. */
   private overMemory(output: string): StepOutcome {
     const why = `the sandbox's memory limit of ${memoryText(this.workspaceMemory())} was reached (all of the command's processes together): the command was killed and the episode ended`;
     this.result = { instanceId: this.instance.instance_id, submitted: false, patch: '', evaluation: unscored(this.instance, why) };
-    return { observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`, kind: 'error', done: true, success: false, reward: 0, failureType: 'execution_error' };
+    return {
+      observation: `${output}${output.endsWith('\n') || !output ? '' : '\n'}[${why}]`,
+      kind: 'error',
+      done: true,
+      success: false,
+      reward: 0,
+      failureType: 'execution_error',
+    };
   }
 
   private workspaceMemory(): number {
@@ -143,12 +172,18 @@ class SweEpisode implements Episode {
       ? `FAIL_TO_PASS ${evaluation.failToPass.passed}/${evaluation.failToPass.total}, PASS_TO_PASS ${evaluation.passToPass.passed}/${evaluation.passToPass.total}${evaluation.error ? `; ${evaluation.error}` : ''}`
       : evaluation.error;
     // The per-test outcome stays with the trajectory: every FAIL_TO_PASS/PASS_TO_PASS test that did not pass, with its status.
-    const notPassing = Object.entries(evaluation.tests).filter(([id, status]) => (this.instance.FAIL_TO_PASS.includes(id) || this.instance.PASS_TO_PASS.includes(id)) && !passes(status === 'MISSING' ? undefined : status));
+    const notPassing = Object.entries(evaluation.tests).filter(
+      ([id, status]) =>
+        (this.instance.FAIL_TO_PASS.includes(id) || this.instance.PASS_TO_PASS.includes(id)) &&
+        !passes(status === 'MISSING' ? undefined : status),
+    );
     const listed = notPassing.slice(0, 50).map(([id, status]) => `  ${status} ${id}`);
     return {
       observation: [
         `${submitted ? 'Submitted' : 'Out of turns'}: ${evaluation.resolved ? 'resolved' : 'not resolved'} (${summary})`,
-        ...(listed.length ? ['Tests not passing:', ...listed, ...(notPassing.length > 50 ? [`  ... and ${notPassing.length - 50} more`] : [])] : []),
+        ...(listed.length
+          ? ['Tests not passing:', ...listed, ...(notPassing.length > 50 ? [`  ... and ${notPassing.length - 50} more`] : [])]
+          : []),
       ].join('\n'),
       kind: evaluation.resolved ? 'ok' : 'error',
       done: true,

@@ -12,5 +12,6 @@ export const sweRegistration: EnvRegistration<SweEnvConfig> = {
   config: SweEnvConfig,
   poolDir: SWE_POOL_DIR,
   systemPrompt: SWE_SYSTEM_PROMPT,
-  create: (config, pool) => new SweEnvironment({ dataFile: config.data, harnesses: pool.harnesses(), limits: sandboxSizeLimits(config.sandbox) }),
+  create: (config, pool) =>
+    new SweEnvironment({ dataFile: config.data, harnesses: pool.harnesses(), limits: sandboxSizeLimits(config.sandbox) }),
 };

@@ -136,7 +136,10 @@ export function checkSandbox(): void {
   const fd = openSync(filter, 'r');
   let probe;
   try {
-    probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', 'pipe', fd] });
+    probe = spawnSync(...dropPrivileges(sandboxArgv('true', { workspace: sandboxEtc() })), {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', fd],
+    });
   } finally {
     closeSync(fd);
   }
@@ -215,7 +218,16 @@ export function sandboxArgv(command: string, request: SandboxRequest, inCgroup =
   // --as-pid-1: the command is the namespace's init, so nothing of the sandbox outlives it, not even a zombie
   // for the host's init to reap (some inits, e.g. a microVM's or a container's without --init, never do).
   const args = [
-    'bwrap', '--info-fd', '3', '--unshare-all', ...hardeningArgs(SECCOMP_FD), '--as-pid-1', '--die-with-parent', '--new-session', '--hostname', 'sandbox',
+    'bwrap',
+    '--info-fd',
+    '3',
+    '--unshare-all',
+    ...hardeningArgs(SECCOMP_FD),
+    '--as-pid-1',
+    '--die-with-parent',
+    '--new-session',
+    '--hostname',
+    'sandbox',
     ...systemMounts(['/etc/ld.so.cache', '/etc/alternatives', '/etc/localtime']),
   ];
   for (const file of ['passwd', 'group', 'hosts']) args.push('--ro-bind', path.join(etc, file), `/etc/${file}`);
@@ -367,7 +379,12 @@ export function runSandboxed(command: string, request: SandboxRequest, signal?: 
       await cgroup?.remove();
       if (aborted) return reject(signal?.reason);
       // A command that ends between two measurements is measured once more.
-      if (bound && !workspaceOverBound && ((request.workspaceSized && (await folderFull(request.workspace))) || overBound(await settledSize(request.workspace), bound))) workspaceOverBound = true;
+      if (
+        bound &&
+        !workspaceOverBound &&
+        ((request.workspaceSized && (await folderFull(request.workspace))) || overBound(await settledSize(request.workspace), bound))
+      )
+        workspaceOverBound = true;
       const killed = timedOut || flooded || killedForBound || memoryLimitReached;
       resolve({
         exitCode: killed ? null : code,

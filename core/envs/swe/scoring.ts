@@ -13,8 +13,16 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import {
-  ANSWER_AST_PATH, ANSWER_AST_SOURCE, ANSWER_AST_TIMEOUT_SECONDS, answerAstCommand, answerAstRequest, answerAstVerdict, applyAnswerPolicy, packageScopeOf,
-  type AnswerDecision, type PackageScope,
+  ANSWER_AST_PATH,
+  ANSWER_AST_SOURCE,
+  ANSWER_AST_TIMEOUT_SECONDS,
+  answerAstCommand,
+  answerAstRequest,
+  answerAstVerdict,
+  applyAnswerPolicy,
+  packageScopeOf,
+  type AnswerDecision,
+  type PackageScope,
 } from './answer-policy';
 import { passes, parsePytestLog, type TestStatus } from './pytest-log';
 import type { HarnessSSource, SweInstance } from './instances';
@@ -49,9 +57,15 @@ export interface SweEvaluation {
 /** An evaluation of a patch that never reached the tests (it did not apply, or there was none to take). */
 export function unscored(instance: SweInstance, error: string, applied = false, seconds = 0): SweEvaluation {
   return {
-    instanceId: instance.instance_id, resolved: false, applied, error,
-    failToPass: { passed: 0, total: instance.FAIL_TO_PASS.length }, passToPass: { passed: 0, total: instance.PASS_TO_PASS.length },
-    tests: {}, seconds, logTail: '',
+    instanceId: instance.instance_id,
+    resolved: false,
+    applied,
+    error,
+    failToPass: { passed: 0, total: instance.FAIL_TO_PASS.length },
+    passToPass: { passed: 0, total: instance.PASS_TO_PASS.length },
+    tests: {},
+    seconds,
+    logTail: '',
   };
 }
 
@@ -60,7 +74,11 @@ const scopes = new Map<string, PackageScope>();
 /** The instance's package folders and modules, from its base tree (read once per tree). */
 export function packageScope(source: HarnessSSource): PackageScope {
   if (!scopes.has(source.tree)) {
-    const files = run('git', ['-c', 'safe.directory=*', '-C', source.tree, 'ls-tree', '-r', '--name-only', '-z', 'HEAD'], { what: `listing ${source.tree}` }).split('\0').filter(Boolean);
+    const files = run('git', ['-c', 'safe.directory=*', '-C', source.tree, 'ls-tree', '-r', '--name-only', '-z', 'HEAD'], {
+      what: `listing ${source.tree}`,
+    })
+      .split('\0')
+      .filter(Boolean);
     scopes.set(source.tree, packageScopeOf(files, source.pythonpath));
   }
   return scopes.get(source.tree)!;
@@ -72,7 +90,9 @@ function droppedNote(dropped: AnswerDecision['dropped'], scope: PackageScope): s
   const outside = dropped.filter((d) => d.why === 'outside').map((d) => d.file);
   const where = [...scope.packageDirs.map((d) => `${d}/`), ...scope.modules].join(', ');
   return [
-    ...(protectedFiles.length ? [`left out of the patch (tests and test configuration are not the agent's to change): ${protectedFiles.join(', ')}`] : []),
+    ...(protectedFiles.length
+      ? [`left out of the patch (tests and test configuration are not the agent's to change): ${protectedFiles.join(', ')}`]
+      : []),
     ...(outside.length ? [`left out of the patch (outside the package's source, ${where}): ${outside.join(', ')}`] : []),
   ];
 }
@@ -86,10 +106,18 @@ function freezeForTests(repo: string): void {
 
 /** Paths changed in the workspace (tracked or not) other than `allowed`. */
 async function filesBeyond(workspace: Workspace, allowed: readonly string[], signal?: AbortSignal): Promise<string[]> {
-  const status = await workspace.exec('git -c core.quotepath=off status --porcelain=v1 -z --untracked-files=all --no-renames', { timeoutSeconds: 60, maxOutputBytes: 1024 * 1024 }, signal);
+  const status = await workspace.exec(
+    'git -c core.quotepath=off status --porcelain=v1 -z --untracked-files=all --no-renames',
+    { timeoutSeconds: 60, maxOutputBytes: 1024 * 1024 },
+    signal,
+  );
   if (status.exitCode !== 0 || status.outputTruncated) return [`(the workspace's changes could not be listed: exit ${status.exitCode})`];
   const permitted = new Set(allowed);
-  return status.output.split('\0').filter(Boolean).map((entry) => entry.slice(3)).filter((file) => !permitted.has(file));
+  return status.output
+    .split('\0')
+    .filter(Boolean)
+    .map((entry) => entry.slice(3))
+    .filter((file) => !permitted.has(file));
 }
 
 export async function evaluatePatch(instance: SweInstance, fullPatch: string, signal?: AbortSignal): Promise<SweEvaluation> {
@@ -118,7 +146,11 @@ export interface AnswerScoringOptions {
  * trimmed, not refused). evaluatePatch is the way in; this is exported so
  * that the verdict can be tested against code the policy would refuse.
  */
-export async function evaluateAnswer(instance: SweInstance, answer: AnswerDecision, options: AnswerScoringOptions = {}): Promise<SweEvaluation> {
+export async function evaluateAnswer(
+  instance: SweInstance,
+  answer: AnswerDecision,
+  options: AnswerScoringOptions = {},
+): Promise<SweEvaluation> {
   const { signal } = options;
   const started = options.started ?? Date.now();
   const failToPass = instance.FAIL_TO_PASS;
@@ -140,30 +172,48 @@ export async function evaluateAnswer(instance: SweInstance, answer: AnswerDecisi
       if (applied.exitCode !== 0) return empty(`the patch does not apply: ${applied.output.trim().slice(0, 1000)}`, false);
       // git apply reads more than git diff writes (old-style `---`/`+++` parts hidden after a hunk, for one): judge what it wrote.
       const beyond = await filesBeyond(workspace, answer.files, signal);
-      if (beyond.length) return empty(`the answer is refused: applying it wrote files the answer policy did not check: ${beyond.slice(0, 20).join(', ')}`, false);
+      if (beyond.length)
+        return empty(
+          `the answer is refused: applying it wrote files the answer policy did not check: ${beyond.slice(0, 20).join(', ')}`,
+          false,
+        );
       // The syntax tree of each Python file as the tests will import it, parsed (never run) in the sandbox by the tests' own interpreter.
       const request = options.checkSyntaxTree ? answerAstRequest(answer.patch, scope) : null;
       if (request) {
         workspace.stage(path.posix.basename(ANSWER_AST_PATH), ANSWER_AST_SOURCE);
         const requestFile = workspace.stage('harness-s-answer-ast.json', request);
-        const checked = await workspace.exec(answerAstCommand(requestFile), { timeoutSeconds: ANSWER_AST_TIMEOUT_SECONDS, maxOutputBytes: 64 * 1024 }, signal);
-        for (const name of [ANSWER_AST_PATH, requestFile]) rmSync(path.join(workspace.dir, 'io', path.posix.basename(name)), { force: true });
+        const checked = await workspace.exec(
+          answerAstCommand(requestFile),
+          { timeoutSeconds: ANSWER_AST_TIMEOUT_SECONDS, maxOutputBytes: 64 * 1024 },
+          signal,
+        );
+        for (const name of [ANSWER_AST_PATH, requestFile])
+          rmSync(path.join(workspace.dir, 'io', path.posix.basename(name)), { force: true });
         const refused = answerAstVerdict(checked);
         if (refused) return empty(`the answer is refused: ${refused}`, false);
       }
     }
     if (instance.test_patch.trim() !== '') {
       const applied = await apply('test.patch', instance.test_patch);
-      if (applied.exitCode !== 0) return empty(`the test patch does not apply over the model's patch: ${applied.output.trim().slice(0, 1000)}`, true);
+      if (applied.exitCode !== 0)
+        return empty(`the test patch does not apply over the model's patch: ${applied.output.trim().slice(0, 1000)}`, true);
     }
     const canaries = plantCanaries(workspace.repo, source.test_files, {
-      python: path.join(source.venv, 'bin', 'python'), passToPass, tree: source.tree, reservedText: instance.test_patch, perFile: options.canariesPerFile,
+      python: path.join(source.venv, 'bin', 'python'),
+      passToPass,
+      tree: source.tree,
+      reservedText: instance.test_patch,
+      perFile: options.canariesPerFile,
     });
     workspace.stage(path.posix.basename(RUNNER_PATH), RUNNER_SOURCE);
     const emptyConfig = workspace.stage('harness-s-pytest.ini', '[pytest]\n');
     freezeForTests(workspace.repo);
     const command = verdictCommand(source, pytestConfigFile(source.tree, source.test_files), emptyConfig);
-    const result = await workspace.exec(command, { timeoutSeconds: TEST_TIMEOUT_SECONDS, maxOutputBytes: 32 * 1024 * 1024, killAfterOutputBytes: 64 * 1024 * 1024 }, signal);
+    const result = await workspace.exec(
+      command,
+      { timeoutSeconds: TEST_TIMEOUT_SECONDS, maxOutputBytes: 32 * 1024 * 1024, killAfterOutputBytes: 64 * 1024 * 1024 },
+      signal,
+    );
     const statuses = parsePytestLog(result.output, [...failToPass, ...passToPass, ...canaries.map((c) => c.id)]);
     const canaryIds = new Set(canaries.map((c) => c.id));
     const tests: SweEvaluation['tests'] = Object.fromEntries([...statuses].filter(([id]) => !canaryIds.has(id)));
@@ -174,7 +224,11 @@ export async function evaluateAnswer(instance: SweInstance, answer: AnswerDecisi
     const allPassed = f2p.passed === f2p.total && p2p.passed === p2p.total;
     const distrusted = result.timedOut || result.flooded ? null : distrust(statuses, canaries, result.exitCode, allPassed);
     const notes = [
-      ...(result.timedOut ? [`the tests ran over ${TEST_TIMEOUT_SECONDS} s`] : result.flooded ? ['the tests wrote more output than allowed'] : []),
+      ...(result.timedOut
+        ? [`the tests ran over ${TEST_TIMEOUT_SECONDS} s`]
+        : result.flooded
+          ? ['the tests wrote more output than allowed']
+          : []),
       ...(distrusted ? [distrusted] : []),
       ...droppedNote(answer.dropped, scope),
     ];

@@ -97,7 +97,9 @@ export function parseSweAction(text: string): { ok: true; action: SweAction } | 
   if (typeof args === 'string') return { ok: false, error: `${tool}: the arguments are not a JSON object: ${args.slice(0, 200)}` };
   const check = <T>(schema: z.ZodType<T>) => {
     const parsed = schema.safeParse(args);
-    return parsed.success ? { ok: true as const, value: parsed.data } : { ok: false as const, error: `${tool}: bad arguments:\n${formatZodError(parsed.error)}` };
+    return parsed.success
+      ? { ok: true as const, value: parsed.data }
+      : { ok: false as const, error: `${tool}: bad arguments:\n${formatZodError(parsed.error)}` };
   };
   switch (tool) {
     case 'execute_bash': {
@@ -134,7 +136,10 @@ export function capOutput(text: string, maxBytes: number): string {
   const bytes = Buffer.byteLength(text);
   if (bytes <= maxBytes) return text;
   // A character cut in two at the end is dropped, not shown as garbage.
-  const kept = Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+  const kept = Buffer.from(text)
+    .subarray(0, maxBytes)
+    .toString('utf8')
+    .replace(/\uFFFD$/, '');
   return `${kept}\n[output cut: ${bytes} bytes in all, the first ${maxBytes} shown; view a line range or a subfolder, or use execute_bash]`;
 }
 
@@ -164,7 +169,10 @@ export class FileEditor {
     } catch (err) {
       if (err instanceof EditorError) throw err;
       const code = (err as NodeJS.ErrnoException).code;
-      if (code) throw new EditorError(`${command.path}: ${code === 'ENOTDIR' ? 'a part of the path is a file, not a folder' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a folder' : code}`);
+      if (code)
+        throw new EditorError(
+          `${command.path}: ${code === 'ENOTDIR' ? 'a part of the path is a file, not a folder' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a folder' : code}`,
+        );
       throw err;
     }
   }
@@ -194,9 +202,12 @@ export class FileEditor {
       case 'insert': {
         const text = await this.read(command.path, file);
         const lines = text.split('\n');
-        if (command.insert_line > lines.length) throw new EditorError(`insert_line ${command.insert_line} is past the end of ${command.path} (${lines.length} lines)`);
+        if (command.insert_line > lines.length)
+          throw new EditorError(`insert_line ${command.insert_line} is past the end of ${command.path} (${lines.length} lines)`);
         this.remember(file, text);
-        const updated = [...lines.slice(0, command.insert_line), ...command.new_str.split('\n'), ...lines.slice(command.insert_line)].join('\n');
+        const updated = [...lines.slice(0, command.insert_line), ...command.new_str.split('\n'), ...lines.slice(command.insert_line)].join(
+          '\n',
+        );
         await this.write(file, updated);
         return `The file ${command.path} has been edited. ${this.snippet(updated, command.insert_line + 1, command.new_str.split('\n').length)}`;
       }
@@ -235,7 +246,10 @@ export class FileEditor {
     const first = range ? Math.max(1, range[0]) : 1;
     const last = range ? (range[1] === -1 ? lines.length : Math.min(range[1], lines.length)) : Math.min(lines.length, VIEW_LINES);
     if (range && first > last) throw new EditorError(`view_range [${range[0]}, ${range[1]}] is empty: ${shown} has ${lines.length} lines`);
-    const body = lines.slice(first - 1, last).map((line, i) => `${String(first + i).padStart(6)}\t${line}`).join('\n');
+    const body = lines
+      .slice(first - 1, last)
+      .map((line, i) => `${String(first + i).padStart(6)}\t${line}`)
+      .join('\n');
     const more = !range && lines.length > VIEW_LINES ? `\n[${lines.length - VIEW_LINES} more lines: give a view_range]` : '';
     return `Here's the result of running \`cat -n\` on ${shown}:\n${body}${more}`;
   }
@@ -271,7 +285,10 @@ export class FileEditor {
     const lines = text.split('\n');
     const first = Math.max(1, line - 4);
     const last = Math.min(lines.length, line + count + 3);
-    const body = lines.slice(first - 1, last).map((l, i) => `${String(first + i).padStart(6)}\t${l}`).join('\n');
+    const body = lines
+      .slice(first - 1, last)
+      .map((l, i) => `${String(first + i).padStart(6)}\t${l}`)
+      .join('\n');
     return `Here's the result of running \`cat -n\` on a snippet of it:\n${body}\nReview the change and edit again if needed.`;
   }
 
@@ -299,7 +316,8 @@ export class FileEditor {
   }
 
   private async write(file: string, text: string): Promise<void> {
-    if ((await exists(file)) && !(await fs.stat(file)).isFile()) throw new EditorError(`${WORKSPACE}${file.slice(this.root.length)}: not a regular file`);
+    if ((await exists(file)) && !(await fs.stat(file)).isFile())
+      throw new EditorError(`${WORKSPACE}${file.slice(this.root.length)}: not a regular file`);
     await fs.writeFile(file, text);
     await giveToSandboxUser(file);
   }
@@ -315,7 +333,8 @@ async function exists(p: string): Promise<boolean> {
 }
 
 /** A file system that does not say an entry's type in the folder (d_type): it needs an lstat. */
-const isUnknownType = (d: Dirent) => !d.isFile() && !d.isDirectory() && !d.isSymbolicLink() && !d.isFIFO() && !d.isSocket() && !d.isCharacterDevice() && !d.isBlockDevice();
+const isUnknownType = (d: Dirent) =>
+  !d.isFile() && !d.isDirectory() && !d.isSymbolicLink() && !d.isFIFO() && !d.isSocket() && !d.isCharacterDevice() && !d.isBlockDevice();
 
 /** A folder's entries, sorted, at most FOLDER_ENTRIES_READ of them read; `more` when there were others. */
 async function readFolder(dir: string): Promise<{ children: Dirent[]; more: boolean }> {

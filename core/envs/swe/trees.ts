@@ -67,9 +67,26 @@ export function downloadSdist(pkg: string, version: string): string {
   if (!archive()) {
     mkdirSync(dir, { recursive: true });
     const download = (isolated: boolean) =>
-      run(pipPython(), ['-m', 'pip', 'download', '--no-deps', '--no-binary', ':all:', ...(isolated ? [] : ['--no-build-isolation']), '--disable-pip-version-check', '-q', '-d', dir, `${pkg}==${version}`], {
-        what: `downloading ${pkg} ${version} from PyPI`,
-      });
+      run(
+        pipPython(),
+        [
+          '-m',
+          'pip',
+          'download',
+          '--no-deps',
+          '--no-binary',
+          ':all:',
+          ...(isolated ? [] : ['--no-build-isolation']),
+          '--disable-pip-version-check',
+          '-q',
+          '-d',
+          dir,
+          `${pkg}==${version}`,
+        ],
+        {
+          what: `downloading ${pkg} ${version} from PyPI`,
+        },
+      );
     // pip prepares an sdist's metadata with its build backend: the host's when it has it (seconds), else in an isolated environment (tens of seconds).
     try {
       download(false);
@@ -95,7 +112,12 @@ export function releaseTree(pkg: string, version: string): string {
     else run('tar', ['--no-same-owner', '-xf', archive, '-C', scratch], { what: `unpacking ${archive}` });
     const entries = readdirSync(scratch);
     const root = entries.length === 1 ? path.join(scratch, entries[0]) : scratch;
-    const git = (...args: string[]) => run('git', ['-c', 'safe.directory=*', ...args], { cwd: root, what: `making ${pkg} ${version} a git repository`, env: { ...process.env, ...GIT_ENV } });
+    const git = (...args: string[]) =>
+      run('git', ['-c', 'safe.directory=*', ...args], {
+        cwd: root,
+        what: `making ${pkg} ${version} a git repository`,
+        env: { ...process.env, ...GIT_ENV },
+      });
     git('init', '-q');
     writeFileSync(path.join(root, '.git', 'info', 'exclude'), `${IGNORED.join('\n')}\n`);
     git('add', '-A');
@@ -116,7 +138,12 @@ export function headCommit(tree: string): string {
 export function isTestPath(file: string): boolean {
   const parts = file.split('/');
   const base = parts[parts.length - 1];
-  return parts.slice(0, -1).some((p) => /^(tests?|testing)$/.test(p)) || /^test_.*\.py$/.test(base) || /_test\.py$/.test(base) || base === 'conftest.py';
+  return (
+    parts.slice(0, -1).some((p) => /^(tests?|testing)$/.test(p)) ||
+    /^test_.*\.py$/.test(base) ||
+    /_test\.py$/.test(base) ||
+    base === 'conftest.py'
+  );
 }
 
 /** Library code: Python sources and package data outside tests, docs and the packaging metadata. */
@@ -151,14 +178,20 @@ export function releaseDiff(pkg: string, before: string, after: string): Release
     const git = (...args: string[]) =>
       run('git', ['-c', 'safe.directory=*', '--git-dir', path.join(from, '.git'), '--work-tree', to, ...args], {
         what: `diffing ${pkg} ${before} -> ${after}`,
-        env: { ...process.env, GIT_INDEX_FILE: index, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: path.join(from, '.git', 'objects') },
+        env: {
+          ...process.env,
+          GIT_INDEX_FILE: index,
+          GIT_OBJECT_DIRECTORY: objects,
+          GIT_ALTERNATE_OBJECT_DIRECTORIES: path.join(from, '.git', 'objects'),
+        },
       });
     git('read-tree', 'HEAD');
     git('add', '-A');
     const changed = git('diff', '--cached', '--name-only', 'HEAD').split('\n').filter(Boolean);
     const codeFiles = changed.filter(isCodePath);
     const testFiles = changed.filter(isTestPath);
-    const diff = (files: string[]) => (files.length ? git('diff', '--cached', '--binary', '--no-color', '--no-ext-diff', 'HEAD', '--', ...files) : '');
+    const diff = (files: string[]) =>
+      files.length ? git('diff', '--cached', '--binary', '--no-color', '--no-ext-diff', 'HEAD', '--', ...files) : '';
     return { patch: diff(codeFiles), testPatch: diff(testFiles), codeFiles, testFiles };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
@@ -177,9 +210,13 @@ export function testVenv(python: string, requirements: readonly string[]): strin
   rmSync(venv, { recursive: true, force: true });
   mkdirSync(path.dirname(venv), { recursive: true });
   run(python, ['-m', 'venv', '--without-pip', venv], { what: `making the SWE test venv with ${python}` });
-  run(pipPython(), ['-m', 'pip', '--python', path.join(venv, 'bin', 'python'), 'install', '-q', '--disable-pip-version-check', ...requirements], {
-    what: `installing the SWE test requirements into ${venv}`,
-  });
+  run(
+    pipPython(),
+    ['-m', 'pip', '--python', path.join(venv, 'bin', 'python'), 'install', '-q', '--disable-pip-version-check', ...requirements],
+    {
+      what: `installing the SWE test requirements into ${venv}`,
+    },
+  );
   writeFileSync(marker, `${JSON.stringify({ python, requirements })}\n`);
   return venv;
 }
@@ -209,7 +246,9 @@ const prefixes = new Map<string, string | null>();
 /** Asked once per venv and process: the answer does not change while the venv stands. */
 export function pythonPrefix(venv: string): string | null {
   if (prefixes.has(venv)) return prefixes.get(venv)!;
-  const asked = run(path.join(venv, 'bin', 'python'), ['-c', 'import sys; print(sys.base_prefix)'], { what: `asking ${venv}'s Python for its prefix` }).trim();
+  const asked = run(path.join(venv, 'bin', 'python'), ['-c', 'import sys; print(sys.base_prefix)'], {
+    what: `asking ${venv}'s Python for its prefix`,
+  }).trim();
   const prefix = asked === '/usr' || asked.startsWith('/usr/') ? null : asked;
   prefixes.set(venv, prefix);
   return prefix;

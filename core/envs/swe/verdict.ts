@@ -52,7 +52,12 @@ const CONFIG_SECTIONS: Record<string, RegExp | null> = {
  * its order of names. Null when there is none.
  */
 export function pytestConfigFile(tree: string, testFiles: readonly string[]): string | null {
-  const dirs = testFiles.map((f) => path.posix.dirname(f).split('/').filter((p) => p !== '.'));
+  const dirs = testFiles.map((f) =>
+    path.posix
+      .dirname(f)
+      .split('/')
+      .filter((p) => p !== '.'),
+  );
   const common: string[] = [];
   for (let i = 0; dirs.every((d) => i < d.length && d[i] === dirs[0][i]); i++) common.push(dirs[0][i]);
   for (let depth = common.length; depth >= 0; depth--) {
@@ -124,10 +129,23 @@ export function plantCanaries(repo: string, testFiles: readonly string[], option
     else files.push({ file, text: bytes.toString('utf8'), ids: options.passToPass.filter((id) => id.startsWith(`${file}::`)) });
   }
   if (files.length === 0) return canaries;
-  const request = { files, tree: options.tree ?? null, reserved_text: options.reservedText ?? '', per_file: options.perFile === undefined ? 3 : options.perFile, seed: options.seed ?? null };
-  const result = spawnSync(options.python, ['-I', '-S', '-B', PLANTER], { input: JSON.stringify(request), encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 120_000 });
+  const request = {
+    files,
+    tree: options.tree ?? null,
+    reserved_text: options.reservedText ?? '',
+    per_file: options.perFile === undefined ? 3 : options.perFile,
+    seed: options.seed ?? null,
+  };
+  const result = spawnSync(options.python, ['-I', '-S', '-B', PLANTER], {
+    input: JSON.stringify(request),
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+    timeout: 120_000,
+  });
   if (result.error || result.status !== 0) {
-    const why = result.error?.message ?? `exit ${result.status}${result.signal ? ` (${result.signal})` : ''}: ${String(result.stderr).trim().split('\n').slice(-10).join('\n')}`;
+    const why =
+      result.error?.message ??
+      `exit ${result.status}${result.signal ? ` (${result.signal})` : ''}: ${String(result.stderr).trim().split('\n').slice(-10).join('\n')}`;
     throw new Error(`planting the scoring's canaries in ${repo} with ${options.python} ${PLANTER} failed: ${why}`);
   }
   const planted = (JSON.parse(result.stdout) as { files: PlantedFile[] }).files;
@@ -148,11 +166,25 @@ export function verdictCommand(source: HarnessSSource, configFile: string | null
   const config = configFile ? path.posix.join(WORKSPACE, configFile) : emptyConfig;
   const rootdir = configFile ? path.posix.dirname(config) : WORKSPACE;
   return [
-    'python', '-I', RUNNER_PATH, [...new Set(folders)].join(':'), '--',
+    'python',
+    '-I',
+    RUNNER_PATH,
+    [...new Set(folders)].join(':'),
+    '--',
     // --color=no: a project's own config may force colour, which would hide the summary lines from the parser.
-    '-rA', '-p', 'no:cacheprovider', '--color=no', '-c', config, `--rootdir=${rootdir}`, `--confcutdir=${WORKSPACE}`,
-    ...source.pytest_args, ...source.test_files,
-  ].map(quote).join(' ');
+    '-rA',
+    '-p',
+    'no:cacheprovider',
+    '--color=no',
+    '-c',
+    config,
+    `--rootdir=${rootdir}`,
+    `--confcutdir=${WORKSPACE}`,
+    ...source.pytest_args,
+    ...source.test_files,
+  ]
+    .map(quote)
+    .join(' ');
 }
 
 /**
@@ -166,12 +198,19 @@ export function verdictCommand(source: HarnessSSource, configFile: string | null
  * its result is reported as it is, not as tampering. (A run that timed out or
  * flooded its output is not believed before it gets here.)
  */
-export function distrust(statuses: ReadonlyMap<string, TestStatus>, canaries: readonly Canary[], exitCode: number | null, allPassed: boolean): string | null {
+export function distrust(
+  statuses: ReadonlyMap<string, TestStatus>,
+  canaries: readonly Canary[],
+  exitCode: number | null,
+  allPassed: boolean,
+): string | null {
   const passing = canaries.filter((c) => passes(statuses.get(c.id)) || statuses.get(c.id) === 'XPASS');
-  if (passing.length) return `tampered with: the scoring's own failing tests were reported ${passing.map((c) => statuses.get(c.id)).join(', ')} (${passing.map((c) => c.id).join(', ')})`;
+  if (passing.length)
+    return `tampered with: the scoring's own failing tests were reported ${passing.map((c) => statuses.get(c.id)).join(', ')} (${passing.map((c) => c.id).join(', ')})`;
   if (!allPassed) return null;
   const missing = canaries.filter((c) => statuses.get(c.id) === undefined);
-  if (missing.length) return `tampered with or cut short: the scoring's own failing tests were not reported (${missing.map((c) => c.id).join(', ')})`;
+  if (missing.length)
+    return `tampered with or cut short: the scoring's own failing tests were not reported (${missing.map((c) => c.id).join(', ')})`;
   if (exitCode !== 1) return `tampered with: pytest's exit status ${exitCode} disagrees with its report (failing tests, so 1)`;
   return null;
 }

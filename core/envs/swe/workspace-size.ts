@@ -52,4 +52,3 @@ export async function settledSize(dir: string): Promise<WorkspaceBound> {
   await new Promise((resolve) => execFile('chmod', ['-R', 'u+rwX', '--', dir], resolve));
   return measureTree(dir);
 }
-

@@ -69,7 +69,9 @@ export function sourceOf(instance: SweInstance): HarnessSSource {
     );
   }
   if (!existsSync(path.join(instance.harness_s.tree, '.git'))) {
-    throw new SweDataError(`instance ${instance.instance_id}: its tree ${instance.harness_s.tree} is gone; run \`harness-s swe setup\` again`);
+    throw new SweDataError(
+      `instance ${instance.instance_id}: its tree ${instance.harness_s.tree} is gone; run \`harness-s swe setup\` again`,
+    );
   }
   return instance.harness_s;
 }
@@ -100,7 +102,9 @@ const treeSizes = new Map<string, WorkspaceBound>();
 function treeSize(tree: string): WorkspaceBound {
   let size = treeSizes.get(tree);
   if (!size) {
-    const blocks = run('find', [tree, '-xdev', '-printf', '%b\\n'], { what: `measuring ${tree}` }).split('\n').filter(Boolean);
+    const blocks = run('find', [tree, '-xdev', '-printf', '%b\\n'], { what: `measuring ${tree}` })
+      .split('\n')
+      .filter(Boolean);
     // %b counts 512-byte blocks.
     size = { bytes: blocks.reduce((sum, b) => sum + Number(b), 0) * 512, entries: blocks.length };
     treeSizes.set(tree, size);
@@ -137,7 +141,12 @@ export class Workspace {
    * A fresh copy of the instance's tree (with its git history), owned by the sandbox user; its commands run with `limits`.
    * The copy is on a file system of the tree's size plus `growth` when the worker can mount one.
    */
-  static create(instance: SweInstance, label: string, limits: Partial<SandboxLimits> = {}, growth: WorkspaceBound = WORKSPACE_GROWTH): Workspace {
+  static create(
+    instance: SweInstance,
+    label: string,
+    limits: Partial<SandboxLimits> = {},
+    growth: WorkspaceBound = WORKSPACE_GROWTH,
+  ): Workspace {
     const source = sourceOf(instance);
     const root = workRoot();
     mkdirSync(root, { recursive: true, mode: 0o755 });
@@ -151,7 +160,9 @@ export class Workspace {
       workspace = new Workspace(dir, source, instance.base_commit, bound, makeSizedFolder(path.join(dir, 'repo'), bound));
       workspace.limits = limits;
       run('cp', ['-a', `${source.tree}/.`, workspace.repo], { what: `copying ${instance.instance_id}'s tree` });
-      run('cp', ['-a', path.join(source.tree, '.git'), path.join(dir, 'io', 'git')], { what: `copying ${instance.instance_id}'s git repository` });
+      run('cp', ['-a', path.join(source.tree, '.git'), path.join(dir, 'io', 'git')], {
+        what: `copying ${instance.instance_id}'s git repository`,
+      });
       run('chmod', ['-R', 'a+rX', path.join(dir, 'io')], { what: `opening ${dir}/io to the sandbox user` });
       giveToSandbox(workspace.repo);
     } catch (err) {
@@ -164,7 +175,18 @@ export class Workspace {
   /** Runs a shell command on the workspace in the sandbox; `workspaceOverBound` in the result when the workspace grew past its bound (or filled its file system). */
   async exec(command: string, limits?: Partial<SandboxLimits>, signal?: AbortSignal): Promise<CommandResult> {
     if (this.closed) throw new Error(`workspace ${this.dir} is closed`);
-    return runSandboxed(command, { workspace: this.repo, mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }], ...commandContext(this.source), limits: { ...this.limits, ...limits }, workspaceBound: this.bound, workspaceSized: this.sized }, signal);
+    return runSandboxed(
+      command,
+      {
+        workspace: this.repo,
+        mounts: [{ host: path.join(this.dir, 'io'), at: IO_DIR }],
+        ...commandContext(this.source),
+        limits: { ...this.limits, ...limits },
+        workspaceBound: this.bound,
+        workspaceSized: this.sized,
+      },
+      signal,
+    );
   }
 
   /** A file commands can read at /io/<name> (outside the repository, which the sandbox controls): for patches. */
@@ -190,9 +212,13 @@ export class Workspace {
     const limit = 8 * 1024 * 1024;
     const result = await this.exec(git, { timeoutSeconds: 120, maxOutputBytes: limit, killAfterOutputBytes: 2 * limit }, signal);
     if (result.workspaceOverBound) return { patch: '', error: 'the workspace grew past its bound' };
-    if (result.memoryLimitReached) return { patch: '', error: 'taking the diff reached the sandbox\'s memory limit' };
+    if (result.memoryLimitReached) return { patch: '', error: "taking the diff reached the sandbox's memory limit" };
     if (result.outputTruncated || result.flooded) return { patch: '', error: `the changes make a patch of over ${limit / 1024 / 1024} MB` };
-    if (result.exitCode !== 0) return { patch: '', error: result.timedOut ? 'taking the diff ran over its time limit' : `taking the diff failed (exit ${result.exitCode})` };
+    if (result.exitCode !== 0)
+      return {
+        patch: '',
+        error: result.timedOut ? 'taking the diff ran over its time limit' : `taking the diff failed (exit ${result.exitCode})`,
+      };
     return { patch: result.output, error: null };
   }
 

@@ -39,11 +39,13 @@ const RunInfo = z.object({
 const Metric = z.object({ key: z.string(), value: z.number(), timestamp: z.coerce.number(), step: z.coerce.number().default(0) });
 const Run = z.object({
   info: RunInfo,
-  data: z.object({
-    params: z.array(Tag).default([]),
-    tags: z.array(Tag).default([]),
-    metrics: z.array(Metric).default([]),
-  }).default({ params: [], tags: [], metrics: [] }),
+  data: z
+    .object({
+      params: z.array(Tag).default([]),
+      tags: z.array(Tag).default([]),
+      metrics: z.array(Metric).default([]),
+    })
+    .default({ params: [], tags: [], metrics: [] }),
 });
 export type MlflowRun = z.infer<typeof Run>;
 export type MlflowMetric = z.infer<typeof Metric>;
@@ -62,7 +64,10 @@ export class MlflowClient {
 
   constructor(options: MlflowClientOptions) {
     if (!/^https?:\/\//.test(options.trackingUri)) {
-      throw new MlflowError(`MLflow tracking URI ${options.trackingUri} is not an http(s) URL of a tracking server (such as http://127.0.0.1:5000)`, null);
+      throw new MlflowError(
+        `MLflow tracking URI ${options.trackingUri} is not an http(s) URL of a tracking server (such as http://127.0.0.1:5000)`,
+        null,
+      );
     }
     this.base = options.trackingUri.replace(/\/+$/, '');
     this.fetchImpl = options.fetch ?? fetch;
@@ -71,7 +76,11 @@ export class MlflowClient {
   /** The experiment of that name, or null when there is none. */
   async experimentByName(name: string): Promise<{ experimentId: string; name: string } | null> {
     try {
-      const reply = await this.call('GET', `experiments/get-by-name?experiment_name=${encodeURIComponent(name)}`, z.object({ experiment: Experiment }));
+      const reply = await this.call(
+        'GET',
+        `experiments/get-by-name?experiment_name=${encodeURIComponent(name)}`,
+        z.object({ experiment: Experiment }),
+      );
       return { experimentId: reply.experiment.experiment_id, name: reply.experiment.name };
     } catch (err) {
       if (err instanceof MlflowError && err.errorCode === 'RESOURCE_DOES_NOT_EXIST') return null;
@@ -94,7 +103,9 @@ export class MlflowClient {
 
   async createRun(args: { experimentId: string; runName: string; startTime: number; tags: Record<string, string> }): Promise<MlflowRun> {
     const body = {
-      experiment_id: args.experimentId, run_name: args.runName, start_time: args.startTime,
+      experiment_id: args.experimentId,
+      run_name: args.runName,
+      start_time: args.startTime,
       tags: Object.entries(args.tags).map(([key, value]) => ({ key, value })),
     };
     return (await this.call('POST', 'runs/create', z.object({ run: Run }), body)).run;
@@ -106,22 +117,46 @@ export class MlflowClient {
 
   /** Runs of the experiments matching an MLflow search filter (e.g. tags.`harness_s.run_id` = 'x'), first page. */
   async searchRuns(experimentIds: readonly string[], filter: string, maxResults = 100): Promise<MlflowRun[]> {
-    const reply = await this.call('POST', 'runs/search', z.object({ runs: z.array(Run).default([]) }), { experiment_ids: experimentIds, filter, max_results: maxResults });
+    const reply = await this.call('POST', 'runs/search', z.object({ runs: z.array(Run).default([]) }), {
+      experiment_ids: experimentIds,
+      filter,
+      max_results: maxResults,
+    });
     return reply.runs;
   }
 
   /** One runs/log-batch: at most MAX_METRICS_PER_BATCH metrics and MAX_PARAMS_PER_BATCH params (the caller splits). */
-  async logBatch(runId: string, batch: { metrics?: readonly MlflowMetric[]; params?: ReadonlyArray<{ key: string; value: string }>; tags?: ReadonlyArray<{ key: string; value: string }> }): Promise<void> {
-    await this.call('POST', 'runs/log-batch', z.object({}), { run_id: runId, metrics: batch.metrics ?? [], params: batch.params ?? [], tags: batch.tags ?? [] });
+  async logBatch(
+    runId: string,
+    batch: {
+      metrics?: readonly MlflowMetric[];
+      params?: ReadonlyArray<{ key: string; value: string }>;
+      tags?: ReadonlyArray<{ key: string; value: string }>;
+    },
+  ): Promise<void> {
+    await this.call('POST', 'runs/log-batch', z.object({}), {
+      run_id: runId,
+      metrics: batch.metrics ?? [],
+      params: batch.params ?? [],
+      tags: batch.tags ?? [],
+    });
   }
 
   async updateRun(runId: string, status: 'RUNNING' | 'FINISHED' | 'FAILED' | 'KILLED', endTime?: number): Promise<void> {
-    await this.call('POST', 'runs/update', z.object({ run_info: RunInfo }), { run_id: runId, status, ...(endTime === undefined ? {} : { end_time: endTime }) });
+    await this.call('POST', 'runs/update', z.object({ run_info: RunInfo }), {
+      run_id: runId,
+      status,
+      ...(endTime === undefined ? {} : { end_time: endTime }),
+    });
   }
 
   /** Every value a metric had, in MLflow's order (the tests read it back). */
   async metricHistory(runId: string, key: string): Promise<MlflowMetric[]> {
-    const reply = await this.call('GET', `metrics/get-history?run_id=${encodeURIComponent(runId)}&metric_key=${encodeURIComponent(key)}&max_results=25000`, z.object({ metrics: z.array(Metric).default([]) }));
+    const reply = await this.call(
+      'GET',
+      `metrics/get-history?run_id=${encodeURIComponent(runId)}&metric_key=${encodeURIComponent(key)}&max_results=25000`,
+      z.object({ metrics: z.array(Metric).default([]) }),
+    );
     return reply.metrics;
   }
 
@@ -176,7 +211,11 @@ export class MlflowClient {
       throw new MlflowError(`MLflow at ${url} answered ${response.status}: ${said}`, error.success ? error.data.error_code : null);
     }
     const parsed = schema.safeParse(json);
-    if (!parsed.success) throw new MlflowError(`MLflow at ${url} answered what this client does not read: ${parsed.error.message.slice(0, 300)} (reply: ${text.slice(0, 200)})`, null);
+    if (!parsed.success)
+      throw new MlflowError(
+        `MLflow at ${url} answered what this client does not read: ${parsed.error.message.slice(0, 300)} (reply: ${text.slice(0, 200)})`,
+        null,
+      );
     return parsed.data;
   }
 }

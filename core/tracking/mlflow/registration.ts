@@ -16,20 +16,26 @@ export function mlflowTrackerFor(client: MlflowClient, section: MlflowTrackingCo
       const experimentId = await client.ensureExperiment(section.experiment ?? run.name);
       const filter = `tags.\`${RUN_ID_TAG}\` = '${run.runId.replace(/'/g, "\\'")}'`;
       const [existing] = await client.searchRuns([experimentId], filter, 1);
-      const found = existing ?? (await client.createRun({
-        experimentId, runName: section.runName ?? run.runId, startTime: run.createdAt.getTime(),
-        tags: { [RUN_ID_TAG]: run.runId, 'harness_s.env': run.env, 'harness_s.name': run.name },
-      }));
+      const found =
+        existing ??
+        (await client.createRun({
+          experimentId,
+          runName: section.runName ?? run.runId,
+          startTime: run.createdAt.getTime(),
+          tags: { [RUN_ID_TAG]: run.runId, 'harness_s.env': run.env, 'harness_s.name': run.name },
+        }));
       return { externalRunId: found.info.run_id, experimentId };
     },
 
     async logParams(run: TrackedRun, params: readonly Param[]): Promise<void> {
       const fitted = params.map((p) => ({ key: p.key.slice(0, MAX_KEY_LENGTH), value: p.value.slice(0, MAX_PARAM_VALUE_LENGTH) }));
-      for (let i = 0; i < fitted.length; i += MAX_PARAMS_PER_BATCH) await client.logBatch(run.externalRunId, { params: fitted.slice(i, i + MAX_PARAMS_PER_BATCH) });
+      for (let i = 0; i < fitted.length; i += MAX_PARAMS_PER_BATCH)
+        await client.logBatch(run.externalRunId, { params: fitted.slice(i, i + MAX_PARAMS_PER_BATCH) });
     },
 
     async logMetrics(run: TrackedRun, points: readonly MetricPoint[]): Promise<void> {
-      for (let i = 0; i < points.length; i += MAX_METRICS_PER_BATCH) await client.logBatch(run.externalRunId, { metrics: points.slice(i, i + MAX_METRICS_PER_BATCH) });
+      for (let i = 0; i < points.length; i += MAX_METRICS_PER_BATCH)
+        await client.logBatch(run.externalRunId, { metrics: points.slice(i, i + MAX_METRICS_PER_BATCH) });
     },
 
     async uploadArtifact(run: TrackedRun, name: string, body: string, contentType: string): Promise<void> {

@@ -60,7 +60,8 @@ export class TinkerClient extends TinkerFutures {
     try {
       reply = await this.send('POST', 'session_heartbeat', { session_id: sessionId, type: 'session_heartbeat' });
     } catch (err) {
-      if (err instanceof UnreachableError) throw new TrainerError(`trainer ${this.base} is unreachable (session_heartbeat): ${err.message}`, 'server');
+      if (err instanceof UnreachableError)
+        throw new TrainerError(`trainer ${this.base} is unreachable (session_heartbeat): ${err.message}`, 'server');
       throw err;
     }
     if (reply.status === 404) return 'expired';
@@ -88,7 +89,11 @@ export class TinkerClient extends TinkerFutures {
     };
     let modelId = '';
     const result = await this.runFuture('create_model', async () => {
-      const created = this.parseJson('create_model', CreateModelResponse, this.expectOk('create_model', await this.request('POST', 'create_model', body)));
+      const created = this.parseJson(
+        'create_model',
+        CreateModelResponse,
+        this.expectOk('create_model', await this.request('POST', 'create_model', body)),
+      );
       modelId = created.model_id;
       return created;
     });
@@ -100,7 +105,11 @@ export class TinkerClient extends TinkerFutures {
   /** Frees a model on the trainer (e.g. one created twice by a retried activity). */
   async unloadModel(modelId: string): Promise<void> {
     await this.runFuture('unload_model', async () =>
-      this.parseJson('unload_model', FutureResponse, this.expectOk('unload_model', await this.request('POST', 'unload_model', { model_id: modelId, type: 'unload_model' }))),
+      this.parseJson(
+        'unload_model',
+        FutureResponse,
+        this.expectOk('unload_model', await this.request('POST', 'unload_model', { model_id: modelId, type: 'unload_model' })),
+      ),
     );
   }
 
@@ -127,17 +136,21 @@ export class TinkerClient extends TinkerFutures {
       loss_fn_config: null,
       forward_only: args.forwardOnly ?? false,
     });
-    const result = await this.runFuture(op, async () => {
-      const reply = await this.request('POST', 'forward_backward', body);
-      if (reply.status === 415) {
-        throw new TrainerError(
-          `trainer ${this.base}: forward_backward refused the protobuf body (HTTP 415: ${this.detail(reply)}); ` +
-            'this client speaks the Tinker API of SDK >= 0.25 (protobuf forward_backward); the server speaks an older one',
-          'user',
-        );
-      }
-      return this.parseJson(op, FutureResponse, this.expectModelOk(op, args.modelId, reply));
-    }, args.modelId);
+    const result = await this.runFuture(
+      op,
+      async () => {
+        const reply = await this.request('POST', 'forward_backward', body);
+        if (reply.status === 415) {
+          throw new TrainerError(
+            `trainer ${this.base}: forward_backward refused the protobuf body (HTTP 415: ${this.detail(reply)}); ` +
+              'this client speaks the Tinker API of SDK >= 0.25 (protobuf forward_backward); the server speaks an older one',
+            'user',
+          );
+        }
+        return this.parseJson(op, FutureResponse, this.expectModelOk(op, args.modelId, reply));
+      },
+      args.modelId,
+    );
     if (!result.proto) {
       throw new TrainerError(
         `trainer ${this.base}: the ${op} result came back as ${result.json === undefined ? 'an empty body' : 'JSON'}, not protobuf; ` +
@@ -157,7 +170,12 @@ export class TinkerClient extends TinkerFutures {
     const body = { model_id: args.modelId, adam_params: args.adam, seq_id: args.seqId, type: 'optim_step' };
     const result = await this.runFuture(
       'optim_step',
-      async () => this.parseJson('optim_step', FutureResponse, this.expectModelOk('optim_step', args.modelId, await this.request('POST', 'optim_step', body))),
+      async () =>
+        this.parseJson(
+          'optim_step',
+          FutureResponse,
+          this.expectModelOk('optim_step', args.modelId, await this.request('POST', 'optim_step', body)),
+        ),
       args.modelId,
     );
     const metrics = this.parseJson('optim_step result', OptimStepResult, result.json ?? {}).metrics ?? {};
@@ -172,14 +190,22 @@ export class TinkerClient extends TinkerFutures {
   async saveWeightsForSampler(args: { modelId: string; seqId: number; name: string; waitSeconds?: number }): Promise<string> {
     const body = { model_id: args.modelId, path: args.name, seq_id: args.seqId, type: 'save_weights_for_sampler' };
     let exists = false;
-    const result = await this.runFuture('save_weights_for_sampler', async () => {
-      const reply = await this.request('POST', 'save_weights_for_sampler', body);
-      if (reply.status === 409) {
-        exists = true;
-        return null;
-      }
-      return this.parseJson('save_weights_for_sampler', FutureResponse, this.expectModelOk('save_weights_for_sampler', args.modelId, reply));
-    }, args.modelId);
+    const result = await this.runFuture(
+      'save_weights_for_sampler',
+      async () => {
+        const reply = await this.request('POST', 'save_weights_for_sampler', body);
+        if (reply.status === 409) {
+          exists = true;
+          return null;
+        }
+        return this.parseJson(
+          'save_weights_for_sampler',
+          FutureResponse,
+          this.expectModelOk('save_weights_for_sampler', args.modelId, reply),
+        );
+      },
+      args.modelId,
+    );
     if (exists) return this.awaitCheckpoint(args.modelId, args.name, 'sampler', args.waitSeconds ?? 600);
     return this.parseJson('save_weights_for_sampler result', SaveWeightsForSamplerResult, result.json ?? {}).path;
   }
@@ -194,14 +220,18 @@ export class TinkerClient extends TinkerFutures {
   async saveWeights(args: { modelId: string; seqId: number; name: string; waitSeconds?: number }): Promise<string> {
     const body = { model_id: args.modelId, path: args.name, seq_id: args.seqId, type: 'save_weights' };
     let exists = false;
-    const result = await this.runFuture('save_weights', async () => {
-      const reply = await this.request('POST', 'save_weights', body);
-      if (reply.status === 409) {
-        exists = true;
-        return null;
-      }
-      return this.parseJson('save_weights', FutureResponse, this.expectModelOk('save_weights', args.modelId, reply));
-    }, args.modelId);
+    const result = await this.runFuture(
+      'save_weights',
+      async () => {
+        const reply = await this.request('POST', 'save_weights', body);
+        if (reply.status === 409) {
+          exists = true;
+          return null;
+        }
+        return this.parseJson('save_weights', FutureResponse, this.expectModelOk('save_weights', args.modelId, reply));
+      },
+      args.modelId,
+    );
     if (exists) return this.awaitCheckpoint(args.modelId, args.name, 'training', args.waitSeconds ?? 600);
     return this.parseJson('save_weights result', SaveWeightsResult, result.json ?? {}).path;
   }
@@ -215,7 +245,12 @@ export class TinkerClient extends TinkerFutures {
     const body = { model_id: args.modelId, path: args.path, optimizer: args.optimizer, seq_id: args.seqId, type: 'load_weights' };
     await this.runFuture(
       'load_weights',
-      async () => this.parseJson('load_weights', FutureResponse, this.expectModelOk('load_weights', args.modelId, await this.request('POST', 'load_weights', body))),
+      async () =>
+        this.parseJson(
+          'load_weights',
+          FutureResponse,
+          this.expectModelOk('load_weights', args.modelId, await this.request('POST', 'load_weights', body)),
+        ),
       args.modelId,
     );
   }
@@ -229,7 +264,10 @@ export class TinkerClient extends TinkerFutures {
 
   /** Deletes a training checkpoint of a model; 'absent' when the trainer has none of that name. */
   async deleteTrainingCheckpoint(modelId: string, name: string): Promise<'deleted' | 'absent'> {
-    const reply = await this.request('DELETE', `training_runs/${encodeURIComponent(modelId)}/checkpoints/weights/${encodeURIComponent(name)}`);
+    const reply = await this.request(
+      'DELETE',
+      `training_runs/${encodeURIComponent(modelId)}/checkpoints/weights/${encodeURIComponent(name)}`,
+    );
     if (reply.status === 404) return 'absent';
     this.expectOk('delete checkpoint', reply);
     return 'deleted';
@@ -251,7 +289,7 @@ export class TinkerClient extends TinkerFutures {
     // Hosted Tinker names the checkpoint '<kind>/<name>'; SkyRL's route takes the bare name.
     const ids = parsed.kind ? [`${parsed.kind}/${parsed.name}`, parsed.name] : [parsed.name];
     const deadline = Date.now() + waitSeconds * 1000;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const id = ids[i];
       const path = `training_runs/${encodeURIComponent(parsed.modelId)}/checkpoints/${id.split('/').map(encodeURIComponent).join('/')}/archive`;
       const reply = await this.request('GET', path, undefined, { redirect: 'manual' });
@@ -274,7 +312,10 @@ export class TinkerClient extends TinkerFutures {
       }
       const download = await this.fetchUrl(url);
       if (download.status !== 200) {
-        throw new TrainerError(`trainer ${this.base}: downloading ${tinkerPath} from ${url}: HTTP ${download.status}: ${this.detail(download)}`, 'server');
+        throw new TrainerError(
+          `trainer ${this.base}: downloading ${tinkerPath} from ${url}: HTTP ${download.status}: ${this.detail(download)}`,
+          'server',
+        );
       }
       return download.body;
     }
@@ -299,14 +340,27 @@ export class TinkerClient extends TinkerFutures {
       if (found) return found.tinker_path;
       // A failed save (500 "Checkpoint creation failed") is told from one being written (425) by the archive
       // endpoint for sampler weights, by weights_info for a training state.
-      const probe = kind === 'sampler'
-        ? await this.request('GET', `training_runs/${encodeURIComponent(modelId)}/checkpoints/${encodeURIComponent(name)}/archive`, undefined, { redirect: 'manual' })
-        : await this.request('POST', 'weights_info', { tinker_path: `tinker://${modelId}/weights/${name}` });
+      const probe =
+        kind === 'sampler'
+          ? await this.request(
+              'GET',
+              `training_runs/${encodeURIComponent(modelId)}/checkpoints/${encodeURIComponent(name)}/archive`,
+              undefined,
+              { redirect: 'manual' },
+            )
+          : await this.request('POST', 'weights_info', { tinker_path: `tinker://${modelId}/weights/${name}` });
       if (probe.status >= 500 && /fail/i.test(this.detail(probe))) {
-        throw new TrainerError(`trainer ${this.base}: ${kind === 'sampler' ? 'save_weights_for_sampler' : 'save_weights'} failed: checkpoint '${name}' of model ${modelId}: ${this.detail(probe)}`, 'server', true);
+        throw new TrainerError(
+          `trainer ${this.base}: ${kind === 'sampler' ? 'save_weights_for_sampler' : 'save_weights'} failed: checkpoint '${name}' of model ${modelId}: ${this.detail(probe)}`,
+          'server',
+          true,
+        );
       }
       if (Date.now() > deadline) {
-        throw new TrainerError(`trainer ${this.base}: checkpoint '${name}' of model ${modelId} exists but did not complete within ${waitSeconds} s`, 'server');
+        throw new TrainerError(
+          `trainer ${this.base}: checkpoint '${name}' of model ${modelId} exists but did not complete within ${waitSeconds} s`,
+          'server',
+        );
       }
       await this.pause(this.options.pollSeconds);
     }

@@ -27,11 +27,19 @@ export abstract class TinkerFutures extends TinkerTransport {
    * save_weights_for_sampler's 409).
    */
   /** `modelId`: the model the op trains or saves, which a "model not loaded" failure says is gone. */
-  protected runFuture(op: string, submit: () => Promise<FutureResponse | null>, modelId?: string): Promise<{ json?: unknown; proto?: Buffer }> {
+  protected runFuture(
+    op: string,
+    submit: () => Promise<FutureResponse | null>,
+    modelId?: string,
+  ): Promise<{ json?: unknown; proto?: Buffer }> {
     return timeTrainerOp(op, () => this.submitAndPoll(op, submit, modelId));
   }
 
-  private async submitAndPoll(op: string, submit: () => Promise<FutureResponse | null>, modelId?: string): Promise<{ json?: unknown; proto?: Buffer }> {
+  private async submitAndPoll(
+    op: string,
+    submit: () => Promise<FutureResponse | null>,
+    modelId?: string,
+  ): Promise<{ json?: unknown; proto?: Buffer }> {
     let future = await submit();
     if (future === null) return {};
     let resubmits = 0;
@@ -58,9 +66,17 @@ export abstract class TinkerFutures extends TinkerTransport {
         if (failed.success) {
           if (MODEL_GONE.test(failed.data.error)) {
             if (modelId) throw new TrainerModelGoneError(this.modelGoneMessage(op, modelId, failed.data.error), modelId);
-            throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has the model it names`, 'user', true);
+            throw new TrainerError(
+              `trainer ${this.base}: ${op} failed: ${failed.data.error}: the trainer no longer has the model it names`,
+              'user',
+              true,
+            );
           }
-          throw new TrainerError(`trainer ${this.base}: ${op} failed: ${failed.data.error}`, failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server', true);
+          throw new TrainerError(
+            `trainer ${this.base}: ${op} failed: ${failed.data.error}`,
+            failed.data.category?.toLowerCase() === 'user' ? 'user' : 'server',
+            true,
+          );
         }
         return { json };
       }
@@ -72,7 +88,10 @@ export abstract class TinkerFutures extends TinkerTransport {
       }
       if (status >= 500) {
         if (++serverErrors > MAX_SERVER_ERROR_POLLS) {
-          throw new TrainerError(`trainer ${this.base}: ${op}: retrieve_future failed ${serverErrors} times in a row: HTTP ${status}: ${this.detail(reply)}`, 'server');
+          throw new TrainerError(
+            `trainer ${this.base}: ${op}: retrieve_future failed ${serverErrors} times in a row: HTTP ${status}: ${this.detail(reply)}`,
+            'server',
+          );
         }
         countTrainerRetry(op, 'server_error');
         await this.pause(this.options.pollSeconds);
@@ -85,7 +104,8 @@ export abstract class TinkerFutures extends TinkerTransport {
       }
       if (status === 410 || status === 404) {
         // The future is gone (the server restarted, or expired it): send the op again; its seq_id makes that exactly-once.
-        if (++resubmits > MAX_RESUBMITS) throw new TrainerError(`trainer ${this.base}: ${op}: its future vanished ${resubmits} times (HTTP ${status})`, 'server');
+        if (++resubmits > MAX_RESUBMITS)
+          throw new TrainerError(`trainer ${this.base}: ${op}: its future vanished ${resubmits} times (HTTP ${status})`, 'server');
         countTrainerRetry(op, 'future_gone');
         future = await submit();
         if (future === null) return {};
@@ -99,7 +119,11 @@ export abstract class TinkerFutures extends TinkerTransport {
       if (status === 400 && modelId && MODEL_GONE.test(this.detail(reply))) {
         throw new TrainerModelGoneError(this.modelGoneMessage(op, modelId, this.detail(reply)), modelId);
       }
-      throw new TrainerError(`trainer ${this.base}: ${op} failed: ${this.detail(reply)}`, status >= 400 && status < 500 ? 'user' : 'server', status === 400);
+      throw new TrainerError(
+        `trainer ${this.base}: ${op} failed: ${this.detail(reply)}`,
+        status >= 400 && status < 500 ? 'user' : 'server',
+        status === 400,
+      );
     }
   }
 

@@ -38,7 +38,9 @@ export function trainerHeartbeatSecondsFromEnv(): number {
   if (!raw) return SESSION_HEARTBEAT_SECONDS;
   const seconds = Number(raw);
   if (!Number.isFinite(seconds) || seconds <= 0) {
-    throw new Error(`HARNESS_S_TRAINER_HEARTBEAT_SECONDS='${raw}' is not a number of seconds above 0 (unset: ${SESSION_HEARTBEAT_SECONDS})`);
+    throw new Error(
+      `HARNESS_S_TRAINER_HEARTBEAT_SECONDS='${raw}' is not a number of seconds above 0 (unset: ${SESSION_HEARTBEAT_SECONDS})`,
+    );
   }
   return seconds;
 }
@@ -131,16 +133,23 @@ export class TinkerSessionKeeper {
       [...ids].map(async (id) => {
         try {
           if ((await this.client.heartbeatSession(id)) === 'alive') {
-            if (this.failing.delete(id)) this.logger.info({ trainer: this.client.baseUrl, sessionId: id }, 'trainer session heartbeat goes through again');
+            if (this.failing.delete(id))
+              this.logger.info({ trainer: this.client.baseUrl, sessionId: id }, 'trainer session heartbeat goes through again');
             return;
           }
-          this.logger.warn({ trainer: this.client.baseUrl, sessionId: id }, 'the trainer no longer knows this session (its models are unloaded)');
+          this.logger.warn(
+            { trainer: this.client.baseUrl, sessionId: id },
+            'the trainer no longer knows this session (its models are unloaded)',
+          );
           this.forget(id);
         } catch (err) {
           // Once per outage, not at every beat: a trainer that is down for hours would fill the log.
           if (this.failing.has(id)) return;
           this.failing.add(id);
-          this.logger.warn({ trainer: this.client.baseUrl, sessionId: id, err: (err as Error).message }, 'trainer session heartbeat failed; trying again on the clock, quietly until it goes through');
+          this.logger.warn(
+            { trainer: this.client.baseUrl, sessionId: id, err: (err as Error).message },
+            'trainer session heartbeat failed; trying again on the clock, quietly until it goes through',
+          );
         }
       }),
     );
@@ -222,7 +231,10 @@ export function keepLiveRunSessions(options: LiveRunSessionsOptions): LiveRunSes
     try {
       live = await store.liveTrainerSessions(LIVE_RUN_QUIET_DAYS * 24 * 3600);
     } catch (err) {
-      logger.warn({ err: (err as Error).message }, 'cannot read the live runs\' trainer sessions from the run store; keeping the last ones read');
+      logger.warn(
+        { err: (err as Error).message },
+        "cannot read the live runs' trainer sessions from the run store; keeping the last ones read",
+      );
       return;
     }
     const kept: Array<{ baseUrl: string; apiKey: string; sessionId: string }> = [];
@@ -232,7 +244,10 @@ export function keepLiveRunSessions(options: LiveRunSessionsOptions): LiveRunSes
       } catch (err) {
         if (warned.has(run.runId)) continue;
         warned.add(run.runId);
-        logger.warn({ runId: run.runId, sessionId: run.sessionId, err: (err as Error).message }, 'this worker cannot keep the run\'s trainer session alive: it lacks the trainer key');
+        logger.warn(
+          { runId: run.runId, sessionId: run.sessionId, err: (err as Error).message },
+          "this worker cannot keep the run's trainer session alive: it lacks the trainer key",
+        );
       }
     }
     // A read that ends after close() must not open keepers again.

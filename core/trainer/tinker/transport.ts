@@ -65,13 +65,20 @@ export abstract class TinkerTransport {
           throw new TrainerError(`trainer ${this.base} is unreachable (${op}): ${err.message}`, 'server');
         }
         countTrainerRetry(routeOf(op), 'unreachable');
-        await this.pause(Math.min(this.options.maxConnectionRetrySeconds ?? 30, (this.options.connectionRetrySeconds ?? 1) * 2 ** failures));
+        await this.pause(
+          Math.min(this.options.maxConnectionRetrySeconds ?? 30, (this.options.connectionRetrySeconds ?? 1) * 2 ** failures),
+        );
       }
     }
   }
 
   /** A request, sent again with backoff while the server cannot be reached. */
-  protected request(method: 'GET' | 'POST' | 'DELETE', op: string, body?: unknown, options: { redirect?: 'follow' | 'manual' } = {}): Promise<HttpReply> {
+  protected request(
+    method: 'GET' | 'POST' | 'DELETE',
+    op: string,
+    body?: unknown,
+    options: { redirect?: 'follow' | 'manual' } = {},
+  ): Promise<HttpReply> {
     return this.withConnectionRetries(op, () => this.send(method, op, body, options));
   }
 
@@ -95,7 +102,13 @@ export abstract class TinkerTransport {
     const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
     const signal = this.options.signal ? AbortSignal.any([this.options.signal, timeout]) : timeout;
     try {
-      const response = await fetch(`${this.base}/api/v1/${op}`, { method, headers, body: payload, signal, redirect: options.redirect ?? 'follow' });
+      const response = await fetch(`${this.base}/api/v1/${op}`, {
+        method,
+        headers,
+        body: payload,
+        signal,
+        redirect: options.redirect ?? 'follow',
+      });
       return {
         status: response.status,
         contentType: (response.headers.get('content-type') ?? '').toLowerCase(),
@@ -113,10 +126,17 @@ export abstract class TinkerTransport {
   }
 
   protected async fetchUrl(url: string): Promise<HttpReply> {
-    const signal = this.options.signal ? AbortSignal.any([this.options.signal, AbortSignal.timeout(600_000)]) : AbortSignal.timeout(600_000);
+    const signal = this.options.signal
+      ? AbortSignal.any([this.options.signal, AbortSignal.timeout(600_000)])
+      : AbortSignal.timeout(600_000);
     try {
       const response = await fetch(url, { signal, headers: url.startsWith(this.base) ? { 'x-api-key': this.options.apiKey } : {} });
-      return { status: response.status, contentType: response.headers.get('content-type') ?? '', headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
+      return {
+        status: response.status,
+        contentType: response.headers.get('content-type') ?? '',
+        headers: response.headers,
+        body: Buffer.from(await response.arrayBuffer()),
+      };
     } catch (err) {
       this.options.signal?.throwIfAborted();
       throw new TrainerError(`trainer ${this.base}: cannot download ${url}: ${describeFetchError(err)}`, 'server');
@@ -149,9 +169,10 @@ export abstract class TinkerTransport {
       );
     }
     const user = reply.status >= 400 && reply.status < 500 && reply.status !== 408 && reply.status !== 429;
-    const hint = reply.status === 404 && !/model|session|checkpoint|future|sampler/i.test(detail)
-      ? ` (no /api/v1/${op} there: is trainer.baseUrl a Tinker API server, such as SkyRL's or hosted Tinker?)`
-      : '';
+    const hint =
+      reply.status === 404 && !/model|session|checkpoint|future|sampler/i.test(detail)
+        ? ` (no /api/v1/${op} there: is trainer.baseUrl a Tinker API server, such as SkyRL's or hosted Tinker?)`
+        : '';
     throw new TrainerError(`trainer ${this.base}: ${op}: HTTP ${reply.status}: ${detail}${hint}`, user ? 'user' : 'server');
   }
 

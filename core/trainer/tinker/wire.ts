@@ -126,7 +126,9 @@ export const RequestFailed = z.object({ error: z.string(), category: z.string().
 export const CreateModelResult = z.object({ model_id: z.string().min(1), base_model: z.string().nullish() });
 export const OptimStepResult = z.object({ metrics: z.record(z.string(), z.number().nullable()).nullish() });
 export const SaveWeightsForSamplerResult = z.object({ path: z.string().regex(/^tinker:\/\//, 'must be a tinker:// path') });
-export const SaveWeightsResult = z.object({ path: z.string().regex(/^tinker:\/\/[^/]+\/weights\/[^/]+$/, 'must be a tinker://<model>/weights/<name> path') });
+export const SaveWeightsResult = z.object({
+  path: z.string().regex(/^tinker:\/\/[^/]+\/weights\/[^/]+$/, 'must be a tinker://<model>/weights/<name> path'),
+});
 
 export const Checkpoint = z.object({
   checkpoint_id: z.string(),
@@ -248,11 +250,16 @@ function unpack(bytes: Uint8Array, dtype: number, where: string): number[] {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const size = dtype === DTYPE.int64 ? 8 : dtype === DTYPE.float32 || dtype === DTYPE.int32 ? 4 : 0;
   if (size === 0) throw new TinkerWireError(`${where}: unsupported dtype ${dtype} (this client reads float32, int64 and int32)`);
-  if (buffer.length % size !== 0) throw new TinkerWireError(`${where}: ${buffer.length} bytes is not a whole number of ${size}-byte values`);
+  if (buffer.length % size !== 0)
+    throw new TinkerWireError(`${where}: ${buffer.length} bytes is not a whole number of ${size}-byte values`);
   const values = new Array<number>(buffer.length / size);
   for (let i = 0; i < values.length; i++) {
     values[i] =
-      dtype === DTYPE.int64 ? Number(buffer.readBigInt64LE(i * size)) : dtype === DTYPE.float32 ? buffer.readFloatLE(i * size) : buffer.readInt32LE(i * size);
+      dtype === DTYPE.int64
+        ? Number(buffer.readBigInt64LE(i * size))
+        : dtype === DTYPE.float32
+          ? buffer.readFloatLE(i * size)
+          : buffer.readInt32LE(i * size);
   }
   return values;
 }
@@ -266,7 +273,10 @@ const dtypeName = (dtype: number, where: string): WireTensor['dtype'] => {
 function decode(name: string, bytes: Uint8Array, what: string): Record<string, unknown> {
   try {
     const type = messageType(name);
-    return type.toObject(type.decode(bytes), { longs: Number, defaults: true, arrays: true, objects: true, oneofs: true }) as Record<string, unknown>;
+    return type.toObject(type.decode(bytes), { longs: Number, defaults: true, arrays: true, objects: true, oneofs: true }) as Record<
+      string,
+      unknown
+    >;
   } catch (err) {
     throw new TinkerWireError(`${what}: not a valid protobuf ${name}: ${(err as Error).message}`);
   }
@@ -322,7 +332,10 @@ export function decodeForwardBackwardRequest(bytes: Uint8Array): ForwardBackward
       model_input: {
         chunks: datum.model_input.map((chunk, j) => {
           if (!chunk.encoded_text) throw new TinkerWireError(`data.${i}.model_input.${j}: only encoded_text chunks are supported`);
-          return { type: 'encoded_text' as const, tokens: unpack(chunk.encoded_text.tokens, DTYPE.int32, `data.${i}.model_input.${j}.tokens`) };
+          return {
+            type: 'encoded_text' as const,
+            tokens: unpack(chunk.encoded_text.tokens, DTYPE.int32, `data.${i}.model_input.${j}.tokens`),
+          };
         }),
       },
       loss_fn_inputs: Object.fromEntries(
@@ -378,7 +391,9 @@ export function decodeForwardBackwardResult(bytes: Uint8Array): ForwardBackwardR
       const where = `loss_fn_outputs.${r}.${name}`;
       const offsets = unpack(batched.offsets, DTYPE.int64, `${where}.offsets`);
       if (offsets.length !== record.num_datums + 1) {
-        throw new TinkerWireError(`${where}: ${offsets.length} offsets for ${record.num_datums} datums (expected ${record.num_datums + 1})`);
+        throw new TinkerWireError(
+          `${where}: ${offsets.length} offsets for ${record.num_datums} datums (expected ${record.num_datums + 1})`,
+        );
       }
       const dtype = dtypeName(batched.dtype, where);
       for (let i = 0; i < record.num_datums; i++) {
@@ -420,6 +435,8 @@ export function decodeSampleResult(bytes: Uint8Array): SampleResult {
       tokens: unpack(s.tokens, DTYPE.int32, `sequences.${i}.tokens`),
       logprobs: s.logprobs && s.logprobs.length > 0 ? unpack(s.logprobs, DTYPE.float32, `sequences.${i}.logprobs`) : null,
     })),
-    prompt_logprobs: raw.prompt_logprobs ? unpack(raw.prompt_logprobs, DTYPE.float32, 'prompt_logprobs').map((lp) => (Number.isNaN(lp) ? null : lp)) : null,
+    prompt_logprobs: raw.prompt_logprobs
+      ? unpack(raw.prompt_logprobs, DTYPE.float32, 'prompt_logprobs').map((lp) => (Number.isNaN(lp) ? null : lp))
+      : null,
   };
 }
