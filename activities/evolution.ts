@@ -15,7 +15,7 @@ import type { EvolutionGroup } from '../core/evolution/diagnosis';
 import type { SiblingDirection } from '../core/evolution/failure-directions';
 import type { HarnessSpace } from '../core/evolution/harness-space';
 import { baseSpecFor, envFailureDirections, envIdOf, fetchFrozenPool, harnessSpaceFor } from '../core/envs/registry';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import { frozenPoolOf, type FreezeRequest } from '../core/evolution/freeze';
 import {
   buildProposalRequest,

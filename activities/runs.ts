@@ -15,7 +15,7 @@ import { summarizeRunSteps, type RunSummary } from '../core/report/run-summary';
 import { defaultClients } from './clients';
 import type { ActivityDeps, RunContext } from './run-context';
 import { envIdOf, fetchFrozenPool } from '../core/envs/registry';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import { type LatencyProfile, modelledGpuSeconds } from '../core/latency-profiles';
 
 /** A sim step's spend with its SIMULATED GPU-seconds under the latency model that runs (none when it is off). */

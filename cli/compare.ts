@@ -14,7 +14,7 @@ import { mapWithConcurrency } from '../core/concurrency';
 import { CI_METHOD, pairedDifference, rateStdErr, type PairedDifference } from '../core/stats';
 import type { RunSummary } from '../workflows/definitions';
 import { newRunId, rootCauseMessage, startRun, UserError } from './runs';
-import { isSimulatedEnv, SIM_KIND } from '../core/envs/sim/config';
+import { isSimulatedEnv, SIM_KIND } from '../core/sim-kind';
 
 type RawConfig = Record<string, unknown>;
 const section = (raw: RawConfig, key: string) => (raw[key] && typeof raw[key] === 'object' ? (raw[key] as RawConfig) : {});

@@ -15,7 +15,7 @@ import { evolveHarnessPool } from '../workflows';
 import { readJsonFile } from './runs';
 import { TASK_QUEUES } from '../workflows/definitions';
 import type { EvolutionResult } from '../workflows/evolve-harness-pool';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 
 /** Reads an evolution config file: an EvolutionConfig, or a workflow input {"config": {...}}. */
 export function readEvolutionConfigFile(file: string): { raw: unknown; config: EvolutionConfig } {

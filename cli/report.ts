@@ -2,7 +2,7 @@
 import { replicaLines } from '../workflows/replica-status';
 import type { StepSummary } from '../core/rl/step-summary';
 import type { EvaluationSummary, InFlightStep, ParentRun, RestoreEvent, RunStatus, RunSummary } from '../workflows/definitions';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
 

@@ -34,7 +34,7 @@ import {
   type RunSummary,
 } from '../workflows/definitions';
 import { UserError } from '../core/errors';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 
 /** The CLI's user errors are core's: any of them exits 2 with its message alone. */
 export { UserError };

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { stepLine, summaryText } from './report';
 import { runView } from './runs';
 import { statusQuery } from '../workflows/definitions';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 
 export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<void> {
   let lastStep = -1;

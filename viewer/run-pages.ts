@@ -1,7 +1,7 @@
 /**
  * The viewer's run-level pages: the runs, and one run's steps.
  */
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import type { StepRecord } from '../core/store/run-store';
 import { facts, fixed, href, html, page, pager, percent, sparkline, table, withQuery, type Html } from './layout';
 import type { RunRow, ViewerStore } from './viewer-store';

@@ -4,7 +4,7 @@
  * strategy ran) and chose, and the rescue rollouts by harness. Filtered by
  * kind, harness, outcome, failure type, group state and task id; paged by task.
  */
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import type { BehaviorProfiles } from '../core/router/profiles';
 import type { StepRecord, StoredRoutingDecision } from '../core/store/run-store';
 import { facts, fixed, href, html, outcomeBadge, page, pager, percent, table, withQuery, type Html } from './layout';

@@ -5,7 +5,7 @@
  * step, the sibling that rescued it, base at the end), and the run's rollout
  * search.
  */
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import type { HarnessIntervention, TokenSample } from '../core/policy/trajectory';
 import { facts, fixed, href, html, outcomeBadge, page, pager, table, withQuery, type Html } from './layout';
 import { runHref, stepHref } from './run-pages';

@@ -5,7 +5,7 @@
  * Workflow code: deterministic, no I/O.
  */
 import { setCurrentDetails } from '@temporalio/workflow';
-import { isSimulatedEnv } from '../core/envs/sim/config';
+import { isSimulatedEnv } from '../core/sim-kind';
 import type { InFlightStep, StepPhase } from './definitions';
 import { replicaLines } from './replica-status';
 import type { HarnessSRun } from './run-state';

@@ -7,7 +7,7 @@ import { connectClient, readConfigFile, UserError } from '../runs';
 import { budgetStepCap, budgetText, COMPARE_ARMS, compareText, parseBudget, planCompare, runCompare } from '../compare';
 import { writeCompareReport } from '../report/compare-report';
 import { progress, print, printJson, action, withStore, positiveInt } from './shared';
-import { SIM_KIND } from '../../core/envs/sim/config';
+import { SIM_KIND } from '../../core/sim-kind';
 import { processSettings } from '../../core/settings';
 
 export function registerCompareCommand(program: Command): void {

@@ -4,7 +4,7 @@ import { profilesText, profilesView } from '../profiles';
 import { defaultReportDir, writeRunReport } from '../report/run-report-file';
 import { exportRun, exportText } from '../export';
 import { progress, print, printJson, action, withStore, positiveInt, nonNegativeInt } from './shared';
-import { isSimulatedEnv } from '../../core/envs/sim/config';
+import { isSimulatedEnv } from '../../core/sim-kind';
 import { viewerUrlFromEnv } from '../../core/viewer-address';
 
 export function registerReportCommands(program: Command): void {

@@ -18,7 +18,7 @@ import { hashSeed } from '../random';
 import { tasksFor } from '../rl/task-sampling';
 import { apiKeyOf } from '../secrets';
 import type { RunStore } from '../store/run-store';
-import { SIM_KIND } from '../envs/sim/config';
+import { SIM_KIND } from '../sim-kind';
 
 /**
  * A copy of a sim world with enough tasks per kind that `trainTasks` distinct

@@ -21,7 +21,7 @@ import type { TinkerClient } from '../trainer/tinker/client';
 import type { RunStore } from '../store/run-store';
 import { publishAdapter, PublishError } from '../policy/publisher';
 import { resolveSamplerWeights } from '../trainer/sampler-weights';
-import { isSimulatedEnv } from '../envs/sim/config';
+import { isSimulatedEnv } from '../sim-kind';
 
 export const EXPORT_MANIFEST = 'harness-s-export.json';
 export const SIMULATED_LABEL = 'SIMULATED: sim policy parameters, not a real LoRA adapter';

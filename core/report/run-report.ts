@@ -25,7 +25,7 @@ import {
 } from './run-charts';
 import type { Chart } from './chart';
 import { chartSections, renderPage, type Table } from './html';
-import { isSimulatedEnv } from '../envs/sim/config';
+import { isSimulatedEnv } from '../sim-kind';
 
 export interface RunReportData {
   runId: string;

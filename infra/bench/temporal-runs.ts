@@ -15,7 +15,7 @@ import {
   type RunSummary,
 } from '../../workflows/definitions';
 import type { RunHistory } from '../../core/bench/figures';
-import { isSimulatedEnv } from '../../core/envs/sim/config';
+import { isSimulatedEnv } from '../../core/sim-kind';
 
 type HarnessSRun = (input: RunInput) => Promise<RunSummary>;
 export type RunHandle = WorkflowHandle<HarnessSRun>;

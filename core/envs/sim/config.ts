@@ -3,8 +3,6 @@ import { z } from 'zod';
 import { FrozenPoolHash, oneHarnessSource } from '../config-parts';
 import { SIM_KIND } from '../../sim-kind';
 
-export { isSimulatedEnv, SIM_KIND } from '../../sim-kind';
-
 export const SimEnvConfig = z
   .strictObject({
     kind: z.literal(SIM_KIND),

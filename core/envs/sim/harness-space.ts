@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { FREE_FIELDS, zodCheck, type HarnessSpace } from '../../evolution/harness-space';
 import type { SiblingDirection } from '../../evolution/failure-directions';
-import { SIM_KIND } from './config';
+import { SIM_KIND } from '../../sim-kind';
 import { simHarness } from './harnesses';
 import { FINISH, SimHarness, type SimWorld } from './world';
 
