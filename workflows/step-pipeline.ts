@@ -18,6 +18,9 @@
  *   sampling while one publishes, so an inference server never serves two
  *   policy versions at once (the new one's probe beside the old one's
  *   rollouts: vLLM's CPU build crashes on a batch mixing LoRA adapters);
+ * - publishing in step order: a trained step publishes once the steps before
+ *   it have (patch `publish-in-order`), so an older version never goes out
+ *   after a newer one;
  * - steps complete (the status moves on) in step order.
  *
  * A segment runs steps up to the next barrier: a re-anchoring or evaluation
@@ -28,7 +31,7 @@
  *
  * Workflow code: deterministic, no I/O.
  */
-import { CancellationScope, condition, isCancellation, startChild } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, patched, startChild } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config';
 import type { StepSummary } from '../core/rl/step-summary';
 import { type InFlightStep, publishGateSignal, type RunStatus, type StepProgress, TASK_QUEUES, trainGateSignal } from './definitions';
@@ -143,9 +146,16 @@ export class StepPipeline {
     return true;
   }
 
-  /** Step `step` may publish: no other step is sampling. */
-  private mayPublish(step: number): boolean {
-    for (const [other, r] of this.running) if (other !== step && !r.rolloutsDone) return false;
+  /**
+   * Step `step` may publish: no other step is sampling, and (`inOrder`) every
+   * earlier step has published, so versions go out in step order. Histories
+   * recorded before `publish-in-order` let a step publish beside an earlier one.
+   */
+  private mayPublish(step: number, inOrder: boolean): boolean {
+    for (const [other, r] of this.running) {
+      if (other !== step && !r.rolloutsDone) return false;
+      if (inOrder && other < step) return false;
+    }
     return true;
   }
 
@@ -192,11 +202,12 @@ export class StepPipeline {
             staticSummary: `step ${step} of Harness-S run ${config.name} (pipelined)`,
             args: [args],
           });
-          // Opens the step's gates once the steps before it have trained, and once it has trained and no other step
-          // samples (again for a step run again after an outage).
+          // Opens the step's gates once the steps before it have trained, and once it has trained, no other step
+          // samples and the steps before it have published (again for a step run again after an outage).
+          const inOrder = patched('publish-in-order');
           void condition(() => this.mayTrain(step))
             .then(() => child.signal(trainGateSignal))
-            .then(() => condition(() => entry.trained && this.mayPublish(step)))
+            .then(() => condition(() => entry.trained && this.mayPublish(step, inOrder)))
             .then(() => {
               entry.publishing = true;
               return child.signal(publishGateSignal);
