@@ -94,6 +94,26 @@ test('a trained step publishes only once no other step is sampling', async () =>
   expect(recorded(runId)[2].phaseSeconds?.waitToPublish).toBeGreaterThan(0);
 });
 
+test('a trained step publishes only after the steps before it have: versions go out in step order', async () => {
+  const runId = 'pipeline-publish-in-order';
+  const step2Publish = env.fakes.hold('loadPolicyOnReplica', (i) => i.runId === runId && i.step === 2);
+  const handle = await env.client.workflow.start(harnessSRun, {
+    workflowId: runId,
+    taskQueue: TASK_QUEUES.control,
+    args: [{ config: smallRunConfig({ steps: 5, pipeline: { maxStaleness: 1 } }) }],
+  });
+  await step2Publish.reached;
+  // Step 3 sampled while step 2 trained, then trained itself: it waits for step 2's publish to end.
+  await waitFor('step 3 to wait to publish', async () =>
+    (await handle.query(statusQuery)).inFlight?.find((s) => s.step === 3 && s.phase === 'waiting-to-publish'),
+  );
+  const published = () => env.fakes.inputsOf('loadPolicyOnReplica', runId).map((i) => i.step);
+  expect(published()).toEqual([0, 1, 2]);
+  step2Publish.release();
+  await handle.result();
+  expect(published()).toEqual([0, 1, 2, 3, 4]);
+});
+
 test('with k = 2 two steps can wait behind a training step; the bound holds', async () => {
   const runId = 'pipeline-k2';
   const step2 = env.fakes.hold('trainStep', (i) => i.runId === runId && i.step === 2);
