@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm test` (the whole suite, what CI runs) and `npm run test:fast` (the inner
 # loop: typecheck, lint, unit and workflow tests; no PostgreSQL, no engines).
-# Typecheck and lint run at once. Then, for the whole suite, three lanes at once:
+# Typecheck and lint run beside the tests. For the whole suite, three test lanes at once:
 # the unit and workflow tests (each workflow test file starts its own Temporal dev
 # server on free ports), and the integration tests in two shards balanced by the
 # files' measured durations (test/sequencer.js), each shard with a Temporal dev
@@ -13,20 +13,31 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 case "$mode" in all|fast) ;; *) echo "usage: test/suite.sh [all|fast]" >&2; exit 2 ;; esac
 
-npx tsc --noEmit & typecheck=$!
-npm run --silent lint & lint=$!
-wait "$typecheck" || { echo "npm test: typecheck failed" >&2; wait "$lint"; exit 1; }
-wait "$lint" || { echo "npm test: lint failed" >&2; exit 1; }
+# Typecheck and lint run beside the integration shards (their logs are printed at the end), and before the unit
+# tests: test/unit/layer-order.test.ts plants files that lint must not see.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+npx tsc --noEmit >"$logs/typecheck" 2>&1 & typecheck=$!
+npm run --silent lint >"$logs/lint" 2>&1 & lint=$!
+checks_status=
+checks() {
+  if [ -z "$checks_status" ]; then
+    checks_status=0
+    wait "$typecheck" || { echo "== typecheck failed" >&2; checks_status=1; }
+    cat "$logs/typecheck"
+    wait "$lint" || { echo "== lint failed" >&2; checks_status=1; }
+    cat "$logs/lint"
+  fi
+  return "$checks_status"
+}
 
 if [ "$mode" = fast ]; then
+  checks || exit 1
   # Two workers: a workflow test mostly waits on its dev server.
   exec npx jest --selectProjects unit workflow --maxWorkers=2
 fi
 
 shards=${HARNESS_S_TEST_SHARDS:-2}
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-npx jest --selectProjects unit workflow >"$logs/fast" 2>&1 & fast=$!
 # Shard i of n: shard 1 on the default dev server and database (test/integration/env.ts), shard i on port
 # 17233 + 10 (i - 1) (its UI 1000 above) and database harness_s_test_<i>.
 pids=()
@@ -39,6 +50,8 @@ for i in $(seq 1 "$shards"); do
   fi
 done
 status=0
+checks || status=1
+npx jest --selectProjects unit workflow >"$logs/fast" 2>&1 & fast=$!
 wait "$fast"; fast_status=$?
 [ "$fast_status" -eq 0 ] || status=1
 echo "== unit and workflow tests (exit $fast_status)"
