@@ -166,7 +166,7 @@ let counter = 0;
 let swept = false;
 
 /** How long removing a group waits for its last processes to go before leaving it to the sweeper. */
-const REMOVE_WAIT_MS = 10_000;
+const REMOVE_WAIT_MS = 2000;
 
 /** One sandbox's group: its folders (one on v2, memory's and pids' on v1). */
 export class SandboxCgroup {
