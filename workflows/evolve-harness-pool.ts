@@ -23,17 +23,9 @@
  * diagnosis found and the best candidate of each direction so far. Each stage
  * is a method; `execute` runs them in turn.
  */
-import {
-  type ActivityInterfaceFor,
-  ApplicationFailure,
-  defineQuery,
-  proxyActivities,
-  setCurrentDetails,
-  setHandler,
-} from '@temporalio/workflow';
+import { type ActivityInterfaceFor, ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { EvolutionActivities } from '../activities';
 import type { PreparedEvolution, ProposalOutcome } from '../core/evolution/prepared';
-import type { EvolutionConfigInput } from '../core/evolution/config';
 import { allTargets, diagnoseFailures, type Diagnosis, type EvolutionGroup, type TargetTask } from '../core/evolution/diagnosis';
 import { cellOf, measurePoolEffect, type PoolEffect } from '../core/evolution/effect-matrix';
 import type { SiblingDirection } from '../core/evolution/failure-directions';
@@ -48,61 +40,25 @@ import {
   type DroppedCandidate,
   type FreshEffect,
 } from '../core/evolution/selection';
-import type { PairedDifference } from '../core/stats';
 import { drawDistinct } from '../core/rl/task-sampling';
 import { FAILURE_TYPES } from '../core/failure-types';
 import { controlActivityOptions, rolloutActivityOptions } from './activity-options';
+import {
+  details,
+  evolutionStatusQuery,
+  phaseLine,
+  type EvolutionResult,
+  type EvolutionStatus,
+  type EvolveHarnessPoolInput,
+} from './evolution-status';
 
-export interface EvolveHarnessPoolInput {
-  config: EvolutionConfigInput;
-}
-
-export interface EvolvedSibling {
-  id: string;
-  direction: SiblingDirection;
-  parent: string;
-  bornRound: number;
-  /** Its success on its direction's targets, measured afresh after it was chosen. */
-  targetRescueRate: number;
-  /** The base's there (fresh rollouts too). */
-  baseRateOnTargets: number;
-  /** Sibling minus base, paired by target task, with its 95% t interval over the tasks. */
-  difference: PairedDifference;
-  /** Its success there in the validation that chose it (biased up by the choice). */
-  validationRescueRate: number;
-  regressionRate: number;
-  targets: number;
-}
-
-export interface EvolutionResult {
-  evolutionId: string;
-  env: string;
-  simulated: boolean;
-  /** The frozen pool's content hash: name it in a run config as env.pool. */
-  pool: string;
-  dir: string;
-  base: string;
-  siblings: EvolvedSibling[];
-  /** Directions that ended with no sibling, and why. */
-  withoutSibling: Array<{ direction: SiblingDirection; reason: string }>;
-  /** What the evolution did, counted as it planned it (the store's records must match). */
-  plan: { proposals: number; candidates: number; dropped: number; groups: Record<string, number>; rollouts: Record<string, number> };
-  devTasks: number;
-  baseDevSuccess: number;
-  effect: PoolEffect;
-}
-
-export interface EvolutionStatus {
-  evolutionId: string;
-  phase: 'preparing' | 'diagnosing' | 'evolving' | 'measuring' | 'freezing' | 'done';
-  round: number;
-  rounds: number;
-  groupsDone: number;
-  groupsStarted: number;
-  proposalsDone: number;
-  best: Partial<Record<SiblingDirection, { candidateId: string; targetRescueRate: number; baseRateOnTargets: number } | null>>;
-}
-export const evolutionStatusQuery = defineQuery<EvolutionStatus>('evolutionStatus');
+export {
+  evolutionStatusQuery,
+  type EvolutionResult,
+  type EvolutionStatus,
+  type EvolvedSibling,
+  type EvolveHarnessPoolInput,
+} from './evolution-status';
 
 const PROPOSER_SLACK_SECONDS = 60;
 /** Rollout groups one evolution may plan: about 3 history events each, well under Temporal's 51,200-event limit. */
@@ -442,21 +398,4 @@ function parentResultsOf(r: CandidateResult) {
     regressionRate: r.regressionRate,
     byKind: Object.fromEntries(Object.entries(r.byKind).map(([kind, t]) => [kind, t.rollouts ? t.successes / t.rollouts : 0])),
   };
-}
-
-function phaseLine(s: EvolutionStatus): string {
-  return s.phase === 'evolving' ? `round ${s.round} of ${s.rounds}: proposing and validating` : s.phase;
-}
-
-function details(s: EvolutionStatus, what: string): string {
-  const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
-  const best = Object.entries(s.best)
-    .map(([d, b]) => `| ${d} | ${b ? `${b.candidateId} | ${pct(b.targetRescueRate)} | ${pct(b.baseRateOnTargets)}` : '(none yet) | | '} |`)
-    .join('\n');
-  return [
-    `**Harness evolution ${s.evolutionId}**: ${what}`,
-    '',
-    `rollout groups ${s.groupsDone}/${s.groupsStarted} done, proposals ${s.proposalsDone} done`,
-    ...(best ? ['', '| direction | best | rescue on targets | base on targets |', '|---|---|---|---|', best] : []),
-  ].join('\n');
 }
