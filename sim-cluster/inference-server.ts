@@ -2,17 +2,14 @@
  * The SIMULATED inference server: the subset of vLLM's OpenAI-compatible API
  * the project uses (chat completions with logprobs and token ids, completions
  * of token-id prompts with prompt_logprobs, models, runtime LoRA loading),
- * answering with the sim policy. Chat completions for model `sim-proposer`
- * are answered by the SIMULATED harness proposer instead (core/envs/sim/proposer.ts),
- * the stand-in for the LLM that Directional Harness Evolution asks. Errors have vLLM's shape,
+ * answering with the sim policy; model `sim-proposer` is the SIMULATED
+ * harness proposer (core/envs/sim/proposer.ts). Errors have vLLM's shape,
  * `{"error": {"message", "type", "param", "code"}}`.
  *
- * A "LoRA adapter" here is a local directory, as vLLM wants: the sim
- * trainer's sampler checkpoint unpacked (adapter_config.json and the sim
- * policy's parameters). Loaded adapters are recorded in the data directory.
- * A restart forgets them, as vLLM forgets adapters loaded at runtime (it
- * keeps them in memory only), so clients must load them again; with
- * `keepAdapters` the recorded ones are loaded again at start instead.
+ * A "LoRA adapter" is a local directory, as vLLM wants: the sim trainer's
+ * sampler checkpoint unpacked. Loaded adapters are recorded in the data
+ * directory; a restart forgets them, as vLLM forgets runtime adapters, unless
+ * `keepAdapters` loads the recorded ones again at start.
  */
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';

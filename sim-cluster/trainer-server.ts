@@ -30,50 +30,35 @@
  *   404 "Model not found" to every op, as SkyRL after a restart without it.
  * Request errors are FastAPI's shapes: 422 `{detail: [{loc, msg}]}`, else `{detail}`.
  *
- * This file routes the API and answers sessions, models, training and
- * sampling; trainer-state.ts holds the state and the op queue (futures),
+ * This file routes the API and answers sessions, models and training;
+ * trainer-sampling.ts answers sampling, trainer-state.ts holds the state and the op queue (futures),
  * trainer-checkpoint-routes.ts the checkpoint routes, trainer-requests.ts
  * the request bodies and reply shapes.
  */
 import { randomBytes } from 'node:crypto';
-import { SimPolicyInputError, seededRandom } from '../core/envs/sim/policy-model';
-import { END } from '../core/envs/sim/tokenizer';
 import {
   CreateModelRequest,
   CreateSessionRequest,
   decodeForwardBackwardRequest,
   encodeForwardBackwardResult,
-  encodeSampleResult,
   type ForwardBackwardBody,
-  parseTinkerPath,
   PROTOBUF_CONTENT_TYPE,
   SessionHeartbeatRequest,
   TinkerWireError,
   UnloadModelRequest,
 } from '../core/trainer/tinker/wire';
-import { type FutureRecord, hashBody } from './checkpoints';
+import { hashBody } from './checkpoints';
 import { adamStep, datumTokens, forwardLogprobs, importanceSamplingStep, SimTrainerUserError, SUPPORTED_LOSSES } from './learning-rule';
 import type { SimApi, SimHttpReply, SimHttpRequest } from './http';
-import {
-  SIM_MAX_LORA_RANK,
-  OptimStepBody,
-  ModelIdBody,
-  CreateSamplingSessionBody,
-  SampleBody,
-  invalid,
-  modelNotFound,
-  protoBase64,
-  floatOutput,
-  datumOf,
-} from './trainer-requests';
+import { SIM_MAX_LORA_RANK, OptimStepBody, ModelIdBody, invalid, modelNotFound, protoBase64, floatOutput } from './trainer-requests';
 import type { SimTrainerServerDeps } from './trainer-state';
-import { SimTrainerCheckpoints } from './trainer-checkpoint-routes';
+import { SimTrainerSampling } from './trainer-sampling';
 
 export { SimTrainerUserError } from './learning-rule';
 export { SIM_MAX_LORA_RANK } from './trainer-requests';
 export type { SimTrainerServerDeps } from './trainer-state';
 
-export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
+export class SimTrainerServer extends SimTrainerSampling implements SimApi {
   private constructor(deps: SimTrainerServerDeps) {
     super(deps);
   }
@@ -372,73 +357,6 @@ export class SimTrainerServer extends SimTrainerCheckpoints implements SimApi {
         },
       };
     });
-  }
-
-  // ------------------------------------------------------------ sampling
-
-  private createSamplingSession(rawBody: unknown): SimHttpReply {
-    const parsed = CreateSamplingSessionBody.safeParse(rawBody);
-    if (!parsed.success) return invalid(parsed.error);
-    if (!this.sessions[parsed.data.session_id]) return { status: 404, json: { detail: 'Session not found' } };
-    const id = `sampling_${randomBytes(4).toString('hex')}`;
-    this.samplingSessions.set(id, { sessionId: parsed.data.session_id, basePath: parsed.data.model_path ?? null });
-    return { status: 200, json: { type: 'create_sampling_session', sampling_session_id: id } };
-  }
-
-  private getSampler(samplerId: string): SimHttpReply {
-    const sampler = this.samplingSessions.get(samplerId);
-    if (!sampler) return { status: 404, json: { detail: 'Sampler not found' } };
-    return { status: 200, json: { sampler_id: samplerId, base_model: this.deps.world.model.name, model_path: sampler.basePath } };
-  }
-
-  /** Samples from the base policy or from saved sampler weights; the result is protobuf. */
-  private async sample(rawBody: unknown): Promise<SimHttpReply> {
-    const parsed = SampleBody.safeParse(rawBody);
-    if (!parsed.success) return invalid(parsed.error);
-    const body = parsed.data;
-    const session = body.sampling_session_id ? this.samplingSessions.get(body.sampling_session_id) : undefined;
-    if (body.sampling_session_id && !session) return { status: 404, json: { detail: 'Sampling session not found' } };
-    const modelPath = session ? session.basePath : (body.model_path ?? null);
-    let params = this.baseParams;
-    if (modelPath) {
-      const location = parseTinkerPath(modelPath);
-      const saved = location && (await this.deps.store.readSamplerWeights(location.modelId, location.name));
-      if (!saved) return this.badRequest(`model_path '${modelPath}' names no saved sampler weights`);
-      params = saved.params;
-    } else if (body.base_model && body.base_model !== this.deps.world.model.name) {
-      return this.badRequest(`base_model: '${body.base_model}' is not served here`);
-    }
-    const requestId = `${Date.now()}${randomBytes(3).readUIntBE(0, 3)}`;
-    this.futures.set(requestId, { status: 'pending', waiters: [] });
-    const prompt = body.prompt.chunks.flatMap((c) => c.tokens);
-    setImmediate(() => {
-      let result: FutureRecord['result'];
-      try {
-        const sequences = Array.from({ length: body.num_samples }, (_, i) => {
-          const random = body.sampling_params.seed != null ? seededRandom(body.sampling_params.seed + i, prompt.length) : Math.random;
-          const generated = this.model.generate(params, prompt, {
-            temperature: body.sampling_params.temperature,
-            maxTokens: body.sampling_params.max_tokens,
-            random,
-          });
-          const stopped = generated.at(-1)?.id === this.model.tokenizer.id(END);
-          return {
-            stop_reason: stopped ? ('stop' as const) : ('length' as const),
-            tokens: generated.map((t) => t.id),
-            logprobs: generated.map((t) => t.logprob),
-          };
-        });
-        const promptLogprobs = body.prompt_logprobs ? [null, ...forwardLogprobs(this.model, params, [datumOf(prompt)])[0]] : null;
-        result = { proto: protoBase64(encodeSampleResult({ sequences, prompt_logprobs: promptLogprobs })) };
-      } catch (err) {
-        result =
-          err instanceof SimPolicyInputError
-            ? { error: `prompt: ${err.message}`, category: 'user' }
-            : { error: (err as Error).message, category: 'server' };
-      }
-      this.finishFuture({ requestId, modelId: '', route: 'sample', finishedAt: new Date().toISOString(), result });
-    });
-    return { status: 200, json: { future_id: requestId, request_id: requestId, status: 'pending' } };
   }
 
   /** Checks of a forward_backward body: FastAPI-style `{loc, msg}` per bad field. */
