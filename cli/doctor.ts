@@ -186,6 +186,14 @@ export async function runDoctor(policyBaseUrl = parseRunConfig({}).policy.baseUr
       fix: server.answering ? undefined : engineFix,
     });
   }
+  for (const model of engines.models) {
+    checks.push({
+      name: `model ${model.name}`,
+      ok: true,
+      detail: `${model.built ? 'built' : 'not built'}: ${model.title}, ${model.origin} — optional, for real-engine runs`,
+      fix: model.built ? undefined : '`npx harness-s engines setup` builds it',
+    });
+  }
 
   return {
     engines,

@@ -31,9 +31,12 @@ export function evalTable(env: Environment, result: EvalResult): EvalTable {
   return { byType, metrics: { overall_accuracy: result.total ? result.passed / result.total : 0 } };
 }
 
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
 export function evalTableText(result: EvalResult, table: EvalTable): string {
   const lines = [
-    `eval ${result.evalId}: harness ${result.harness}, model ${result.model}: ${result.passed}/${result.total} passed (stored in PostgreSQL as run ${result.evalId})`,
+    `eval ${result.evalId}: harness ${result.harness}, model ${result.model}: ${result.passed}/${result.total} passed, ` +
+      `${pct(result.total ? result.passed / result.total : 0)} (95% CI ${pct(result.interval95.lo)}-${pct(result.interval95.hi)}; stored in PostgreSQL as run ${result.evalId})`,
     `${'type'.padEnd(20)}${'passed'.padStart(8)}${'total'.padStart(8)}${'accuracy'.padStart(10)}`,
     ...table.byType.map(
       (row) =>

