@@ -336,7 +336,7 @@ test('a screenshot of a step page and of a trajectory page: full pages drawn at 
   }
 });
 
-test('the page-time bench seeds its store and times every page (here at 2,000 rollouts; the README has the figures at a million)', async () => {
+test('the page-time bench seeds its store and times every page (here at 2,000 rollouts; docs/results.md has the figures at a million)', async () => {
   const { benchViewerPages } = await import('../../infra/bench/viewer-pages');
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `${url.pathname}_viewer_bench`;

@@ -122,12 +122,6 @@ const uninterpolated = (value: string) => value.replace(/\$\{([A-Z0-9_]+)[^}]*\}
 /** Variables interpolated in the parsed file's values (comments are not interpolated). */
 const interpolatedVariables = (value: unknown) => new Set([...JSON.stringify(value).matchAll(/\$\{([A-Z0-9_]+)/g)].map((m) => m[1]));
 
-function section(markdown: string, heading: string): string {
-  const start = markdown.indexOf(`${heading}\n`);
-  if (start < 0) throw new Error(`no section '${heading}'`);
-  const next = markdown.indexOf('\n## ', start + heading.length);
-  return markdown.slice(start, next < 0 ? undefined : next);
-}
 /** Inline code spans, fenced code blocks left out. */
 const backticked = (text: string) => new Set([...text.replace(/```[\s\S]*?```/g, '').matchAll(/`([^`\n]+)`/g)].map((m) => m[1]));
 
@@ -246,14 +240,8 @@ describe('the compose file', () => {
     );
   });
 
-  test('has every service the README and docs/deploy.md name, and names each of them there', () => {
-    const readmeLine = section(read('README.md'), '## Deploying with Docker Compose')
-      .split('\n')
-      .find((line) => line.startsWith('Services:'));
-    expect(readmeLine).toBeDefined();
-    const inReadme = [...backticked(readmeLine!)];
+  test('has every service docs/deploy.md names, and names each of them there', () => {
     const inDocs = tableAfter(read('docs/deploy.md'), '## Services').map((row) => row[0]);
-    expect(inReadme.sort()).toEqual(Object.keys(services).sort());
     expect(inDocs.sort()).toEqual(Object.keys(services).sort());
   });
 

@@ -22,10 +22,11 @@
  *   repair is the exception: the policy's own `Maybe:` token stays trained.)
  * How far the base policy moves is bounded by the training budget: with Adam
  * each step moves a logit by about the learning rate. Measured on the shipped
- * world (README, "What the sim shows"): at learning rate 0.05 for 20 steps
- * Harness-S's base-harness gain over policy-only is within noise; at 0.2 it is
- * +15.9 points, 95% CI [+6.6, +25.2], while the scaffolded control world
- * (examples/sim-worlds/scaffolded.json) gives +1.4, CI [-12.8, +15.6].
+ * world (docs/results.md, "Prompted siblings against the scaffolded control"):
+ * at learning rate 0.05 for 20 steps Harness-S's base-harness gain over
+ * policy-only is within noise; at 0.2 it is +15.9 points, 95% CI [+6.6,
+ * +25.2], while the scaffolded control world (examples/sim-worlds/scaffolded.json)
+ * gives +1.4, CI [-12.8, +15.6].
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
