@@ -17,6 +17,7 @@ import { DATA_DIR } from '../infra/temporal-dev-server';
 import { PROJECT_ROOT } from '../infra/temporal-cli';
 import { createLogger } from '../workers/logger';
 import { readConfigFile, rootCauseMessage, UserError } from './runs';
+import { examplesText } from './commands/shared';
 import { processSettings } from '../core/settings';
 
 /** The runs of (b) are shaped like this example (rescue on). */
@@ -111,6 +112,7 @@ export function benchCommand(): Command {
       number('--speedup', 1, false),
     )
     .option('--json', 'machine-readable: {"overhead" (the 512-rollout figures), "overheadBySize", "rows", "history"}')
+    .addHelpText('after', examplesText('bench --quick', 'bench --profiles balanced --steps 5 --json > bench.json'))
     .action(async (opts: BenchCliOptions) => {
       try {
         await bench(opts);

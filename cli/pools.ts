@@ -217,6 +217,30 @@ export async function poolShowText(store: EvolutionStore, ref: string): Promise<
   return lines.join('\n');
 }
 
+/** What `pool show --json` prints: the manifest's members and effect, and the evolution's candidates (without their specs). */
+export async function poolShowJson(store: EvolutionStore, ref: string) {
+  const pool = await findPool(store, ref);
+  const manifest = pool.manifest as PoolManifest;
+  const candidates = pool.evolutionId ? await store.candidates(pool.evolutionId) : [];
+  return {
+    pool: pool.poolHash,
+    env: pool.env,
+    simulated: isSimulatedEnv(pool.env),
+    createdAt: pool.createdAt.toISOString(),
+    evolution: pool.evolutionId,
+    members: manifest.members,
+    candidates: candidates.map(({ candidateId, parent, direction, round, slot, version }) => ({
+      candidateId,
+      parent,
+      direction,
+      round,
+      slot,
+      version,
+    })),
+    effect: manifest.effect ?? null,
+  };
+}
+
 export async function poolList(store: EvolutionStore) {
   return (await store.listPools()).map((p) => {
     const manifest = p.manifest as PoolManifest;

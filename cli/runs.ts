@@ -284,7 +284,7 @@ export async function forkRun(
   }
   if (config.steps <= checkpoint.step + 1) {
     throw new UserError(
-      `the fork would start at step ${checkpoint.step + 1} of ${config.steps}: give it more steps with --config '{"steps": N}'`,
+      `the fork would start at step ${checkpoint.step + 1} of ${config.steps}: give it more steps with --changes, a file such as {"steps": N}`,
     );
   }
   // The newest profiles measured with a policy no later than the checkpoint's.

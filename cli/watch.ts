@@ -1,11 +1,12 @@
 /** `harness-s run watch`: one line per completed step until the run ends. */
 import type { Client } from '@temporalio/client';
 import { stepLine, summaryText } from './report';
-import { runView } from './runs';
+import { runView, type RunView } from './runs';
 import { statusQuery } from '../workflows/definitions';
 import { isSimulatedEnv } from '../core/sim-kind';
 
-export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<void> {
+/** Prints each step as it completes, and the summary (or the status) at the end; returns the run's final view. */
+export async function watchRun(client: Client, runId: string, print: (line: string) => void, pollMs = 1000): Promise<RunView> {
   let lastStep = -1;
   let lastPhase = '';
   let lastPaused = false;
@@ -33,7 +34,7 @@ export async function watchRun(client: Client, runId: string, print: (line: stri
         print(`[${runId}] ${view.status}${view.failure ? `: ${view.failure}` : ''}`);
         process.exitCode = 1;
       }
-      return;
+      return view;
     }
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }

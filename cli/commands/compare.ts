@@ -6,7 +6,7 @@ import { createLogger } from '../../workers/logger';
 import { connectClient, readConfigFile, UserError } from '../runs';
 import { budgetStepCap, budgetText, COMPARE_ARMS, compareText, parseBudget, planCompare, runCompare } from '../compare';
 import { writeCompareReport } from '../report/compare-report';
-import { progress, print, printJson, action, withStore, positiveInt } from './shared';
+import { progress, print, printJson, action, withStore, positiveInt, examplesText } from './shared';
 import { SIM_KIND } from '../../core/sim-kind';
 import { processSettings } from '../../core/settings';
 
@@ -33,6 +33,14 @@ export function registerCompareCommand(program: Command): void {
     .option(
       '--json',
       'machine-readable: {"arms": {"<arm>": {...figures, "spend": {"rollouts", "policyTokens", "trainerTokens", "gpuSeconds"?}}}, "diffs": {"<arm> - <arm>": {"<figure>": {"mean", "lo", "hi", "excludesZero"}}}, ...}',
+    )
+    .addHelpText(
+      'after',
+      examplesText(
+        'compare --config examples/sim-quickstart.json',
+        'compare --config examples/sim-transfer.json --arms policy-only,harness-s --seeds 1,2,3,4 --report .data/compare',
+        'compare --config examples/sim-quickstart.json --budget rollouts=3000 --json',
+      ),
     )
     .action(
       action(

@@ -3,14 +3,18 @@ import type { Command } from 'commander';
 import { writeFileSync } from 'node:fs';
 import { runConfigJsonSchema } from '../../core/config';
 import { readConfigFile, UserError } from '../runs';
-import { print, action, missingFiles } from './shared';
+import { print, action, missingFiles, examplesText } from './shared';
 
 export function registerConfigCommands(program: Command): void {
-  const config = program.command('config').description('run configs');
+  const config = program
+    .command('config')
+    .description('run configs: check one, or print their JSON Schema')
+    .addHelpText('after', examplesText('config check examples/sim-quickstart.json', 'config schema --out run-config.schema.json'));
   config
     .command('schema')
     .description('the JSON Schema of a run config (for the Temporal UI and editors)')
     .option('--out <file>', 'write it to a file instead of stdout')
+    .addHelpText('after', examplesText('config schema', 'config schema --out examples/run-config.schema.json'))
     .action(
       action(async (opts: { out?: string }) => {
         const schema = JSON.stringify(runConfigJsonSchema(), null, 2);

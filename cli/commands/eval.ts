@@ -6,7 +6,7 @@ import { evalTable, evalTableText } from '../eval-report';
 import { createEnvironment, fetchFrozenPool, resolveHarness } from '../../core/envs/registry';
 import { newRunId, readConfigFile, UserError, validateConfig } from '../runs';
 import { EnvConfig, ENV_KINDS } from '../../core/envs/env-configs';
-import { print, printJson, action, withStore, positiveInt } from './shared';
+import { print, printJson, action, withStore, positiveInt, examplesText } from './shared';
 
 export function registerEvalCommand(program: Command): void {
   program
@@ -34,6 +34,13 @@ export function registerEvalCommand(program: Command): void {
     .option('--temperature <t>', 'sampling temperature (0: greedy)', temperatureOption, 0)
     .option('--scoring <mode>', 'dbbench: exact | normalized (default exact)')
     .option('--json', 'machine-readable')
+    .addHelpText(
+      'after',
+      examplesText(
+        'eval --env dbbench --data data/dbbench/dev.jsonl --harness base --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B',
+        'eval --config examples/swe.json --harness base --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --limit 5 --json',
+      ),
+    )
     .action(
       action(
         async (

@@ -4,18 +4,20 @@ import type { Command } from 'commander';
 import { DATA_DIR } from '../../infra/temporal-dev-server';
 import { DEFAULT_MLFLOW_BACKEND, DEFAULT_MLFLOW_PORT } from '../../infra/mlflow/server';
 import { UserError } from '../runs';
-import { action, positiveInt, print, printJson, progress, withStore } from './shared';
+import { action, positiveInt, print, printJson, progress, withStore, examplesText, optionWithDefault } from './shared';
 
 const RUN_ENDS = ['FINISHED', 'FAILED'] as const;
 
 export function registerMlflowCommands(program: Command): void {
   const mlflow = program
     .command('mlflow')
-    .description('an MLflow tracking server for experiment tracking (tracking.mlflow in a run config)');
+    .description('an MLflow tracking server for experiment tracking (tracking.mlflow in a run config)')
+    .addHelpText('after', examplesText('mlflow setup', 'mlflow serve', 'mlflow sync <run>'));
   mlflow
     .command('setup')
     .description('install mlflow into a Python 3.11 venv ($HARNESS_S_MLFLOW_HOME, default ~/.cache/harness-s/mlflow; reused when there)')
     .option('--json', 'print the install: {"venv","mlflow"}')
+    .addHelpText('after', examplesText('mlflow setup', 'mlflow setup --json'))
     .action(
       action(async (opts: { json?: boolean }) => {
         const { setupMlflow } = await import('../../infra/mlflow/install');
@@ -35,7 +37,15 @@ export function registerMlflowCommands(program: Command): void {
       'where runs and metrics go (a postgresql:// database is created when missing)',
       DEFAULT_MLFLOW_BACKEND,
     )
-    .option('--artifacts-destination <dir>', 'the folder artifacts (run reports) go to', path.join(DATA_DIR, 'mlflow-artifacts'))
+    .addOption(
+      optionWithDefault(
+        '--artifacts-destination <dir>',
+        'the folder artifacts (run reports) go to',
+        path.join(DATA_DIR, 'mlflow-artifacts'),
+        '.data/mlflow-artifacts in the checkout',
+      ),
+    )
+    .addHelpText('after', examplesText('mlflow serve', 'mlflow serve --port 5001 --artifacts-destination /srv/mlflow-artifacts'))
     .action(
       action(async (opts: { port: number; backendStoreUri: string; artifactsDestination: string }) => {
         const { setupMlflow } = await import('../../infra/mlflow/install');
@@ -68,6 +78,7 @@ export function registerMlflowCommands(program: Command): void {
       "also upload the run's report and end its MLflow run: FINISHED or FAILED (for a run that ended while MLflow was down)",
     )
     .option('--json', 'print what was logged')
+    .addHelpText('after', examplesText('mlflow sync <run>', 'mlflow sync <run> --end FINISHED --json'))
     .action(
       action(async (runId: string, opts: { end?: string; json?: boolean }) => {
         if (opts.end !== undefined && !(RUN_ENDS as readonly string[]).includes(opts.end))

@@ -5,14 +5,18 @@ import type { Command } from 'commander';
 import { KEYPAD_APP, KEYPAD_DIR } from '../../core/envs/openenv/install-location';
 import { openEnvTasks } from '../../core/envs/openenv/client';
 import { UserError } from '../runs';
-import { action, positiveInt, print, printJson, progress } from './shared';
+import { action, positiveInt, print, printJson, progress, examplesText } from './shared';
 
 export function registerOpenEnvCommands(program: Command): void {
-  const openenv = program.command('openenv').description('OpenEnv servers as envs (the openenv package from PyPI, 0.10)');
+  const openenv = program
+    .command('openenv')
+    .description('OpenEnv servers as envs (the openenv package from PyPI, 0.10)')
+    .addHelpText('after', examplesText('openenv setup', 'run start --config examples/openenv.json'));
   openenv
     .command('setup')
     .description('install openenv into a Python 3.11 venv ($HARNESS_S_OPENENV_HOME, default ~/.cache/harness-s/openenv; reused when there)')
     .option('--json', 'print the install: {"venv","python"}')
+    .addHelpText('after', examplesText('openenv setup', 'openenv setup --json'))
     .action(
       action(async (opts: { json?: boolean }) => {
         const { setupOpenEnv } = await import('../../infra/openenv/install');
@@ -29,6 +33,7 @@ export function registerOpenEnvCommands(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <n>', 'port', positiveInt('--port'), 8300)
     .option('--sessions <n>', 'episodes at once (max_concurrent_envs)', positiveInt('--sessions'), 4)
+    .addHelpText('after', examplesText('openenv serve', 'openenv serve --port 8301 --sessions 8'))
     .action(
       action(async (opts: { host: string; port: number; sessions: number }) => {
         const { setupOpenEnv } = await import('../../infra/openenv/install');
@@ -55,6 +60,13 @@ export function registerOpenEnvCommands(program: Command): void {
     .requiredOption('--url <url>', 'the server, e.g. http://127.0.0.1:8300')
     .option('--split <name>', 'the split', 'train')
     .option('--out <file>', 'write here (default: stdout)')
+    .addHelpText(
+      'after',
+      examplesText(
+        'openenv tasks --url http://127.0.0.1:8300 --out keypad-tasks.json',
+        'openenv tasks --url http://127.0.0.1:8300 > keypad-tasks.json',
+      ),
+    )
     .action(
       action(async (opts: { url: string; split: string; out?: string }) => {
         const { envName, tasks } = await openEnvTasks({ url: opts.url }, opts.split);

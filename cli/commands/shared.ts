@@ -1,5 +1,5 @@
 /** What every `harness-s` command shares: output, exit codes, the run store, option parsers. */
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import { existsSync } from 'node:fs';
 import { WorkflowFailedError } from '@temporalio/client';
 import { filesNamedBy, type RunConfig } from '../../core/config';
@@ -61,4 +61,20 @@ export function nonNegativeInt(name: string) {
 /** The files a config names that this machine does not have. */
 export function missingFiles(config: RunConfig): Array<{ path: string; file: string }> {
   return filesNamedBy(config).filter(({ file }) => !existsSync(file));
+}
+
+/** The exit codes every command keeps; the root `--help` lists them. */
+export const EXIT_CODES_HELP = `Exit codes:
+  0  ok
+  1  failure: a run, check or service failed
+  2  user error: bad flags or arguments, a bad config, a file not found`;
+
+/** An "Examples:" section for a command's `--help` (addHelpText('after', ...)): one `harness-s` command a line. */
+export function examplesText(...lines: string[]): string {
+  return `\nExamples:\n${lines.map((line) => `  $ harness-s ${line}`).join('\n')}`;
+}
+
+/** An option whose default is a path of this machine: `--help` shows `shown` (relative or symbolic), the action gets `value`. */
+export function optionWithDefault(flags: string, description: string, value: string, shown: string): Option {
+  return new Option(flags, description).default(value, shown);
 }

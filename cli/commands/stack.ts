@@ -12,13 +12,17 @@ import { serveRunStore } from '../../viewer/server';
 import { runDemo } from '../demo';
 import { benchCommand } from '../bench';
 import { summaryText } from '../report';
-import { progress, print, printJson, action, positiveInt } from './shared';
+import { progress, print, printJson, action, positiveInt, examplesText, optionWithDefault } from './shared';
 
 export function registerStackCommands(program: Command): void {
   program
     .command('dev')
     .description(
       "bring up the embedded stack (Temporal dev server + UI, PostgreSQL migrations, SIMULATED cluster, workers) and keep it up; the workers' metrics at /metrics on $HARNESS_S_METRICS_PORT (default 9464, off for none); the trajectory viewer on $HARNESS_S_UI_PORT (default 8240)",
+    )
+    .addHelpText(
+      'after',
+      examplesText('dev', 'dev   # then, in another terminal: harness-s run start --config examples/sim-quickstart.json'),
     )
     .action(
       action(async () => {
@@ -57,13 +61,17 @@ export function registerStackCommands(program: Command): void {
   program
     .command('demo')
     .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
-    .option(
-      '--config <file>',
-      'run config (default: the shipped examples/sim-quickstart.json)',
-      path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'),
+    .addOption(
+      optionWithDefault(
+        '--config <file>',
+        'run config',
+        path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'),
+        'the shipped examples/sim-quickstart.json',
+      ),
     )
     .option('--steps <n>', 'override the number of steps', positiveInt('--steps'))
     .option('--json', 'print the summary as JSON')
+    .addHelpText('after', examplesText('demo', 'demo --config examples/sim-transfer.json --steps 10', 'demo --json > summary.json'))
     .action(
       action(async (opts: { config: string; steps?: number; json?: boolean }) => {
         const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });

@@ -1,17 +1,25 @@
 /** `harness-s` swe ...: SWE tasks in a bubblewrap sandbox. */
 import type { Command } from 'commander';
 import { SHIPPED_SWE_SET, sweBench, sweBuild, sweReplay, sweSetup, sweValidate } from '../swe';
-import { progress, print, printJson, action, positiveInt } from './shared';
+import { progress, print, printJson, action, positiveInt, examplesText, optionWithDefault } from './shared';
+
+const SHIPPED = 'the shipped data/swe/instances.json';
+/** --data: an instance set, the shipped one by default. */
+const dataOption = (what: string) => optionWithDefault('--data <file>', what, SHIPPED_SWE_SET, SHIPPED);
 
 export function registerSweCommands(program: Command): void {
-  const swe = program.command('swe').description('software-engineering tasks (SWE-bench format) in a bubblewrap sandbox');
+  const swe = program
+    .command('swe')
+    .description('software-engineering tasks (SWE-bench format) in a bubblewrap sandbox')
+    .addHelpText('after', examplesText('swe setup', 'swe replay', 'run start --config examples/swe.json'));
   swe
     .command('setup')
     .description(
       'build the instances of a set on this machine: each tree rebuilt from its PyPI release, the patches, the test venv (once; reused after)',
     )
-    .option('--data <file>', 'instance set', SHIPPED_SWE_SET)
+    .addOption(dataOption('instance set'))
     .option('--json', 'print {"instances": FILE}')
+    .addHelpText('after', examplesText('swe setup', 'swe setup --data my-instances.json --json'))
     .action(
       action(async (opts: { data: string; json?: boolean }) => {
         const built = sweSetup(opts.data, progress);
@@ -33,7 +41,14 @@ export function registerSweCommands(program: Command): void {
     .option('--pytest-args <args>', 'extra pytest arguments, comma-separated', '')
     .option('--test-files <files>', 'comma-separated test files to run (default: every test module the test patch touches)')
     .option('--id <id>', 'instance id (default <package>-<to>)')
-    .option('--into <file>', 'the set file to add it to', SHIPPED_SWE_SET)
+    .addOption(optionWithDefault('--into <file>', 'the set file to add it to', SHIPPED_SWE_SET, SHIPPED))
+    .option('--json', 'print {"instance", "set"}')
+    .addHelpText(
+      'after',
+      examplesText(
+        "swe build --package <name> --from <old version> --to <fixed version> --license MIT --statement '<the issue>' --into my-instances.json",
+      ),
+    )
     .action(
       action(
         async (opts: {
@@ -47,6 +62,7 @@ export function registerSweCommands(program: Command): void {
           testFiles?: string;
           id?: string;
           into: string;
+          json?: boolean;
         }) => {
           const list = (v: string) =>
             v
@@ -68,15 +84,17 @@ export function registerSweCommands(program: Command): void {
             },
             progress,
           );
-          print(`added ${id} to ${opts.into}`);
+          if (opts.json) printJson({ instance: id, set: opts.into });
+          else print(`added ${id} to ${opts.into}`);
         },
       ),
     );
   swe
     .command('validate')
     .description('validate every instance: the gold patch resolves it 3 times out of 3, and without it every fail-to-pass test fails')
-    .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+    .addOption(dataOption('instance set or SWE-bench JSONL'))
     .option('--json', 'machine-readable')
+    .addHelpText('after', examplesText('swe validate', 'swe validate --data my-instances.json --json'))
     .action(
       action(async (opts: { data: string; json?: boolean }) => {
         const result = await sweValidate(opts.data, progress);
@@ -91,9 +109,10 @@ export function registerSweCommands(program: Command): void {
   swe
     .command('bench')
     .description('what episodes cost here: a sandboxed command, a fresh workspace, a scoring (benchmark figures, not a test)')
-    .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+    .addOption(dataOption('instance set or SWE-bench JSONL'))
     .option('--commands <n>', 'sandboxed commands to time', positiveInt('--commands'), 50)
     .option('--json', 'machine-readable')
+    .addHelpText('after', examplesText('swe bench', 'swe bench --commands 200 --json'))
     .action(
       action(async (opts: { data: string; commands: number; json?: boolean }) => {
         const b = await sweBench(opts.data, opts.commands, progress);
@@ -111,9 +130,10 @@ export function registerSweCommands(program: Command): void {
   swe
     .command('replay')
     .description('every instance scored with its gold patch (must resolve) and with none (must not)')
-    .option('--data <file>', 'instance set or SWE-bench JSONL', SHIPPED_SWE_SET)
+    .addOption(dataOption('instance set or SWE-bench JSONL'))
     .option('--concurrency <n>', 'instances at once', positiveInt('--concurrency'), 2)
     .option('--json', 'print {"total":N,"passed":N,"instances":[...]}')
+    .addHelpText('after', examplesText('swe replay', 'swe replay --concurrency 1 --json'))
     .action(
       action(async (opts: { data: string; concurrency: number; json?: boolean }) => {
         const result = await sweReplay(opts.data, opts.concurrency, progress);

@@ -4,7 +4,7 @@ import { databaseUrlFromEnv, dbPoolSizeFromEnv } from '../../core/store/run-stor
 import { namespaceFromEnv, temporalAddressFromEnv } from '../../workers/temporal-env';
 import { DEFAULT_UI_HOST, viewerAddressFromEnv } from '../../core/viewer-address';
 import { serveRunStore } from '../../viewer/server';
-import { action, positiveInt, progress } from './shared';
+import { action, positiveInt, progress, examplesText } from './shared';
 
 export function registerUiCommands(program: Command): void {
   program
@@ -14,6 +14,7 @@ export function registerUiCommands(program: Command): void {
     )
     .option('--port <n>', 'port (default $HARNESS_S_UI_PORT, else 8240)', positiveInt('--port'))
     .option('--host <address>', `address to listen on (default $HARNESS_S_UI_HOST, else ${DEFAULT_UI_HOST}: this machine only)`)
+    .addHelpText('after', examplesText('ui', 'ui --port 8241 --host 0.0.0.0'))
     .action(
       action(async (opts: { port?: number; host?: string }) => {
         const fromEnv = viewerAddressFromEnv();

@@ -136,7 +136,7 @@ test('`profiles show` of an unknown run says so and exits 2', async () => {
   expect(failure?.stderr).toMatch(/no run no-such-run in the run store/);
 });
 
-test('a numeric option that is not a whole number of at least 1 is refused, naming the option', async () => {
+test('a numeric option that is not a whole number of at least 1 is refused as a usage error (exit 2), naming the option', async () => {
   for (const [args, option] of [
     [
       [
@@ -181,7 +181,7 @@ test('a numeric option that is not a whole number of at least 1 is refused, nami
       () => null,
       (err) => err as { code: number; stderr: string },
     );
-    expect(failure?.code).toBe(1);
+    expect(failure?.code).toBe(2);
     expect(failure?.stderr).toContain(`${option} must be a whole number of at least 1`);
   }
 });

@@ -151,7 +151,7 @@ describe('evolveHarnessPool on the sim', () => {
   test('the CLI evolves (resuming the finished evolution), shows and lists the pool', async () => {
     const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'harness-s-evolve-')), 'evolve.json');
     writeFileSync(file, JSON.stringify(evolutionConfig(evolutionId)));
-    const evolved = JSON.parse((await harnessS('pool', 'evolve', '--config', file, '--wait', '--json')).stdout);
+    const evolved = JSON.parse((await harnessS('pool', 'evolve', '--evolution', file, '--wait', '--json')).stdout);
     expect(evolved).toEqual({
       pool: result.pool,
       siblings: result.siblings.map((s) => ({
