@@ -1,7 +1,9 @@
 /** `harness-s` config ...: run configs. */
 import type { Command } from 'commander';
 import { writeFileSync } from 'node:fs';
-import { runConfigJsonSchema } from '../../core/config';
+import { runConfigFileJsonSchema } from '../../core/config';
+import { evolutionConfigFileJsonSchema } from '../../core/evolution/config';
+import { configReferenceMarkdown } from '../../infra/config-reference';
 import { readConfigFile, UserError } from '../runs';
 import { print, action, missingFiles } from './shared';
 
@@ -9,13 +11,16 @@ export function registerConfigCommands(program: Command): void {
   const config = program.command('config').description('run configs');
   config
     .command('schema')
-    .description('the JSON Schema of a run config (for the Temporal UI and editors)')
+    .description('the JSON Schema of a run config file (for the Temporal UI and editors)')
     .option('--out <file>', 'write it to a file instead of stdout')
+    .option('--reference <file>', 'also write the Markdown reference of every run and evolution config field (docs/config.md)')
     .action(
-      action(async (opts: { out?: string }) => {
-        const schema = JSON.stringify(runConfigJsonSchema(), null, 2);
+      action(async (opts: { out?: string; reference?: string }) => {
+        const schema = JSON.stringify(runConfigFileJsonSchema(), null, 2);
         if (opts.out) writeFileSync(opts.out, `${schema}\n`);
         else print(schema);
+        if (opts.reference)
+          writeFileSync(opts.reference, configReferenceMarkdown(runConfigFileJsonSchema(), evolutionConfigFileJsonSchema()));
       }),
     );
   config

@@ -6,7 +6,7 @@ import { uiUrlFor } from '../../infra/temporal-dev-server';
 import { temporalAddressFromEnv } from '../../workers/temporal-env';
 import { connectClient, UserError } from '../runs';
 import { effectText, evolutionJson, evolutionText, poolList, poolShowText, readEvolutionConfigFile, startEvolution } from '../pools';
-import { evolutionConfigJsonSchema } from '../../core/evolution/config';
+import { evolutionConfigFileJsonSchema } from '../../core/evolution/config';
 import { progress, print, printJson, action, withStore } from './shared';
 
 export function registerPoolCommands(program: Command): void {
@@ -69,7 +69,7 @@ export function registerPoolCommands(program: Command): void {
     .option('--out <file>', 'write it to a file instead of stdout')
     .action(
       action(async (opts: { out?: string }) => {
-        const schema = JSON.stringify(evolutionConfigJsonSchema(), null, 2);
+        const schema = JSON.stringify(evolutionConfigFileJsonSchema(), null, 2);
         if (opts.out) writeFileSync(opts.out, `${schema}\n`);
         else print(schema);
       }),
