@@ -13,13 +13,14 @@ import type { EvolutionStore, StoredCandidate } from '../core/store/evolution-st
 import { UserError } from '../core/errors';
 import { evolveHarnessPool } from '../workflows';
 import { readJsonFile } from './runs';
+import { withoutSchemaKey } from '../core/run-input';
 import { TASK_QUEUES } from '../workflows/definitions';
 import type { EvolutionResult } from '../workflows/evolve-harness-pool';
 import { isSimulatedEnv } from '../core/sim-kind';
 
 /** Reads an evolution config file: an EvolutionConfig, or a workflow input {"config": {...}}. */
 export function readEvolutionConfigFile(file: string): { raw: unknown; config: EvolutionConfig } {
-  const json = readJsonFile(file);
+  const json = withoutSchemaKey(readJsonFile(file));
   const raw =
     json !== null && typeof json === 'object' && 'config' in json && Object.keys(json).length === 1
       ? (json as { config: unknown }).config

@@ -12,7 +12,7 @@ import {
 } from '@temporalio/client';
 import { parseRunConfig, parseStoredRunConfig, type RunConfig } from '../core/config';
 import { applyConfigChange } from '../core/config-change';
-import { runInputProblem } from '../core/run-input';
+import { runInputProblem, withoutSchemaKey } from '../core/run-input';
 import { RunStore } from '../core/store/run-store';
 import { runLineage } from '../core/run-lineage';
 import { upgradeRunSummary } from '../core/report/run-summary';
@@ -70,7 +70,7 @@ export function readJsonFile(file: string): unknown {
 
 /** Reads a run config file: either a RunConfig or a workflow input `{ "config": {...} }`. */
 export function readConfigFile(file: string): { raw: unknown; config: RunConfig } {
-  const json = readJsonFile(file);
+  const json = withoutSchemaKey(readJsonFile(file));
   // A file holds either a config or a whole workflow input {"config": {...}} (as the Web UI takes it).
   const isInput = json !== null && typeof json === 'object' && 'config' in json;
   const inputProblem = isInput ? runInputProblem(json) : null;

@@ -5,7 +5,7 @@
  * code trusts the type. Defaults make the embedded sim cluster the default.
  */
 import { z } from 'zod';
-import { formatZodError, zodErrorPaths } from './zod-errors';
+import { formatIssues, zodErrorPaths, zodIssues, type ConfigIssue } from './zod-errors';
 import { UserError } from './errors';
 import { NO_API_KEY } from './secrets';
 import { FAILURE_TYPES } from './failure-types';
@@ -14,7 +14,7 @@ import { SIM_KIND } from './sim-kind';
 import { TrackingConfig } from './tracking/tracker-configs';
 import { STEP_LIMITS } from './rl/step-slices';
 import { PUBLISH_VIAS } from './policy/replicas';
-import { ApiKeyEnv, SIM_CLUSTER_URL, Url } from './config-endpoints';
+import { ApiKeyEnv, SIM_CLUSTER_URL, SIM_POLICY_MODEL, Url } from './config-endpoints';
 import { TrainerConfig } from './config-trainer';
 import { RouterConfig } from './config-router';
 import {
@@ -30,8 +30,8 @@ import {
   SamplingConfig,
 } from './config-steps';
 
-export { ApiKeyEnv, SIM_CLUSTER_URL, Url } from './config-endpoints';
-export { AdamParams, LoraTargets, TrainerConfig } from './config-trainer';
+export { ApiKeyEnv, isSimClusterUrl, SIM_CLUSTER_URL, SIM_POLICY_MODEL, Url } from './config-endpoints';
+export { AdamParams, LoraTargets, SIM_LEARNING_RATE, TrainerConfig } from './config-trainer';
 export { ROUTER_STRATEGIES, RouterConfig, VoterConfig, type RouterStrategy } from './config-router';
 export {
   BudgetConfig,
@@ -60,34 +60,49 @@ export function poolsDirSetting(): string {
 export { EnvConfig } from './envs/env-configs';
 
 export const PolicyConfig = z.strictObject({
-  /** OpenAI-compatible endpoint (vLLM, or the sim cluster), ending in /v1: the run's one replica when inferenceServers is empty. */
-  baseUrl: Url.default(`${SIM_CLUSTER_URL}/v1`),
-  /** The base model id the endpoint serves; step 0 rolls out with it. */
-  model: z.string().min(1).default('sim-policy-base'),
+  baseUrl: Url.default(`${SIM_CLUSTER_URL}/v1`).describe(
+    "The policy's OpenAI-compatible endpoint, ending in /v1 (vLLM; the default is the SIMULATED sim cluster): the run's one inference server when inferenceServers is empty.",
+  ),
+  model: z
+    .string()
+    .min(1)
+    .default(SIM_POLICY_MODEL)
+    .describe(
+      'The base model id the endpoint serves: step 0 rolls out with it and the trainer trains a LoRA on it; the default is the SIMULATED policy.',
+    ),
   apiKeyEnv: ApiKeyEnv,
-  temperature: z.number().min(0).max(2).default(1),
+  temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature of every rollout turn.'),
   /**
    * Every inference server (replica) of the run: each takes rollouts (balanced by requests in flight, an
    * episode's turns on one replica) and gets each new policy version. baseUrl alone when empty. A URL whose
    * host name resolves to several addresses (Compose's `--scale vllm=3`) is one replica per address.
    */
-  inferenceServers: z.array(Url).default([]),
-  /** The most requests one rollout worker process sends one replica at once; more wait in line. */
-  maxInFlightPerServer: z.number().int().min(1).default(64),
-  /**
-   * How replicas get a new version's adapter: `shared-storage` (a control worker unpacks it into its adapter
-   * folder, which every replica sees at the same path), or `replica-workers` (a worker beside each replica,
-   * started with --replica-url, fetches it from the trainer into its own folder: nothing shared).
-   */
-  publishVia: z.enum(PUBLISH_VIAS).default('shared-storage'),
-  /** Seconds one chat completion may take before it is retried. */
-  requestTimeoutSeconds: z.number().positive().default(60),
-  /**
-   * After a policy version is published, each inference server's log-probs of a probe sequence must be
-   * within this mean |Δ| of the trainer's, or the publish fails (a stale adapter is never served silently).
-   * float32 engines agree to ~1e-5; bf16 GPUs need more room (0.1).
-   */
-  probeTolerance: z.number().positive().default(0.05),
+  inferenceServers: z
+    .array(Url.describe('An inference server: an OpenAI-compatible endpoint ending in /v1.'))
+    .default([])
+    .describe(
+      "Every inference server (replica) of the run, each taking rollouts and getting each new policy version; a host name that resolves to several addresses (Compose's --scale vllm=3) is one replica per address; baseUrl alone when empty.",
+    ),
+  maxInFlightPerServer: z
+    .number()
+    .int()
+    .min(1)
+    .default(64)
+    .describe('The most requests one rollout worker process sends one inference server at once; more wait in line.'),
+  publishVia: z
+    .enum(PUBLISH_VIAS)
+    .default('shared-storage')
+    .describe(
+      "How inference servers get a new version's adapter: shared-storage (a control worker unpacks it into a folder every server sees at the same path) or replica-workers (a worker beside each server, started with --replica-url, fetches it from the trainer).",
+    ),
+  requestTimeoutSeconds: z.number().positive().default(60).describe('Seconds one chat completion may take before it is retried.'),
+  probeTolerance: z
+    .number()
+    .positive()
+    .default(0.05)
+    .describe(
+      "After each publish, every inference server's log-probs of a probe sequence must be within this mean |Δ| of the trainer's, or the publish fails; float32 engines agree to ~1e-5, bf16 GPUs need about 0.1.",
+    ),
 });
 
 const RunConfigWithoutStepLimits = z
@@ -95,27 +110,50 @@ const RunConfigWithoutStepLimits = z
     name: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (up to 63)')
-      .default('sim-quickstart'),
-    env: EnvConfig.default({ kind: SIM_KIND }),
-    /** Harness ids of the pool to use, base first; every harness the env defines when empty. */
-    harnessPool: z.array(z.string().min(1)).default([]),
-    policy: PolicyConfig.prefault({}),
-    trainer: TrainerConfig.prefault({}),
-    rollout: RolloutConfig.prefault({}),
-    rescue: RescueConfig.prefault({}),
-    router: RouterConfig.prefault({}),
-    grpo: GrpoConfig.prefault({}),
-    eval: EvalConfig.prefault({}),
-    retry: RetryConfig.prefault({}),
-    checkpoint: CheckpointConfig.prefault({}),
-    pipeline: PipelineConfig.prefault({}),
-    sampling: SamplingConfig.prefault({}),
-    budget: BudgetConfig.optional(),
-    health: HealthConfig.prefault({}),
-    /** Experiment trackers the run is logged to (core/tracking/): none when absent. */
-    tracking: TrackingConfig.optional(),
-    steps: z.number().int().min(1).default(20),
-    seed: z.number().int().min(0).default(1),
+      .default('sim-quickstart')
+      .describe("The run's name: its run id is the name and the start time, and reports and the viewer show it."),
+    env: EnvConfig.default({ kind: SIM_KIND }).describe(
+      'The environment the agent acts in, chosen by env.kind; the SIMULATED sim world by default.',
+    ),
+    harnessPool: z
+      .array(z.string().min(1).describe("A harness id of the env's pool."))
+      .default([])
+      .describe("Harness ids of the pool to use, base first; every harness the env's pool holds when empty."),
+    policy: PolicyConfig.prefault({}).describe('The policy being trained: the endpoint rollouts sample from, its model and sampling.'),
+    trainer: TrainerConfig.prefault({}).describe(
+      "The Tinker-compatible trainer that trains the policy's LoRA, and its LoRA and Adam settings.",
+    ),
+    rollout: RolloutConfig.prefault({}).describe(
+      'How each step samples: tasks per step (B), rollouts per task (G), turns and tokens per episode.',
+    ),
+    rescue: RescueConfig.prefault({}).describe('Rescue of dead groups by sibling harnesses (Harness-S).'),
+    router: RouterConfig.prefault({}).describe(
+      'How the siblings that rescue a dead group are picked, and the behaviour profiles they are picked by.',
+    ),
+    grpo: GrpoConfig.prefault({}).describe("How GRPO turns a group's rewards into advantages."),
+    eval: EvalConfig.prefault({}).describe('Evaluation of the policy on a held-out split: base harness and Rank-1 routing.'),
+    retry: RetryConfig.prefault({}).describe('How long an activity that calls an endpoint keeps trying.'),
+    checkpoint: CheckpointConfig.prefault({}).describe(
+      'Training-state checkpoints, which a run restores from and `harness-s run fork` branches from.',
+    ),
+    pipeline: PipelineConfig.prefault({}).describe(
+      "Pipelined steps: the next step's rollouts overlap this step's training, within a staleness bound.",
+    ),
+    sampling: SamplingConfig.prefault({}).describe('How a step refills its batch beyond its first rollout.tasksPerStep tasks.'),
+    budget: BudgetConfig.optional().describe(
+      'A spend (rollouts or tokens, exactly one) at which the run stops training and evaluates as after its last step; none when absent (steps stays the cap).',
+    ),
+    health: HealthConfig.prefault({}).describe('When the run says it has stopped learning, and whether it then pauses.'),
+    tracking: TrackingConfig.optional().describe('Experiment trackers the run is logged to; none when absent.'),
+    steps: z.number().int().min(1).default(20).describe('Training steps of the run (a budget may stop it sooner).'),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .default(1)
+      .describe(
+        'Seed of task draws, probe draws, rollout sampling and random routing: runs with one seed draw the same tasks in the same order.',
+      ),
   })
   .superRefine((config, ctx) => {
     const { groupSize } = config.rollout;
@@ -189,6 +227,8 @@ export class RunConfigError extends UserError {
   constructor(
     message: string,
     readonly paths: string[],
+    /** Each bad field and what is wrong with it, as the message lists them. */
+    readonly issues: ConfigIssue[] = [],
   ) {
     super(message);
     this.name = FAILURE_TYPES.RunConfigError;
@@ -206,16 +246,14 @@ export function parseRunConfig(raw: unknown, source = 'run config'): RunConfig {
 
 function parseConfigWith(schema: typeof RunConfigWithoutStepLimits, raw: unknown, source: string): RunConfig {
   const { config, keyProblems } = takeLiteralKeys(raw);
-  const parsed = schema.safeParse(config);
+  const parsed = schema.safeParse(config, { reportInput: true });
   if (parsed.success && keyProblems.length === 0) return parsed.data;
-  const lines = [
-    ...keyProblems.map((p) => `  - ${p.path}: ${p.message}`),
-    ...(parsed.success ? [] : [formatZodError(parsed.error, schema)]),
-  ];
-  throw new RunConfigError(`${source} is invalid:\n${lines.join('\n')}`, [
-    ...keyProblems.map((p) => p.path),
-    ...(parsed.success ? [] : zodErrorPaths(parsed.error)),
-  ]);
+  const issues = [...keyProblems, ...(parsed.success ? [] : zodIssues(parsed.error, schema))];
+  throw new RunConfigError(
+    `${source} is invalid:\n${formatIssues(issues)}`,
+    [...keyProblems.map((p) => p.path), ...(parsed.success ? [] : zodErrorPaths(parsed.error))],
+    issues,
+  );
 }
 
 /**
@@ -240,10 +278,7 @@ export function parseStoredRunConfig(raw: unknown, source: string): RunConfig {
 /** The placeholder key OpenAI-compatible servers without auth accept ("EMPTY"), which older configs carried as a default. */
 const NO_KEY = NO_API_KEY;
 
-interface KeyProblem {
-  path: string;
-  message: string;
-}
+type KeyProblem = ConfigIssue;
 
 /**
  * Literal API keys are refused: a config is stored in Temporal histories and
@@ -315,4 +350,31 @@ export function keepPreEvaluationShape(config: RunConfig, storedConfig: unknown)
 /** The JSON Schema of what a user may write (the input side: defaults are optional). */
 export function runConfigJsonSchema(): unknown {
   return z.toJSONSchema(RunConfig, { io: 'input', unrepresentable: 'any' });
+}
+
+/**
+ * The schema of a config file as the examples are written: `{"config": ...}`
+ * (the workflow's input), with an optional `$schema` that points editors at
+ * the JSON Schema and that harness-s ignores.
+ */
+export function configFileSchema(config: z.ZodType, what: { title: string; schemaFile: string; description: string }) {
+  return z
+    .strictObject({
+      $schema: z
+        .string()
+        .optional()
+        .describe(`The JSON Schema this file follows, for editors (${what.schemaFile} in examples/); harness-s ignores it.`),
+      config: config.describe(what.description),
+    })
+    .meta({ title: what.title, description: `A ${what.title.toLowerCase()}: {"config": {...}}, the input of the workflow it starts.` });
+}
+
+/** The JSON Schema of a run config file (examples/run-config.schema.json): the wrapper, the config and every field's description. */
+export function runConfigFileJsonSchema(): unknown {
+  const file = configFileSchema(RunConfig, {
+    title: 'Harness-S run config file',
+    schemaFile: 'run-config.schema.json',
+    description: 'The run config: every field may be left out for its default ({} runs the SIMULATED quick start).',
+  });
+  return z.toJSONSchema(file, { io: 'input', unrepresentable: 'any' });
 }

@@ -8,6 +8,17 @@ import { unknownKeyHint } from './did-you-mean';
 
 const INPUT_KEYS = ['config', 'resume', 'recover', 'fork'] as const;
 
+/**
+ * A config file as read, without the `$schema` key at its top that points
+ * editors at its JSON Schema (examples/*.json have one): it is no part of
+ * the config or the workflow input.
+ */
+export function withoutSchemaKey(json: unknown): unknown {
+  if (json === null || typeof json !== 'object' || Array.isArray(json) || !('$schema' in json)) return json;
+  const { $schema: _schema, ...rest } = json as Record<string, unknown>;
+  return rest;
+}
+
 /** Why `input` is not a run input, or null when its shape is right. */
 export function runInputProblem(input: unknown): string | null {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {

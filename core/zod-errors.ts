@@ -1,6 +1,6 @@
 /** Turning zod's errors into messages a user can act on: one line per bad field, named by its path. */
 import type { z } from 'zod';
-import { unknownKeyHint } from './did-you-mean';
+import { likelyMeant, unknownKeyHint } from './did-you-mean';
 
 /**
  * One line per issue. Given the schema, an unknown key is named by its own
@@ -8,17 +8,55 @@ import { unknownKeyHint } from './did-you-mean';
  * ("rollout.groupsize: unknown; did you mean groupSize?").
  */
 export function formatZodError(error: z.ZodError, schema?: z.ZodType): string {
-  return issueLines(error, schema)
-    .map((line) => `  - ${line}`)
-    .join('\n');
+  return formatIssues(zodIssues(error, schema));
 }
 
-function issueLines(error: z.ZodError, schema: z.ZodType | undefined): string[] {
+/** One bad field of a config: its path (`rollout.groupSize`, `(root)` for the whole) and what is wrong with it. */
+export interface ConfigIssue {
+  path: string;
+  message: string;
+}
+
+/** The lines of an error message that lists `issues`, one per bad field. */
+export function formatIssues(issues: readonly ConfigIssue[]): string {
+  return issues.map((issue) => `  - ${issue.path}: ${issue.message}`).join('\n');
+}
+
+/** Each bad field of a zod error, an unknown key by its own path with the nearest known key (given the schema). */
+export function zodIssues(error: z.ZodError, schema?: z.ZodType): ConfigIssue[] {
   return error.issues.flatMap((issue) => {
-    if (issue.code !== 'unrecognized_keys' || !schema) return [`${pathText(issue.path)}: ${issue.message}`];
+    if (issue.code !== 'unrecognized_keys' || !schema)
+      return [{ path: pathText(issue.path), message: `${issue.message}${valueHint(issue)}` }];
     const known = objectKeysAt(schema, issue.path);
-    return issue.keys.map((key) => `${pathText([...issue.path, key])}: unknown${unknownKeyHint(key, known)}`);
+    return issue.keys.map((key) => ({ path: pathText([...issue.path, key]), message: `unknown${unknownKeyHint(key, known)}` }));
   });
+}
+
+/**
+ * "; did you mean "vote"?" for a value that is not one of an enum's (or a
+ * discriminated union's kinds) and is likely a typo of one. Needs the issue's
+ * input: parse with `{ reportInput: true }`.
+ */
+function valueHint(issue: z.core.$ZodIssue): string {
+  const input = (issue as { input?: unknown }).input;
+  let value: unknown;
+  let known: unknown[] = [];
+  if (issue.code === 'invalid_value') {
+    value = input;
+    known = issue.values;
+  } else if (issue.code === 'invalid_union') {
+    // A discriminated union's unknown kind: its input is the object, its options the known kinds.
+    const { discriminator, options } = issue as { discriminator?: string; options?: unknown[] };
+    if (discriminator === undefined || !Array.isArray(options) || input === null || typeof input !== 'object') return '';
+    value = (input as Record<string, unknown>)[discriminator];
+    known = options;
+  }
+  if (typeof value !== 'string') return '';
+  const meant = likelyMeant(
+    value,
+    known.filter((k): k is string => typeof k === 'string'),
+  );
+  return meant === undefined ? '' : `; did you mean "${meant}"?`;
 }
 
 /** The paths of every bad field (an unknown key: its own path), for tests and JSON output. */

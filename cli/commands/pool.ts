@@ -15,7 +15,7 @@ import {
   readEvolutionConfigFile,
   startEvolution,
 } from '../pools';
-import { evolutionConfigJsonSchema } from '../../core/evolution/config';
+import { evolutionConfigFileJsonSchema } from '../../core/evolution/config';
 import { progress, print, printJson, action, withStore, examplesText } from './shared';
 
 export function registerPoolCommands(program: Command): void {
@@ -91,7 +91,7 @@ export function registerPoolCommands(program: Command): void {
     .addHelpText('after', examplesText('pool schema', 'pool schema --out examples/evolution-config.schema.json'))
     .action(
       action(async (opts: { out?: string }) => {
-        const schema = JSON.stringify(evolutionConfigJsonSchema(), null, 2);
+        const schema = JSON.stringify(evolutionConfigFileJsonSchema(), null, 2);
         if (opts.out) writeFileSync(opts.out, `${schema}\n`);
         else print(schema);
       }),

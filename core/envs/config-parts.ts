@@ -12,10 +12,17 @@ export const FrozenPoolHash = z
     /^[0-9a-f]{16}$/,
     "a frozen pool's hash: 16 lower-case hex characters, as printed by `harness-s pool evolve` or `harness-s pool list`",
   )
-  .optional();
+  .optional()
+  .describe(
+    "A frozen pool by its hash (as `harness-s pool list` prints it), read from $HARNESS_S_POOLS_DIR/<hash>/ and checked against the hash, in place of the env's shipped pool; not with harnessDir.",
+  );
 
 /** A folder of harness files in place of the env's shipped pool. */
-export const HarnessDir = z.string().min(1).optional();
+export const HarnessDir = z
+  .string()
+  .min(1)
+  .optional()
+  .describe("A folder of harness spec files (the base and its siblings) in place of the env's shipped pool; not with pool.");
 
 /** A pool comes from one place: a frozen pool or a folder of specs, not both. */
 export function oneHarnessSource(env: { pool?: string; harnessDir?: string }, ctx: z.RefinementCtx): void {

@@ -30,6 +30,13 @@ export interface EnvConfigBase {
   pool?: string;
 }
 
+/** A server an env talks to or starts (for `config check`'s list of endpoints): where in the config, its address (no password), what it is. */
+export interface EnvServer {
+  path: string;
+  address: string;
+  note?: string;
+}
+
 /** What a worker process shares with every env it builds, beside its settings. */
 export interface EnvServices {
   /**
@@ -80,6 +87,8 @@ export interface EnvRegistration<C extends EnvConfigBase = EnvConfigBase> {
   baseHarness?(env: Environment): unknown;
   /** Reads a base harness file of the env's own format; a HarnessSpec file when absent. */
   readHarnessFile?(file: string): unknown;
+  /** The servers a config makes the env talk to or start, as the workers will; none (the env runs inside the workers) when absent. */
+  servers?(config: C): EnvServer[];
 }
 
 /** A registration of any config type, as the registry holds them. */

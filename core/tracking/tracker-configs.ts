@@ -9,8 +9,9 @@ import { z } from 'zod';
 import { MlflowTrackingConfig } from './mlflow/config';
 
 export const TrackingConfig = z.strictObject({
-  /** Log the run to an MLflow tracking server ($MLFLOW_TRACKING_URI on the control workers). */
-  mlflow: MlflowTrackingConfig.optional(),
+  mlflow: MlflowTrackingConfig.optional().describe(
+    "Log the run to the MLflow tracking server at the control workers' $MLFLOW_TRACKING_URI; not logged when absent.",
+  ),
 });
 export type TrackingConfig = z.infer<typeof TrackingConfig>;
 

@@ -233,7 +233,7 @@ test('`config check` refuses typos and files the config names that do not exist'
     () => null,
     (err) => err as { code: number; stderr: string },
   );
-  expect(missing?.stderr).toMatch(/env\.tasks: no\/such\/tasks\.json does not exist/);
+  expect(missing?.stderr).toMatch(/env\.tasks: file not found: no\/such\/tasks\.json/);
   expect((await harnessS('config', 'check', 'examples/sim-quickstart.json')).stdout).toMatch(/valid \(sim, 20 steps/);
 });
 

@@ -57,7 +57,7 @@ afterAll(async () => {
 
 /** The shipped example (examples/evolve-sim.json), pointed at this test's sim cluster and proposer proxy. */
 function evolutionConfig(name: string) {
-  const example = JSON.parse(readFileSync(path.join(ROOT, 'examples', 'evolve-sim.json'), 'utf8'));
+  const example = JSON.parse(readFileSync(path.join(ROOT, 'examples', 'evolve-sim.json'), 'utf8')).config;
   return {
     ...example,
     name,

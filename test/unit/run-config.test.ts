@@ -15,10 +15,11 @@ test('the quick-start example is a valid workflow input', () => {
   expect(parseRunConfig(sample.config).steps).toBe(20);
 });
 
-test('the DBBench example is a valid workflow input for a vLLM endpoint and a Tinker-compatible trainer', () => {
+test('the DBBench example is a valid workflow input for a vLLM endpoint and a Tinker-compatible trainer, on the shipped data, with no password', () => {
   const config = parseRunConfig(dbbench.config);
-  expect(config.env).toMatchObject({ kind: 'dbbench', scoring: 'exact' });
-  expect(config.policy.inferenceServers).toHaveLength(2);
+  expect(config.env).toEqual(expect.objectContaining({ kind: 'dbbench', scoring: 'exact', data: 'data/dbbench/dev.jsonl' }));
+  expect(config.env).not.toHaveProperty('mysqlUrl');
+  expect([config.policy.baseUrl, config.trainer.baseUrl]).toEqual(['http://vllm:8000/v1', 'http://skyrl:8100']);
 });
 
 test('every bad field is named by its path', () => {

@@ -30,4 +30,11 @@ export const appWorldRegistration: EnvRegistration<AppWorldEnvConfig> = {
       limits: sandboxSizeLimits(config.sandbox),
     });
   },
+  servers: (config) => [
+    {
+      path: 'env.servers',
+      address: `${config.servers} AppWorld server(s) per worker, started by the workers`,
+      note: `dataset ${config.dataset}${config.root ? ` of ${config.root}` : ' of the fixture world'}`,
+    },
+  ],
 };

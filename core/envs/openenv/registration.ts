@@ -39,4 +39,18 @@ export const openEnvRegistration: EnvRegistration<OpenEnvEnvConfig> = {
     );
     return new OpenEnvEnvironment({ ...common, acquire: (signal) => local.acquire(signal), close: () => local.close() });
   },
+  servers: (config) =>
+    config.servers
+      ? config.servers.map((server, i) => ({
+          path: `env.servers.${i}.url`,
+          address: server.url,
+          note: `OpenEnv server, ${server.sessions} session(s) at once`,
+        }))
+      : [
+          {
+            path: 'env.local',
+            address: `${config.local.instances} OpenEnv server(s) per worker, started by the workers`,
+            note: `app ${config.local.app ?? `${KEYPAD_APP} (the shipped keypad env)`}, ${config.local.sessions} session(s) each`,
+          },
+        ],
 };

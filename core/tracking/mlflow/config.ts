@@ -6,9 +6,12 @@
 import { z } from 'zod';
 
 export const MlflowTrackingConfig = z.strictObject({
-  /** The MLflow experiment the run is logged in, created when missing; default: the run config's `name`. */
-  experiment: z.string().min(1).max(500).optional(),
-  /** The MLflow run's name; default: the Harness-S run id. */
-  runName: z.string().min(1).max(250).optional(),
+  experiment: z
+    .string()
+    .min(1)
+    .max(500)
+    .optional()
+    .describe("The MLflow experiment the run is logged in, created when missing; the run config's name when absent."),
+  runName: z.string().min(1).max(250).optional().describe("The MLflow run's name; the Harness-S run id when absent."),
 });
 export type MlflowTrackingConfig = z.infer<typeof MlflowTrackingConfig>;
