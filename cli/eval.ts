@@ -13,12 +13,17 @@ import type { RunStore } from '../core/store/run-store';
 import { mapWithConcurrency } from '../core/concurrency';
 import { UserError } from '../core/errors';
 import { wilsonInterval } from '../core/stats';
+import { harnessById } from '../core/envs/registry';
+import { rank1Routes } from '../core/router/rank1';
+import type { BehaviorProfiles } from '../core/router/profiles';
 
 export interface EvalOptions {
   evalId: string;
   env: Environment;
   envConfig: unknown;
   harness: Harness;
+  /** Rank-1 routing: the harness of each task kind (kinds not listed run `harness`). */
+  routes?: Record<string, Harness>;
   baseUrl: string;
   model: string;
   apiKey: string;
@@ -71,7 +76,8 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     config: {
       kind: 'eval',
       env: options.envConfig,
-      harness: harness.id,
+      harness: options.routes ? 'rank1' : harness.id,
+      routes: options.routes ? Object.fromEntries(Object.entries(options.routes).map(([kind, h]) => [kind, h.id])) : undefined,
       harnessVersion: harness.version ?? null,
       model: options.model,
       baseUrl: options.baseUrl,
@@ -96,7 +102,7 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     await mapWithConcurrency(episodes, options.concurrency, async ({ task, sample }) => {
       const trajectory = await runEpisode({
         env,
-        harness,
+        harness: options.routes?.[task.kind] ?? harness,
         policy,
         model: options.model,
         taskId: task.taskId,
@@ -124,7 +130,7 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
   }
   return {
     evalId: options.evalId,
-    harness: harness.id,
+    harness: options.routes ? 'rank1' : harness.id,
     model: options.model,
     total: trajectories.length,
     passed,
@@ -133,4 +139,49 @@ export async function evaluate(options: EvalOptions): Promise<EvalResult> {
     failures,
     trajectories,
   };
+}
+
+/**
+ * Each task kind's Rank-1 harness from stored evals (the router's own rule,
+ * core/router/rank1.ts: best smoothed success on the kind; on a tie the base
+ * harness). Every harness the evals ran must be in the env's pool.
+ */
+export async function rank1FromEvals(
+  store: RunStore,
+  env: Environment,
+  fallback: Harness,
+  evalIds: string,
+): Promise<Record<string, Harness>> {
+  const ids = evalIds
+    .split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
+  if (ids.length === 0) throw new UserError('--route-from: give at least one eval id (comma-separated)');
+  const counts = await store.evalSuccessByKind(ids);
+  if (counts.length === 0) throw new UserError(`--route-from: no eval episodes stored for ${ids.join(', ')}`);
+  const pool = env.harnesses();
+  const unknown = [...new Set(counts.map((c) => c.harnessId))].filter((id) => !pool.some((h) => h.id === id));
+  if (unknown.length) throw new UserError(`--route-from: harness ${unknown.join(', ')} is not in env ${env.id}'s pool`);
+  const profiles: BehaviorProfiles = {
+    version: 0,
+    baseHarnessId: pool[0].id,
+    policyVersion: 'eval',
+    priorStrength: 0,
+    cells: [],
+    kindCells: counts.map((c) => ({
+      harnessId: c.harnessId,
+      kind: c.taskKind,
+      attempts: c.total,
+      successes: c.passed,
+      totalTurns: 0,
+      rescueAttempts: 0,
+      rescueSuccesses: 0,
+      rescueTurns: 0,
+      rescueTokens: 0,
+    })),
+  };
+  const harnessIds = [...new Set(counts.map((c) => c.harnessId))];
+  const kinds = [...new Set(counts.map((c) => c.taskKind))];
+  const routes = rank1Routes(profiles, harnessIds, harnessIds.includes(fallback.id) ? fallback.id : pool[0].id, kinds);
+  return Object.fromEntries(Object.entries(routes).map(([kind, id]) => [kind, harnessById(env, id)]));
 }

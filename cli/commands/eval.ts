@@ -1,12 +1,12 @@
 /** `harness-s` eval: an endpoint under one harness, on an env's tasks. */
 import { type Command, InvalidArgumentError } from 'commander';
 import { NO_API_KEY } from '../../core/secrets';
-import { evaluate } from '../eval';
+import { evaluate, rank1FromEvals } from '../eval';
 import { evalTable, evalTableText } from '../eval-report';
 import { createEnvironment, fetchFrozenPool, resolveHarness } from '../../core/envs/registry';
 import { newRunId, readConfigFile, UserError, validateConfig } from '../runs';
 import { EnvConfig, ENV_KINDS } from '../../core/envs/env-configs';
-import { print, printJson, action, withStore, positiveInt, examplesText } from './shared';
+import { print, printJson, progress, action, withStore, positiveInt, examplesText } from './shared';
 
 export function registerEvalCommand(program: Command): void {
   program
@@ -33,12 +33,17 @@ export function registerEvalCommand(program: Command): void {
     .option('--max-tokens <n>', 'tokens per reply at most (default: the server limit)', positiveInt('--max-tokens'))
     .option('--temperature <t>', 'sampling temperature (0: greedy)', temperatureOption, 0)
     .option('--scoring <mode>', 'dbbench: exact | normalized (default exact)')
+    .option(
+      '--route-from <evalIds>',
+      "Rank-1 routing: each task kind runs under the harness with the best success on that kind in these evals (comma-separated eval ids, e.g. of the pool's harnesses on a train split); --harness runs the kinds they did not see",
+    )
     .option('--json', 'machine-readable')
     .addHelpText(
       'after',
       examplesText(
         'eval --env dbbench --data data/dbbench/dev.jsonl --harness base --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B',
         'eval --config examples/swe.json --harness base --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --limit 5 --json',
+        'eval --config examples/smollm2.json --harness base --route-from EVAL1,EVAL2 --base-url http://127.0.0.1:8000/v1 --model smollm2-135m',
       ),
     )
     .action(
@@ -56,6 +61,7 @@ export function registerEvalCommand(program: Command): void {
             samples: number;
             maxTokens?: number;
             temperature: number;
+            routeFrom?: string;
             json?: boolean;
           } & EvalEnvOptions,
         ) => {
@@ -66,11 +72,19 @@ export function registerEvalCommand(program: Command): void {
             const env = createEnvironment(envConfig);
             try {
               const harness = resolveHarness(envConfig, env, opts.harness);
+              const routes = opts.routeFrom === undefined ? undefined : await rank1FromEvals(store, env, harness, opts.routeFrom);
+              if (routes && !opts.json)
+                progress(
+                  `Rank-1 routes: ${Object.entries(routes)
+                    .map(([kind, h]) => `${kind} -> ${h.id}`)
+                    .join(', ')}`,
+                );
               const result = await evaluate({
-                evalId: newRunId(`eval-${env.id}-${harness.id}`),
+                evalId: newRunId(`eval-${env.id}-${routes ? 'rank1' : harness.id}`),
                 env,
                 envConfig,
                 harness,
+                routes,
                 baseUrl: opts.baseUrl,
                 model: opts.model,
                 apiKey: process.env[opts.apiKeyEnv] || NO_API_KEY,
@@ -97,6 +111,7 @@ export function registerEvalCommand(program: Command): void {
                   total: result.total,
                   passed: result.passed,
                   interval95: result.interval95,
+                  ...(routes ? { routes: Object.fromEntries(Object.entries(routes).map(([kind, h]) => [kind, h.id])) } : {}),
                   byKind: result.byKind,
                   failures: result.failures,
                   ...table,

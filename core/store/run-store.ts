@@ -201,6 +201,9 @@ export class RunStore {
   tokenSamples(runId: string, phase: string, step: number, taskIds: readonly string[]) {
     return this.#trajectories.tokenSamples(runId, phase, step, taskIds);
   }
+  evalSuccessByKind(runIds: readonly string[]) {
+    return this.#trajectories.evalSuccessByKind(runIds);
+  }
   countStepTrajectories(runId: string, phase: string, step: number) {
     return this.#trajectories.countStepTrajectories(runId, phase, step);
   }

@@ -132,4 +132,16 @@ export class TrajectoryStore {
     );
     return rows[0].n;
   }
+
+  /** Eval episodes of these runs, counted by harness and task kind (what `eval --route-from` ranks harnesses by). */
+  async evalSuccessByKind(
+    runIds: readonly string[],
+  ): Promise<Array<{ harnessId: string; taskKind: string; total: number; passed: number }>> {
+    const { rows } = await this.pool.query(
+      `SELECT harness_id, task_kind, count(*)::int AS total, count(*) FILTER (WHERE success)::int AS passed FROM trajectories
+       WHERE run_id = ANY($1) AND phase = 'eval' AND superseded_by IS NULL GROUP BY harness_id, task_kind ORDER BY harness_id, task_kind`,
+      [runIds],
+    );
+    return rows.map((r) => ({ harnessId: r.harness_id, taskKind: r.task_kind, total: r.total, passed: r.passed }));
+  }
 }
