@@ -42,18 +42,23 @@ fi
 shards=${HARNESS_S_TEST_SHARDS:-2}
 # Shard i of n: shard 1 on the default dev server and database (test/integration/env.ts), shard i on port
 # 17233 + 10 (i - 1) (its UI 1000 above) and database harness_s_test_<i>.
+# Each lane's Jest JSON report goes to .data/test-reports: `node test/file-times.mjs .data/test-reports/*.json` says
+# where the time went, file by file (--write records it for the sequencer).
+reports=.data/test-reports
+rm -rf "$reports" && mkdir -p "$reports"
 pids=()
 for i in $(seq 1 "$shards"); do
+  report=(--json --outputFile="$reports/integration-$i.json")
   if [ "$i" -eq 1 ]; then
-    npx jest --selectProjects integration --runInBand --shard="1/$shards" & pids+=($!)
+    npx jest --selectProjects integration --runInBand --shard="1/$shards" "${report[@]}" & pids+=($!)
   else
     TEST_TEMPORAL_ADDRESS="127.0.0.1:$((17233 + 10 * (i - 1)))" TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:5432/harness_s_test_$i" \
-      npx jest --selectProjects integration --runInBand --shard="$i/$shards" >"$logs/shard-$i" 2>&1 & pids+=($!)
+      npx jest --selectProjects integration --runInBand --shard="$i/$shards" "${report[@]}" >"$logs/shard-$i" 2>&1 & pids+=($!)
   fi
 done
 status=0
 checks || status=1
-npx jest --selectProjects unit workflow >"$logs/fast" 2>&1 & fast=$!
+npx jest --selectProjects unit workflow --json --outputFile="$reports/unit-workflow.json" >"$logs/fast" 2>&1 & fast=$!
 wait "$fast"; fast_status=$?
 [ "$fast_status" -eq 0 ] || status=1
 echo "== unit and workflow tests (exit $fast_status)"
