@@ -3,7 +3,9 @@
  * trend over a run's steps with its standard error, and for comparing runs a paired difference over seeds with its
  * Student-t confidence interval. Arms of a compare share their seed (same
  * tasks at every step, same eval split), so their figures pair by seed and
- * the seed-to-seed spread cancels out of the difference.
+ * the seed-to-seed spread cancels out of the difference. Within one run,
+ * success rates get Wilson's interval, and the difference of two rates
+ * Newcombe's (the demo's start -> end).
  */
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 
@@ -85,4 +87,38 @@ export function wilsonInterval(passed: number, trials: number, z = 1.95996398454
   const centre = (p + (z * z) / (2 * trials)) / denominator;
   const half = (z * Math.sqrt((p * (1 - p)) / trials + (z * z) / (4 * trials * trials))) / denominator;
   return { lo: Math.max(0, centre - half), hi: Math.min(1, centre + half) };
+}
+
+export interface RateDifference {
+  /** rateB - rateA. */
+  difference: number;
+  /** Newcombe's 95% interval of the difference (hybrid score, from each rate's Wilson interval). */
+  lo: number;
+  hi: number;
+  /** The interval lies wholly above or below 0. */
+  excludesZero: boolean;
+}
+
+/**
+ * The difference of two independent success rates, B - A (`passedB` of `trialsB`
+ * minus `passedA` of `trialsA`), with Newcombe's hybrid score interval (his
+ * method 10, 1998): every trial counted as independent.
+ */
+export function rateDifference(passedA: number, trialsA: number, passedB: number, trialsB: number): RateDifference {
+  for (const [passed, trials, name] of [
+    [passedA, trialsA, 'A'],
+    [passedB, trialsB, 'B'],
+  ] as const) {
+    if (!Number.isInteger(trials) || trials < 1 || !Number.isInteger(passed) || passed < 0 || passed > trials) {
+      throw new Error(`rate difference: ${name} is ${passed} of ${trials} trials; need whole numbers, 0 <= passed <= trials, trials >= 1`);
+    }
+  }
+  const a = passedA / trialsA;
+  const b = passedB / trialsB;
+  const wa = wilsonInterval(passedA, trialsA);
+  const wb = wilsonInterval(passedB, trialsB);
+  const difference = b - a;
+  const lo = difference - Math.sqrt((b - wb.lo) ** 2 + (wa.hi - a) ** 2);
+  const hi = difference + Math.sqrt((wb.hi - b) ** 2 + (a - wa.lo) ** 2);
+  return { difference, lo, hi, excludesZero: lo > 0 || hi < 0 };
 }

@@ -10,6 +10,7 @@ import { viewerAddressFromEnv } from '../../core/viewer-address';
 import { dbPoolSizeFromEnv } from '../../core/store/run-store';
 import { serveRunStore } from '../../viewer/server';
 import { runDemo } from '../demo';
+import { demoSummaryLines } from '../demo-summary';
 import { benchCommand } from '../bench';
 import { summaryText } from '../report';
 import { progress, print, printJson, action, positiveInt, examplesText, optionWithDefault } from './shared';
@@ -60,23 +61,25 @@ export function registerStackCommands(program: Command): void {
 
   program
     .command('demo')
-    .description('one command: bring up the stack, run a SIMULATED training run, print its summary')
+    .description(
+      'one command: bring up the stack, run a SIMULATED training run, evaluate the base policy before and after it, print a summary (base-harness success with its 95% interval, dead and rescued groups, Rank-1), stop the stack',
+    )
     .addOption(
       optionWithDefault(
         '--config <file>',
         'run config',
-        path.join(PROJECT_ROOT, 'examples', 'sim-quickstart.json'),
-        'the shipped examples/sim-quickstart.json',
+        path.join(PROJECT_ROOT, 'examples', 'demo.json'),
+        'the shipped examples/demo.json',
       ),
     )
     .option('--steps <n>', 'override the number of steps', positiveInt('--steps'))
     .option('--json', 'print the summary as JSON')
-    .addHelpText('after', examplesText('demo', 'demo --config examples/sim-transfer.json --steps 10', 'demo --json > summary.json'))
+    .addHelpText('after', examplesText('demo', 'demo --config examples/sim-quickstart.json --steps 10', 'demo --json > summary.json'))
     .action(
       action(async (opts: { config: string; steps?: number; json?: boolean }) => {
         const summary = await runDemo({ configFile: opts.config, steps: opts.steps, log: progress });
         if (opts.json) printJson(summary);
-        else print(summaryText(summary));
+        else print(`${summaryText(summary.run)}\n\n${demoSummaryLines(summary).join('\n')}`);
       }),
     );
 

@@ -1,4 +1,4 @@
-import { linearTrend, pairedDifference, rateStdErr } from '../../core/stats';
+import { linearTrend, pairedDifference, rateDifference, rateStdErr } from '../../core/stats';
 import { mulberry32 } from '../../core/random';
 
 test('a paired difference over seeds: mean and a Student-t 95% interval (t(0.975, 4) = 2.776)', () => {
@@ -57,4 +57,21 @@ test('with no trend, t over 20 steps exceeds 3 about as often as Student-t(18) s
   // P(t18 > 3) = 0.00384; 20000 draws give 77 ± 9 (binomial).
   expect(over / draws).toBeGreaterThan(0.0025);
   expect(over / draws).toBeLessThan(0.0055);
+});
+
+test("the difference of two success rates has Newcombe's hybrid score interval (his Table II examples)", () => {
+  // 56/70 - 48/80: 0.2000, method 10 gives [0.0524, 0.3339]; 0/10 - 0/10: [-0.2775, +0.2775].
+  expect(rateDifference(48, 80, 56, 70)).toMatchObject({
+    difference: expect.closeTo(0.2, 12),
+    lo: expect.closeTo(0.0524, 4),
+    hi: expect.closeTo(0.3339, 4),
+    excludesZero: true,
+  });
+  expect(rateDifference(0, 10, 0, 10)).toMatchObject({
+    lo: expect.closeTo(-0.2775, 4),
+    hi: expect.closeTo(0.2775, 4),
+    excludesZero: false,
+  });
+  expect(rateDifference(40, 100, 30, 100).hi).toBeLessThan(0.1);
+  expect(() => rateDifference(5, 0, 1, 2)).toThrow('A is 5 of 0 trials');
 });
