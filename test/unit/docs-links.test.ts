@@ -159,7 +159,29 @@ function markdownUnder(dir: string): string[] {
 
 const DOC_FILES = ['README.md', 'CHANGELOG.md', ...markdownUnder('docs')];
 
+/** The files each `--config`, `--evolution` or `--changes` of a command line in the docs names, with their lines. */
+function configsNamed(file: string, markdown: string): Array<{ line: number; config: string }> {
+  const found: Array<{ line: number; config: string }> = [];
+  markdown.split('\n').forEach((text, i) => {
+    for (const match of text.matchAll(/--(?:config|evolution|changes)[ =]([\w./-]+\.(?:json|ya?ml))/g))
+      found.push({ line: i + 1, config: match[1] });
+  });
+  return found;
+}
+
 describe('the documentation links', () => {
+  test('every config file a command in README.md or docs/ names exists (examples/ and data/ as shipped)', () => {
+    const named = DOC_FILES.flatMap((file) => configsNamed(file, fileRepo.read(file)!).map((c) => ({ file, ...c })));
+    expect(named.filter((c) => c.config.startsWith('examples/')).length).toBeGreaterThan(10);
+    const missing = named
+      .filter((c) => /^(examples|data)\//.test(c.config) && !existsSync(path.join(ROOT, c.config)))
+      .map((c) => `${c.file}:${c.line}: ${c.config}`);
+    expect(missing).toEqual([]);
+    expect(configsNamed('x.md', 'npx harness-s run start --config examples/nope.json --wait')).toEqual([
+      { line: 1, config: 'examples/nope.json' },
+    ]);
+  });
+
   test('every relative link and anchor in README.md, CHANGELOG.md and docs/ resolves', () => {
     expect(DOC_FILES.length).toBeGreaterThan(10);
     const broken = DOC_FILES.flatMap((file) => brokenLinks(file, fileRepo.read(file)!, fileRepo));
