@@ -13,7 +13,13 @@ export function registerEngineCommands(program: Command): void {
     )
     .addHelpText(
       'after',
-      examplesText('engines setup', 'engines up', 'engines up --model smollm2-135m', 'run start --config examples/real-cpu.json --wait', 'engines down'),
+      examplesText(
+        'engines setup',
+        'engines up',
+        'engines up --model smollm2-135m',
+        'run start --config examples/real-cpu.json --wait',
+        'engines down',
+      ),
     );
   engines
     .command('setup')
