@@ -24,7 +24,9 @@ export function runInputProblem(input: unknown): string | null {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return 'must be a JSON object {"config": {...}} ({"config": {}} runs the embedded default)';
   }
-  const unknown = Object.keys(input).filter((key) => !(INPUT_KEYS as readonly string[]).includes(key));
+  // `$schema` (an example file's pointer to its JSON Schema) comes along when a file is passed whole, as
+  // `temporal workflow start --input "$(cat examples/x.json)"` does: no part of the input, and no error.
+  const unknown = Object.keys(input).filter((key) => key !== '$schema' && !(INPUT_KEYS as readonly string[]).includes(key));
   if (unknown.length > 0) {
     return unknown.map((key) => `${key}: unknown${unknownKeyHint(key, INPUT_KEYS)}`).join('; ');
   }

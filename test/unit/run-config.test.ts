@@ -128,6 +128,8 @@ test('a config stored by an older version still loads: its placeholder keys and 
 
 test('a workflow input must be {"config": {...}}: a mistyped wrapper is named', () => {
   expect(runInputProblem({ config: {} })).toBeNull();
+  // An example file passed whole (its $schema pointer along) is a valid input.
+  expect(runInputProblem({ $schema: './run-config.schema.json', config: {} })).toBeNull();
   expect(runInputProblem({ cfg: {} })).toBe('cfg: unknown; known here: config, resume, recover, fork');
   expect(runInputProblem({ config: {}, fork: { runId: 'r' } })).toMatch(/^fork: must be {"runId"/);
   expect(runInputProblem({ config: {}, fork: { runId: 'r', step: 3 } })).toMatch(/^fork: needs resume/);
