@@ -577,15 +577,11 @@ describe('Harness-S runs on the real engines, through Temporal', () => {
       if (Date.now() > waitUntil) throw new Error('the run never reached step 8');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const servingBefore = (await handle.query(statusQuery)).policyVersion;
     const vllmDown = Date.now();
     await killAndRestartInference({ stateDir, log: (line) => process.stderr.write(`[engines] ${line}\n`) });
-    // The restart dropped the runtime adapters: vLLM lists the version no more, unless the run's keeper has loaded it
-    // again in the moment between the restart and this look, and then its load is newer than the kill.
-    if ((await vllmModels()).includes(servingBefore)) {
-      const record = await stack.store.replicas.get(vllm.replace(/\/+$/, ''), servingBefore);
-      expect(record!.readyAt!.getTime()).toBeGreaterThan(vllmDown);
-    }
+    // The restart dropped the runtime adapters. By the time of a look vLLM may list the version again: the run's
+    // keeper loaded it, or vLLM's LoRA resolver did for a rollout's request (the store's record then stays older
+    // than the kill). What counts is checked after the run: the version served is on vLLM and ready by its probe.
     process.stderr.write(`[engines] vLLM was down ${((Date.now() - vllmDown) / 1000).toFixed(0)} s in step 8\n`);
 
     const summary = await handle.result();
