@@ -6,9 +6,10 @@
 # server on free ports), and the integration tests, one file at a time, in one lane
 # or (HARNESS_S_TEST_SHARDS=n) in n shards balanced by the files' measured durations
 # (test/sequencer.js), each shard with a Temporal dev server and a database of its
-# own. Two shards are the default (the integration tests mostly wait: on 2 cores two
-# shards take about 25 minutes where one lane takes 40); HARNESS_S_TEST_SHARDS=1 runs
-# them in one lane. The first shard prints as it goes; the other lanes' output is
+# own. Three shards are the default: the integration tests mostly wait (on 2 cores one
+# lane took 40 minutes, two shards 27 to 31), and the files that start the real engines,
+# one after the other (test/sequencer.js), fill a shard of their own;
+# HARNESS_S_TEST_SHARDS=1 runs them in one lane. The first shard prints as it goes; the other lanes' output is
 # printed when they end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ if [ "$mode" = fast ]; then
   exec npx jest --selectProjects unit workflow --maxWorkers=2
 fi
 
-shards=${HARNESS_S_TEST_SHARDS:-2}
+shards=${HARNESS_S_TEST_SHARDS:-3}
 # Shard i of n: shard 1 on the default dev server and database (test/integration/env.ts), shard i on port
 # 17233 + 10 (i - 1) (its UI 1000 above) and database harness_s_test_<i>.
 # Each lane's Jest JSON report goes to .data/test-reports: `node test/file-times.mjs .data/test-reports/*.json` says

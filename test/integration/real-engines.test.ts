@@ -155,8 +155,14 @@ async function startTrainerWorker(): Promise<ChildProcess> {
  * errors in one CI run); on this stack runs over seeds 2-5 gave t of 8 to 12.
  */
 const LEARNED_TREND_T = 3;
-async function rewardTrend(runId: string) {
-  return linearTrend((await stack.store.steps(runId)).map((s) => s.summary.baseMeanReward!));
+async function rewardTrend(runId: string, store = stack.store) {
+  const rewards = (await store.steps(runId)).map((s) => s.summary.baseMeanReward!);
+  const trend = linearTrend(rewards);
+  // Printed, so that a run that fails the check shows its curve in the CI log.
+  process.stderr.write(
+    `[real-engines] ${runId}: mean reward by step ${rewards.map((r) => r.toFixed(3)).join(' ')}; trend t ${trend.t.toFixed(2)}\n`,
+  );
+  return trend;
 }
 
 /** examples/real-cpu.json, pointed at this file's engines. */
@@ -648,7 +654,7 @@ describe('pipelined steps on the real engines', () => {
     });
     expect(summary.stepsCompleted).toBe(20);
     const steps = (await pipelined.store.steps(runId)).map((s) => s.summary);
-    expect(linearTrend(steps.map((s) => s.baseMeanReward!)).t).toBeGreaterThan(LEARNED_TREND_T);
+    expect((await rewardTrend(runId, pipelined.store)).t).toBeGreaterThan(LEARNED_TREND_T);
     const modelId = (await pipelined.store.getRun(runId))!.trainerModelId!;
     expect(await skyrlCount('OPTIM_STEP', modelId)).toBe(steps.filter((s) => s.datums > 0).length);
     // Steps overlapped: most trained samples one version old, none older; on-policy steps match the sampler to ~0.
