@@ -5,6 +5,7 @@
  * out and runs the trainer queue next to the GPUs.
  */
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { LatencyProfile } from '../core/latency-profiles';
@@ -52,8 +53,21 @@ export class EnvironmentCache {
 /** Webpack's chatter stays out of the user's terminal. */
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
 
+/**
+ * The file `npm test` writes the workflow bundle to once (test/build-workflow-bundle.ts), so that its workers
+ * and worker processes do not each run webpack over the same code.
+ */
+export const WORKFLOW_BUNDLE_FILE_VARIABLE = 'HARNESS_S_WORKFLOW_BUNDLE';
+
+let bundled: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflow code bundled by webpack, once per process (or read from $HARNESS_S_WORKFLOW_BUNDLE when set). */
 export function buildWorkflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet as never });
+  const file = process.env[WORKFLOW_BUNDLE_FILE_VARIABLE];
+  bundled ??= file
+    ? readFile(file, 'utf8').then((text) => JSON.parse(text) as WorkflowBundleWithSourceMap)
+    : bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet as never });
+  return bundled;
 }
 
 export interface WorkerOptions {

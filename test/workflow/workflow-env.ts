@@ -4,6 +4,7 @@
  * activities are the fakes of fake-activities.ts. Workflow code runs as in
  * production; only the activities are stand-ins.
  */
+import { readFileSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
@@ -45,14 +46,19 @@ export async function startWorkflowTestEnv(options: WorkflowTestEnvOptions = {})
     },
   });
   const fakes = createFakeActivities();
+  const bundleFile = process.env.HARNESS_S_WORKFLOW_BUNDLE;
   const workers = await Promise.all(
     Object.values(TASK_QUEUES).map((taskQueue) =>
       Worker.create({
         connection: env.nativeConnection,
         taskQueue,
         activities: fakes.activities,
-        // Every workflow (the run and its children) runs on the control queue.
-        ...(taskQueue === TASK_QUEUES.control && { workflowsPath: require.resolve('../../workflows') }),
+        // Every workflow (the run and its children) runs on the control queue: the bundle `npm test` built once, or
+        // bundled here (a file run alone).
+        ...(taskQueue === TASK_QUEUES.control &&
+          (bundleFile
+            ? { workflowBundle: JSON.parse(readFileSync(bundleFile, 'utf8')) as { code: string } }
+            : { workflowsPath: require.resolve('../../workflows') })),
       }),
     ),
   );
