@@ -33,12 +33,16 @@ checks() {
   return "$checks_status"
 }
 
-# The workflow code, bundled by webpack once for every worker of the run (workers/worker.ts reads the file).
-if ! npx tsx test/build-workflow-bundle.ts "$logs/workflow-bundle.json"; then
+# The workflow code, bundled by webpack once for every worker of the run (workers/worker.ts reads the file). In the
+# repository's node_modules/.cache: the multi-host test's hosts see the repository but have a /tmp and a .data of
+# their own.
+bundle="$PWD/node_modules/.cache/harness-s/workflow-bundle.json"
+mkdir -p "$(dirname "$bundle")"
+if ! npx tsx test/build-workflow-bundle.ts "$bundle"; then
   echo "== bundling the workflow code failed" >&2
   exit 1
 fi
-export HARNESS_S_WORKFLOW_BUNDLE="$logs/workflow-bundle.json"
+export HARNESS_S_WORKFLOW_BUNDLE="$bundle"
 
 if [ "$mode" = fast ]; then
   checks || exit 1
