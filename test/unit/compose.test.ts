@@ -51,6 +51,7 @@ const WORKER_ENV = [
   'HARNESS_S_DB_POOL_SIZE',
   'HARNESS_S_REPLICA_URL',
   'HARNESS_S_TRAINER_HEARTBEAT_SECONDS',
+  'HARNESS_S_WORKFLOW_BUNDLE',
 ];
 
 /** Variables of WORKER_ENV the worker services leave unset on purpose, and why; docs/deploy.md still names them. */
@@ -68,6 +69,8 @@ const LEFT_UNSET: Record<string, string> = {
   HARNESS_S_REPLICA_URL: 'a worker beside one replica (publishVia replica-workers); the stack shares the adapters volume instead',
   // SkyRL's sessions last 300 s; the default heartbeat (10 s) is well inside it.
   HARNESS_S_TRAINER_HEARTBEAT_SECONDS: "how often trainer sessions are heartbeated; the default suits SkyRL's 300 s timeout",
+  // npm test bundles the workflow code once for all its workers; a worker of the stack bundles it at start.
+  HARNESS_S_WORKFLOW_BUNDLE: 'a workflow bundle built beforehand, which npm test sets; a worker bundles the code itself when unset',
 };
 
 /** Files on the worker path that read the environment by a computed name, and the names they read. */
@@ -81,6 +84,8 @@ const DYNAMIC_ENV_READS: Record<string, string[]> = {
   'core/viewer-address.ts': ['HARNESS_S_UI_URL', 'HARNESS_S_UI_PORT', 'HARNESS_S_UI_HOST'],
   // The pool size, by a named constant, with the environment passed in for its test.
   'core/store/database.ts': ['HARNESS_S_DB_POOL_SIZE'],
+  // The workflow bundle npm test builds once, by a named constant.
+  'workers/worker.ts': ['HARNESS_S_WORKFLOW_BUNDLE'],
 };
 
 const WORKER_SERVICES = ['control-worker', 'rollout-worker', 'trainer-worker'];
