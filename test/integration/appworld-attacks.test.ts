@@ -33,17 +33,27 @@ const fence = (code: string) => `\`\`\`python\n${code}\n\`\`\``;
 
 let env: AppWorldEnvironment;
 
-beforeAll(async () => {
+type AppWorldLimitsInput = NonNullable<ConstructorParameters<typeof AppWorldEnvironment>[0]['limits']>;
+
+/** An AppWorld env on the fixture world with these sandbox limits. */
+async function fixtureEnv(limits: AppWorldLimitsInput, servers = 1): Promise<AppWorldEnvironment> {
   const install = await setupAppWorld();
-  env = new AppWorldEnvironment({
+  return new AppWorldEnvironment({
     appworld: install.appworld,
     root: install.fixtureRoot,
     cache: install.cache,
     dataset: 'fixture',
-    servers: 2,
+    servers,
     harnesses: [],
-    limits: { executeSeconds: EXECUTE_SECONDS, maxProcesses: MAX_PROCESSES, maxMemoryBytes: MAX_MEMORY, replyBytes: REPLY_BYTES },
+    limits,
   });
+}
+
+beforeAll(async () => {
+  env = await fixtureEnv(
+    { executeSeconds: EXECUTE_SECONDS, maxProcesses: MAX_PROCESSES, maxMemoryBytes: MAX_MEMORY, replyBytes: REPLY_BYTES },
+    2,
+  );
 }, 600_000);
 afterAll(async () => {
   await env?.close();
@@ -189,16 +199,7 @@ test('a fork bomb stops at the process limit, and none of its processes outlives
 describe('a huge print', () => {
   let roomy: AppWorldEnvironment;
   beforeAll(async () => {
-    const install = await setupAppWorld();
-    roomy = new AppWorldEnvironment({
-      appworld: install.appworld,
-      root: install.fixtureRoot,
-      cache: install.cache,
-      dataset: 'fixture',
-      servers: 1,
-      harnesses: [],
-      limits: { executeSeconds: 60, maxProcesses: MAX_PROCESSES, maxMemoryBytes: MAX_MEMORY, replyBytes: REPLY_BYTES },
-    });
+    roomy = await fixtureEnv({ executeSeconds: 60, maxProcesses: MAX_PROCESSES, maxMemoryBytes: MAX_MEMORY, replyBytes: REPLY_BYTES });
   }, 600_000);
   afterAll(async () => {
     await roomy?.close();
@@ -293,16 +294,7 @@ describe('memory per sandbox (a cgroup per sandbox)', () => {
   const SANDBOX_MEMORY = 768 * 1024 ** 2;
   let small: AppWorldEnvironment;
   beforeAll(async () => {
-    const install = await setupAppWorld();
-    small = new AppWorldEnvironment({
-      appworld: install.appworld,
-      root: install.fixtureRoot,
-      cache: install.cache,
-      dataset: 'fixture',
-      servers: 1,
-      harnesses: [],
-      limits: { executeSeconds: 30, sandboxMemoryBytes: SANDBOX_MEMORY },
-    });
+    small = await fixtureEnv({ executeSeconds: 30, sandboxMemoryBytes: SANDBOX_MEMORY });
   }, 600_000);
   afterAll(async () => {
     await small?.close();
@@ -360,16 +352,7 @@ function diskUsed(dir: string): number {
   const SLACK = 256 * 1024 ** 2;
   let sized: AppWorldEnvironment;
   beforeAll(async () => {
-    const install = await setupAppWorld();
-    sized = new AppWorldEnvironment({
-      appworld: install.appworld,
-      root: install.fixtureRoot,
-      cache: install.cache,
-      dataset: 'fixture',
-      servers: 1,
-      harnesses: [],
-      limits: { executeSeconds: 30, outputsBytes: OUTPUTS },
-    });
+    sized = await fixtureEnv({ executeSeconds: 30, outputsBytes: OUTPUTS });
   }, 600_000);
   afterAll(async () => {
     await sized?.close();
