@@ -138,6 +138,9 @@ export function enginesHome(): string {
   return path.resolve(process.env.HARNESS_S_ENGINES_HOME || path.join(os.homedir(), '.cache', 'harness-s', 'engines'));
 }
 
+/** JAX's persistent compilation cache for the trainer, beside the venvs (JAX keys each entry by its own version and flags). */
+export const jaxCompilationCacheDir = (home = enginesHome()) => path.join(home, 'jax-compilation-cache');
+
 export function enginesStateDir(): string {
   return path.resolve(process.env.HARNESS_S_ENGINES_STATE || path.join(PROJECT_ROOT, '.data', 'engines'));
 }

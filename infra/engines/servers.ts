@@ -29,6 +29,7 @@ import {
   type EnginePorts,
   enginePortsFromEnv,
   enginesStateDir,
+  jaxCompilationCacheDir,
   modelDir,
   modelKey,
   SKYRL,
@@ -272,6 +273,10 @@ function startTrainer(installed: InstalledEngines, server: EnginesState['trainer
     ...process.env,
     PATH: `${path.join(venvDir(SKYRL), 'bin')}:${process.env.PATH ?? ''}`,
     JAX_PLATFORMS: 'cpu',
+    // XLA's compiled programs kept on disk: a restarted trainer (or the next one on this machine) loads them
+    // instead of compiling each batch shape again (the first steps of a run spent 10-35 s compiling).
+    JAX_COMPILATION_CACHE_DIR: jaxCompilationCacheDir(),
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS: '0',
     HF_HUB_OFFLINE: '1',
     UV_NO_PROGRESS: '1',
   };
@@ -318,6 +323,9 @@ function startInference(installed: InstalledEngines, server: EnginesState['infer
     VLLM_LORA_RESOLVER_CACHE_DIR: resolverDir,
     HF_HUB_OFFLINE: '1',
     VLLM_NO_USAGE_STATS: '1',
+    // The model runner in the engine process, not in a third process of its own: one import of torch and vLLM
+    // fewer at each start (20 s against 28 s for the tiny model on a quiet machine).
+    VLLM_ENABLE_V1_MULTIPROCESSING: '0',
     DO_NOT_TRACK: '1',
   };
   return spawnDetached(installed.venvs.vllm.python, args, { cwd: path.dirname(server.log), env, log: server.log });
