@@ -6,7 +6,7 @@
 # server on free ports), and the integration tests, one file at a time, in one lane
 # or (HARNESS_S_TEST_SHARDS=n) in n shards balanced by the files' measured durations
 # (test/sequencer.js), each shard with a Temporal dev server and a database of its
-# own. Two shards are the default: on 2 cores one lane took 40 minutes, two shards 23 to
+# own. Two shards are the default: on 2 cores one lane took 40 minutes, two shards 21 to
 # 33; three shards were slower still (the suite is bound by the CPU there, and tests hit
 # their timeouts). HARNESS_S_TEST_SHARDS=1 runs them in one lane. The first shard prints as it goes; the other lanes' output is
 # printed when they end.
