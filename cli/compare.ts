@@ -120,8 +120,12 @@ export interface CompareResult {
    */
   diffs: Record<string, Record<ComparedFigure, PairedDifference>>;
   ciMethod: string;
-  /** arm -> seed -> the run's figures and id. */
-  runs: Record<string, Record<string, ArmFigures & { runId: string }>>;
+  /**
+   * arm -> seed -> the run's figures, its id, and the policy version it ended
+   * on (its last evaluation's: the adapter the inference server serves under
+   * that name, to evaluate further with `harness-s eval --model`).
+   */
+  runs: Record<string, Record<string, ArmFigures & { runId: string; policyVersion: string }>>;
   /** Runs that did not finish; their arms' means are over the other seeds (an arm with none is left out). */
   failures: Array<{ arm: string; seed: number; runId: string; error: string }>;
 }
@@ -274,10 +278,13 @@ export async function runCompare(options: {
   let finished = 0;
   await mapWithConcurrency(plan, options.parallel, async (item) => {
     let figures: ArmFigures;
+    let policyVersion: string;
     try {
       const handle = await startRun(options.client, item.raw, item.config, item.runId);
       progress(`started ${item.runId} (arm ${item.arm}, seed ${item.seed})`);
-      figures = armFigures(await handle.result());
+      const summary = await handle.result();
+      figures = armFigures(summary);
+      policyVersion = summary.evaluations.at(-1)!.policyVersion; // armFigures checked that there is one
     } catch (err) {
       finished += 1;
       const error = rootCauseMessage(err);
@@ -285,7 +292,7 @@ export async function runCompare(options: {
       progress(`[${finished}/${plan.length}] ${item.arm} seed ${item.seed}: FAILED (${item.runId}): ${error}`);
       return;
     }
-    (runs[item.arm] ??= {})[String(item.seed)] = { ...figures, runId: item.runId };
+    (runs[item.arm] ??= {})[String(item.seed)] = { ...figures, runId: item.runId, policyVersion };
     finished += 1;
     progress(
       `[${finished}/${plan.length}] ${item.arm} seed ${item.seed}: base ${(figures.baseSuccessEnd * 100).toFixed(1)}%, ` +

@@ -50,6 +50,12 @@ test('the arms of a seed train on identical task samples and evaluate on identic
     expect(await stack.store.routingDecisions(policyOnly)).toEqual([]);
     expect((await stack.store.routingDecisions(randomK)).every((d) => d.strategy === 'random')).toBe(true);
     expect((await stack.store.routingDecisions(harnessS)).every((d) => d.strategy === 'validation')).toBe(true);
+    // Each run names the policy it ended on (its last evaluation's), to evaluate further with `eval --model`.
+    const ended = await Promise.all(
+      [policyOnly, harnessS, randomK].map(async (id) => (await stack.store.evaluations(id)).at(-1)?.policyVersion),
+    );
+    expect(['policy-only', 'harness-s', 'random-k'].map((arm) => result.runs[arm][seed].policyVersion)).toEqual(ended);
+    expect(new Set(ended).size).toBe(3);
   }
   expect(result.runs['policy-only']['5']).toMatchObject({ extraRollouts: 0, rescueRate: 0 });
   // The arm's figure is the mean of its seeds' figures.

@@ -97,6 +97,7 @@ test('compare pairs arms by seed: each later arm minus each earlier one, over th
     steps: 1,
     spend: { rollouts: 0, policyTokens: 0, trainerTokens: 0 },
     runId: 'r',
+    policyVersion: 'r-step-0',
   });
   const diffs = armDiffs(['policy-only', 'harness-s', 'random-k'], {
     'policy-only': { 1: run(0.2), 2: run(0.3), 3: run(0.4) },

@@ -154,8 +154,14 @@ export function compareResult(): CompareResult {
     seeds: [1, 2],
     arms: { 'policy-only': figures(0.3, 0.4), 'harness-s': figures(0.45, 0.7) },
     runs: {
-      'policy-only': { '1': { ...figures(0.25, 0.35), runId: 'po-1' }, '2': { ...figures(0.35, 0.45), runId: 'po-2' } },
-      'harness-s': { '1': { ...figures(0.4, 0.65), runId: 'hs-1' }, '2': { ...figures(0.5, 0.75), runId: 'hs-2' } },
+      'policy-only': {
+        '1': { ...figures(0.25, 0.35), runId: 'po-1', policyVersion: 'po-1-step-1' },
+        '2': { ...figures(0.35, 0.45), runId: 'po-2', policyVersion: 'po-2-step-1' },
+      },
+      'harness-s': {
+        '1': { ...figures(0.4, 0.65), runId: 'hs-1', policyVersion: 'hs-1-step-1' },
+        '2': { ...figures(0.5, 0.75), runId: 'hs-2', policyVersion: 'hs-2-step-1' },
+      },
     },
     diffs: {
       'harness-s - policy-only': {
